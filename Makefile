@@ -1,0 +1,39 @@
+# tidelog: the README's two commands are `make demo` and `make test`.
+# Both bootstrap what they need (Debian packages when missing, .venv) and are idempotent.
+SHELL := /bin/bash
+BIN := .venv/bin
+PYTEST_ARGS ?=
+
+.PHONY: all venv lint test test-fast demo soak chaos bench clean
+
+all: test
+
+venv:
+	@bash scripts/bootstrap.sh
+
+lint: venv
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check --quiet src tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+# The contract: static checks, then every test not marked slow (unit, simulator seeds,
+# integration against real processes).
+test: lint
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+test-fast: venv
+	$(BIN)/pytest -m "not slow and not integration and not spark" $(PYTEST_ARGS)
+
+demo: venv
+	$(BIN)/python examples/demo.py
+
+# Long simulator sweep (issue 4): many seeds; prints any failing seed with its replay command.
+soak: venv
+	$(BIN)/python -m tidelog.testing.soak --seeds $${SEEDS:-100000}
+
+bench: venv
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis build src/*.egg-info

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Make this checkout ready to run: system packages (only those missing), then .venv with the
+# project installed editable. Idempotent: a second run on a ready machine installs nothing.
+#
+#   scripts/bootstrap.sh [extra ...]    extras from pyproject.toml, e.g. "spark"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    $SUDO apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
+
+PY=${PYTHON:-python3}
+missing=()
+command -v "$PY" >/dev/null 2>&1 || missing+=(python3)
+if command -v "$PY" >/dev/null 2>&1 && ! "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)  # ZooKeeper and Spark
+dpkg -s zookeeper >/dev/null 2>&1 || missing+=(zookeeper)           # the real ZooKeeper server
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)                  # a Kafka client in tests
+command -v gcc >/dev/null 2>&1 || missing+=(gcc python3-dev)        # wheels that compile
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  apt_install "${missing[@]}"
+fi
+
+extras="dev"
+for e in "$@"; do extras="$extras,$e"; done
+stamp=".venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${extras//,/-}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$stamp" ]; then
+  echo "bootstrap: installing tidelog[$extras] into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -c "import tidelog, kio, crc32c" # fail loudly if the install did not take
+  touch "$stamp"
+fi

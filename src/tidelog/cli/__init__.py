@@ -1,0 +1,1 @@
+"""tidelog.cli (see DESIGN.md, Layers)."""

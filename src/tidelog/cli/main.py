@@ -1,0 +1,37 @@
+"""The ``tidelog`` command. Subcommands register themselves in ``COMMANDS``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+import tidelog
+
+#: name -> (help, add_arguments, run). Each subcommand module adds its entry.
+Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+COMMANDS: dict[str, Command] = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tidelog", description=tidelog.__doc__.splitlines()[0] if tidelog.__doc__ else None
+    )
+    parser.add_argument("--version", action="version", version=f"tidelog {tidelog.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, add_arguments, _run) in sorted(COMMANDS.items()):
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return COMMANDS[args.command][2](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

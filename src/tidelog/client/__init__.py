@@ -1,0 +1,1 @@
+"""tidelog.client (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""tidelog.controller (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""The Kafka wire protocol, pure: bytes in, messages out, no IO."""

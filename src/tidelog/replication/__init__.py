@@ -1,0 +1,1 @@
+"""The replication core: pure, IO-free partition state (DESIGN.md, replication rules 2-9)."""

@@ -1,0 +1,1 @@
+"""tidelog.server (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""tidelog.spark (see DESIGN.md, Layers)."""

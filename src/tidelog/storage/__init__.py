@@ -1,0 +1,1 @@
+"""tidelog.storage (see DESIGN.md, Layers)."""

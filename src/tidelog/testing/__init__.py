@@ -1,0 +1,1 @@
+"""tidelog.testing (see DESIGN.md, Layers)."""
