@@ -384,6 +384,10 @@ def decode_response(
         raise InvalidResponseError(f"no response schema for API {api_key} v{api_version}")
     try:
         pos = skip_tagged_fields(data, 4) if codec.flexible_header else 4
+        if codec.walk:  # a broken broker must not be able to abort the client either
+            cleaned = schema_walk.check_body(codec.schema, data, pos)
+            if cleaned is not None:
+                data, pos = cleaned, 0
         body, _size = codec.read(data, pos)
     except Exception as exc:
         raise InvalidResponseError(

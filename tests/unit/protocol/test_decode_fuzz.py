@@ -22,6 +22,12 @@ from kio.schema.produce.v7 import request as produce7
 from kio.schema.produce.v10 import request as produce10
 
 from tidelog.protocol.codec import RequestHeader, decode_request, encode_request
+from tidelog.protocol.control import (
+    ControlledShutdownRequest,
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+)
 from tidelog.protocol.errors import (
     InvalidRequestError,
     UnknownApiKeyError,
@@ -112,6 +118,25 @@ def _corpus() -> list[bytes]:
                 ),
             ),
         ),
+        LeaderAndIsrRequest(
+            controller_id=1,
+            controller_epoch=2,
+            broker_epoch=3,
+            partition_states=(
+                LeaderAndIsrPartitionState(
+                    topic_name="t",
+                    partition_index=0,
+                    controller_epoch=2,
+                    leader=1,
+                    leader_epoch=4,
+                    isr=(1, 2),
+                    partition_epoch=5,
+                    replicas=(1, 2, 3),
+                ),
+            ),
+            live_leaders=(LeaderAndIsrLiveLeader(broker_id=1, host_name="h", port=9092),),
+        ),
+        ControlledShutdownRequest(broker_id=3, broker_epoch=9),
     ]
     return [
         encode_request(RequestHeader(b.__api_key__, b.__version__, 7, "fuzz"), b)[4:]
