@@ -65,6 +65,8 @@ Step = Callable[[bytes, int, int, list[tuple[int, int, bytes]]], int]
 
 
 def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and buf[pos] < 0x80:
+        return buf[pos], pos + 1
     value = 0
     shift = 0
     while True:
@@ -221,18 +223,37 @@ def entity_step(schema: type[Any]) -> Step:
 
     # Register before building fields so recursive schemas terminate.
     _entity_steps[schema] = walk
+    fixed_run = 0  # consecutive fixed-size fields are checked as one step
     for field in dataclasses.fields(schema):
         tag = get_field_tag(field)
-        if tag is None:
-            steps.append(_field_step(field, flexible, tagged=False))
-        else:
+        if tag is not None:
             tagged[tag] = _field_step(field, flexible, tagged=True)
+            continue
+        size = _fixed_size(field)
+        if size is not None:
+            fixed_run += size
+            continue
+        if fixed_run:
+            steps.append(_fixed(fixed_run))
+            fixed_run = 0
+        steps.append(_field_step(field, flexible, tagged=False))
+    if fixed_run:
+        steps.append(_fixed(fixed_run))
     return walk
+
+
+def _fixed_size(field: dataclasses.Field[Any]) -> int | None:
+    """Size of a non-array primitive of fixed size, else None."""
+    if not isinstance(classify_field(field), PrimitiveField):
+        return None
+    return _FIXED_SIZES.get(get_schema_field_type(field))
 
 
 def _walk_tagged(
     known: dict[int, Step], buf: bytes, pos: int, end: int, edits: list[tuple[int, int, bytes]]
 ) -> int:
+    if pos < end and buf[pos] == 0:  # the common case: no tagged fields
+        return pos + 1
     start = pos
     count, pos = _uvarint(buf, pos, end)
     if count > end - pos:
