@@ -277,9 +277,10 @@ class Log:
         if not cache.loaded_from_file and log_end_offset > segments[0].base_offset:
             # Missing or unreadable checkpoint: rebuild from every batch header.
             epoch_starts = log._epoch_starts_from_headers()
-        for epoch, offset in epoch_starts:
+        for epoch, offset, last_offset in epoch_starts:
             latest = cache.latest_epoch()
-            if latest is None or epoch > latest:
+            # Only batches still readable (not wholly below the log start) count.
+            if last_offset >= log.log_start_offset and (latest is None or epoch > latest):
                 cache.assign(epoch, offset)
         cache.truncate_from_end(log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
@@ -292,9 +293,9 @@ class Log:
         return log
 
     @staticmethod
-    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int]]:
+    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int, int]]:
         """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts."""
-        epoch_starts: list[tuple[int, int]] = []
+        epoch_starts: list[tuple[int, int, int]] = []
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -337,14 +338,14 @@ class Log:
             pass  # an empty active segment after a roll is normal
         return epoch_starts
 
-    def _epoch_starts_from_headers(self) -> list[tuple[int, int]]:
-        starts: list[tuple[int, int]] = []
+    def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
+        starts: list[tuple[int, int, int]] = []
         latest = -1
         for seg in self._segments:
             for _, header in seg.headers_from(0):
                 if header.partition_leader_epoch > latest:
                     latest = header.partition_leader_epoch
-                    starts.append((latest, header.base_offset))
+                    starts.append((latest, header.base_offset, header.last_offset))
         return starts
 
     # ------------------------------------------------------------------ properties
@@ -675,6 +676,10 @@ class Log:
                 if found is not None:
                     position, header = found
                     active.truncate_at(position, header.base_offset)
+                if self.log_end_offset < self._log_start_offset:
+                    # The cut batch straddled the log start: nothing readable is left.
+                    self._truncate_fully_locked(self._log_start_offset)
+                    return
                 self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 

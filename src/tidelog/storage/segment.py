@@ -47,8 +47,8 @@ class ScanResult:
     valid_size: int
     #: Why the walk stopped before the end of the file (None: the whole file is valid).
     error: str | None = None
-    #: ``(epoch, start offset)`` each time the batch leader epoch grew, in order.
-    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+    #: ``(epoch, batch base offset, batch last offset)`` each time the epoch grew, in order.
+    epoch_starts: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class LogSegment:
@@ -195,7 +195,7 @@ class LogSegment:
                 result.error = f"batch at byte {pos} fails its CRC-32C check"
                 break
             if epoch > prev_epoch and epoch >= 0:
-                result.epoch_starts.append((epoch, header.base_offset))
+                result.epoch_starts.append((epoch, header.base_offset, header.last_offset))
             prev_epoch = epoch
             self._account(
                 header.last_offset,
