@@ -329,7 +329,9 @@ class Log:
                         f"at {upper}",
                     )
                 upper = None
-            if upper is None:
+            if upper is not None:
+                seg.on_become_inactive()  # the final time index entry, as at its roll
+            else:
                 for later in segments[i + 1 :]:
                     later.delete_files()
                 del segments[i + 1 :]

@@ -57,6 +57,7 @@ class LogSegment:
     __slots__ = (
         "_bytes_since_index_entry",
         "_dirty",
+        "_indexes_existed",
         "base_offset",
         "directory",
         "fd",
@@ -87,14 +88,15 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._indexes_existed = index_path.exists() and time_index_path.exists()
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            index_path,
             base_offset,
             max_index_entries,
         )
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset
-        )
+        self.time_index = TimeIndex(time_index_path, base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -106,7 +108,10 @@ class LogSegment:
     # ------------------------------------------------------------------ loading / recovery
 
     def load_indexes(self) -> bool:
-        """Load both index files; False (and empty indexes) if either fails its check."""
+        """Load both index files; False (and empty indexes) if either is missing or fails
+        its check."""
+        if not self._indexes_existed and self.size:
+            return False
         try:
             self.offset_index.load(self.size)
             self.time_index.load()
