@@ -33,6 +33,8 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
+#: Buffers per pwritev call (Linux IOV_MAX is 1024).
+_IOV_MAX: Final = 1024
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -283,25 +285,31 @@ class LogSegment:
 
     def append(
         self,
-        data: bytes | bytearray | memoryview,
+        pieces: list[bytes | memoryview],
+        size: int,
         batches: list[tuple[int, int, int]],
         now_ms: int,
     ) -> None:
-        """Write validated, stamped batches with one positional write.
+        """Write validated, stamped batches (``pieces`` concatenated, ``size`` bytes) with
+        one positional vectored write.
 
-        ``batches``: ``(size, last offset, max timestamp)`` of each batch in ``data``.
+        ``batches``: ``(size, last offset, max timestamp)`` of each batch written.
         """
         position = self.size
-        view = memoryview(data)
-        written = 0
-        total = len(view)
-        while written < total:
-            written += os.pwrite(self.fd, view[written:], position + written)
+        for chunk_start in range(0, len(pieces), _IOV_MAX):
+            chunk = pieces[chunk_start : chunk_start + _IOV_MAX]
+            chunk_size = sum(len(p) for p in chunk) if len(pieces) > _IOV_MAX else size
+            written = os.pwritev(self.fd, chunk, position)
+            while written < chunk_size:  # short write (disk full, signal): finish it
+                rest = memoryview(b"".join(chunk))[written:]
+                written += os.pwrite(self.fd, rest, position + written)
+            position += chunk_size
+        position = self.size
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
-        for size, last_offset, max_timestamp in batches:
-            self._account(last_offset, max_timestamp, size, position, True)
-            position += size
+        for batch_size, last_offset, max_timestamp in batches:
+            self._account(last_offset, max_timestamp, batch_size, position, True)
+            position += batch_size
         self.size = position
         self.next_offset = batches[-1][1] + 1
         self._dirty = True
@@ -310,6 +318,8 @@ class LogSegment:
         """Record the final max timestamp in the time index (Kafka does this on roll)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     # ------------------------------------------------------------------ reads
 
