@@ -339,6 +339,10 @@ class Log:
             epoch_starts += result.epoch_starts
             if result.error is not None:
                 if result.next_offset < recovery_point:
+                    # The scan rewrote this segment's indexes; drop them so the next open
+                    # rebuilds (and re-checks) again instead of trusting a partial index.
+                    seg.offset_index.path.unlink(missing_ok=True)
+                    seg.time_index.path.unlink(missing_ok=True)
                     raise CorruptLogError(
                         seg.log_path, result.valid_size, result.next_offset, result.error
                     )
@@ -361,8 +365,6 @@ class Log:
                     later.delete_files()
                 del segments[i + 1 :]
             i += 1
-        if segments and segments[-1].is_empty and len(segments) > 1:
-            pass  # an empty active segment after a roll is normal
         return epoch_starts
 
     def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
