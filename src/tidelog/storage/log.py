@@ -920,7 +920,8 @@ class Log:
         """fsync the segments holding offsets below ``target``, then move the recovery
         point there unless a truncation happened meanwhile."""
         with self._lock:
-            self._check_open()
+            if self._closed:
+                return  # closed or deleted meanwhile (a flush thread racing with close)
             segments = [
                 s
                 for s in self._segments
@@ -933,10 +934,15 @@ class Log:
             if target >= self.log_end_offset:
                 self._unflushed_messages = 0
                 self._last_flush_ms = now_ms
-        for seg in dict.fromkeys(segments):
-            seg.flush()
-        if dir_dirty:
-            fsync_directory(self.directory)
+        try:
+            for seg in dict.fromkeys(segments):
+                seg.flush()
+            if dir_dirty:
+                fsync_directory(self.directory)
+        except OSError:
+            if self._closed:
+                return  # the files went away under us: nothing left to make durable
+            raise
         with self._lock:
             if generation == self._truncations:
                 self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
