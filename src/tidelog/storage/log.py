@@ -940,7 +940,7 @@ class Log:
             if dir_dirty:
                 fsync_directory(self.directory)
         except OSError:
-            if self._closed:
+            if self._is_closed():  # another thread closed the log meanwhile
                 return  # the files went away under us: nothing left to make durable
             raise
         with self._lock:
@@ -995,6 +995,9 @@ class Log:
 
     @property
     def closed(self) -> bool:
+        return self._closed
+
+    def _is_closed(self) -> bool:
         return self._closed
 
     def _check_open(self) -> None:
