@@ -58,7 +58,7 @@ def _zero(kafka_type: str | None, nullable: bool, is_array: bool) -> Any:
 
 
 @cache
-def _plan(cls: type) -> tuple[tuple[str, _Converter, bool, Any], ...]:
+def _plan(cls: Any) -> tuple[tuple[str, _Converter, bool, Any], ...]:
     """Per field: (name, converter, required, zero)."""
     plan = []
     module = sys.modules[cls.__module__]
@@ -66,7 +66,7 @@ def _plan(cls: type) -> tuple[tuple[str, _Converter, bool, Any], ...]:
     for f in hints.values():
         tp = f.type
         if isinstance(tp, str):  # pragma: no cover - kio does not use string annotations
-            tp = eval(tp, vars(module))  # noqa: S307
+            tp = eval(tp, vars(module))
         inner, nullable = _unwrap_optional(tp)
         is_array = get_origin(inner) is tuple
         element = get_args(inner)[0] if is_array else inner
@@ -102,7 +102,7 @@ def _converter(element: Any, kafka_type: str | None, is_array: bool) -> _Convert
 
         def one(value: Any) -> Any:
             if isinstance(value, Mapping):
-                return build(entity_cls, value)  # type: ignore[arg-type]
+                return build(entity_cls, value)
             return value
 
     elif kafka_type == "error_code":
@@ -133,7 +133,7 @@ def _converter(element: Any, kafka_type: str | None, is_array: bool) -> _Convert
     return many
 
 
-def build(cls: type[Any], data: Mapping[str, Any]) -> Any:
+def build(cls: Any, data: Mapping[str, Any]) -> Any:
     """An instance of the kio entity ``cls`` from a version-independent ``data`` dict."""
     kwargs: dict[str, Any] = {}
     for name, convert, required, zero in _plan(cls):

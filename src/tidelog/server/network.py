@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
 import socket
@@ -31,7 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidelog.protocol.framing import FrameDecoder, FrameTooLargeError
+from tidelog.protocol.errors import FrameTooLargeError
+from tidelog.protocol.framing import FrameDecoder
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +105,8 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._sock_fd = sock.fileno()
-            try:
+            with contextlib.suppress(OSError):  # not a TCP socket
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:  # pragma: no cover - not a TCP socket
-                pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -135,7 +135,7 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         for frame in frames:
-            if self.closed:
+            if self._is_closing():
                 return
             try:
                 result = self._dispatcher.dispatch(self, frame)
@@ -203,7 +203,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         for part in response.parts:
-            if isinstance(part, bytes | memoryview):
+            if isinstance(part, (bytes, memoryview)):
                 if len(part):
                     transport.write(part)
             else:
@@ -246,6 +246,9 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+
+    def _is_closing(self) -> bool:
+        return self.closed or self._transport is None or self._transport.is_closing()
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():

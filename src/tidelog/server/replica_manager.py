@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidelog.errors import ErrorCode, KafkaError
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import Partition
 from tidelog.server.config import LONG_MAX, BrokerConfig
 from tidelog.server.purgatory import DelayedOperation, Purgatory
@@ -97,7 +97,7 @@ class ReplicaManager:
 
     def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
         self.config = config
-        self.broker_id = config.broker_id
+        self.broker_id = BrokerId(config.broker_id)
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.produce_purgatory = Purgatory("Produce")
@@ -210,9 +210,7 @@ class ReplicaManager:
 
     # --- fetch -----------------------------------------------------------------------
 
-    def read(
-        self, requests: Sequence[FetchRequestPartition], max_bytes: int
-    ) -> list[FetchResult]:
+    def read(self, requests: Sequence[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
         """Rule 3: read up to the high watermark; the first non-empty read may exceed limits."""
         results = []
         budget = max_bytes
@@ -309,7 +307,7 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = ("_manager", "_max_bytes", "_min_bytes", "_requests", "_respond")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917
         self,
         manager: ReplicaManager,
         requests: Sequence[FetchRequestPartition],
@@ -360,4 +358,3 @@ def effective_topic_config(
     if merged.get("flush.ms") == -1:
         merged["flush.ms"] = LONG_MAX
     return merged
-
