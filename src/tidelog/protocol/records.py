@@ -124,8 +124,14 @@ class BatchHeader:
         return bool(self.attributes & 0x20)
 
 
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Decode the header of the batch at ``pos``; checks magic and length, not the CRC."""
+def parse_header(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, whole: bool = True
+) -> BatchHeader:
+    """Decode the header of the batch at ``pos``; checks magic and length, not the CRC.
+
+    ``whole=False`` accepts a buffer that ends inside the batch body (a reader that already
+    knows the batch is complete on disk and fetched only its header).
+    """
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptRecordBatchError(
             f"batch at byte {pos} is truncated: {len(buf) - pos} bytes, header needs "
@@ -159,7 +165,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
         raise CorruptRecordBatchError(
             f"batch at byte {pos} declares length {header.batch_length}, below the header size"
         )
-    if header.size > len(buf) - pos:
+    if whole and header.size > len(buf) - pos:
         raise CorruptRecordBatchError(
             f"batch at byte {pos} declares {header.size} bytes but only {len(buf) - pos} follow"
         )

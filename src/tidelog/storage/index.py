@@ -1,0 +1,211 @@
+"""Sparse offset and time indexes of one segment, in Kafka's on-disk formats.
+
+``<base>.index``: 8-byte entries ``(int32 relative offset, int32 position)``; an entry maps
+the LAST offset of a batch to the byte position where that batch starts. One entry is added
+when more than ``index.interval.bytes`` were appended since the previous one, so a lookup
+lands at most about that many bytes before the wanted batch.
+
+``<base>.timeindex``: 12-byte entries ``(int64 timestamp, int32 relative offset)``: the
+largest batch max-timestamp seen so far and the offset carrying it, appended beside offset
+index entries (and once more when a segment stops being active) only when the timestamp grew.
+
+Invariants (checked on load; a violation means the file is rebuilt from the log): the file
+holds whole entries; offsets strictly increase (time index: timestamps strictly increase and
+offsets do not decrease); every offset is >= the segment's base offset.
+
+Entries live in memory (``array``) and are written through to the file with ``pwrite`` as
+they are added, so a clean close needs no extra work and a crash leaves at most a torn last
+entry, which the load check catches.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from pathlib import Path
+from typing import Final
+
+_OFFSET_ENTRY: Final = struct.Struct(">ii")
+_TIME_ENTRY: Final = struct.Struct(">qi")
+OFFSET_ENTRY_SIZE: Final = _OFFSET_ENTRY.size
+TIME_ENTRY_SIZE: Final = _TIME_ENTRY.size
+
+
+class IndexCorruptError(Exception):
+    """Internal: an index file failed its load check (the caller rebuilds it)."""
+
+
+class _IndexFile:
+    __slots__ = ("_dirty", "base_offset", "fd", "path")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._dirty = False
+
+    def _read_all(self) -> bytes:
+        size = os.fstat(self.fd).st_size
+        return os.pread(self.fd, size, 0) if size else b""
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fsync(self.fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+
+class OffsetIndex(_IndexFile):
+    """``<base>.index``: batch last offset -> batch start position."""
+
+    __slots__ = ("max_entries", "offsets", "positions")
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        super().__init__(path, base_offset)
+        self.max_entries = max_entries
+        self.offsets: array[int] = array("q")
+        self.positions: array[int] = array("q")
+
+    def load(self, log_size: int) -> None:
+        """Read the file; raises IndexCorruptError if it breaks an invariant."""
+        data = self._read_all()
+        if len(data) % OFFSET_ENTRY_SIZE:
+            raise IndexCorruptError(f"{self.path}: size {len(data)} is not a multiple of 8")
+        offsets: array[int] = array("q")
+        positions: array[int] = array("q")
+        last_off = -1
+        last_pos = -1
+        for rel, pos in _OFFSET_ENTRY.iter_unpack(data):
+            off = self.base_offset + rel
+            if rel < 0 or off <= last_off or pos <= last_pos or pos >= log_size:
+                raise IndexCorruptError(f"{self.path}: entry ({rel}, {pos}) out of order")
+            offsets.append(off)
+            positions.append(pos)
+            last_off, last_pos = off, pos
+        self.offsets, self.positions = offsets, positions
+
+    @property
+    def entries(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.offsets) >= self.max_entries
+
+    def append(self, offset: int, position: int) -> None:
+        n = len(self.offsets)
+        os.pwrite(
+            self.fd,
+            _OFFSET_ENTRY.pack(offset - self.base_offset, position),
+            n * OFFSET_ENTRY_SIZE,
+        )
+        self.offsets.append(offset)
+        self.positions.append(position)
+        self._dirty = True
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """``(entry offset, position)`` of the largest entry <= target, else ``(-1, 0)``.
+
+        The batch starting at that position ends at or before ``target_offset``, so the batch
+        containing ``target_offset`` starts there or later.
+        """
+        i = bisect.bisect_right(self.offsets, target_offset)
+        if i == 0:
+            return -1, 0
+        return self.offsets[i - 1], self.positions[i - 1]
+
+    def lookup_position(self, limit: int) -> int:
+        """The largest indexed batch start <= ``limit`` (0 if none)."""
+        i = bisect.bisect_right(self.positions, limit)
+        return self.positions[i - 1] if i else 0
+
+    def truncate_to_position(self, position: int) -> None:
+        """Keep only entries for batches starting before ``position``."""
+        keep = bisect.bisect_left(self.positions, position)
+        self._truncate_entries(keep)
+
+    def truncate_entries(self, keep: int) -> None:
+        self._truncate_entries(keep)
+
+    def _truncate_entries(self, keep: int) -> None:
+        if keep < len(self.offsets):
+            del self.offsets[keep:]
+            del self.positions[keep:]
+        os.ftruncate(self.fd, keep * OFFSET_ENTRY_SIZE)
+        self._dirty = True
+
+
+class TimeIndex(_IndexFile):
+    """``<base>.timeindex``: max timestamp so far -> the offset that carries it."""
+
+    __slots__ = ("offsets", "timestamps")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path, base_offset)
+        self.timestamps: array[int] = array("q")
+        self.offsets: array[int] = array("q")
+
+    def load(self) -> None:
+        data = self._read_all()
+        if len(data) % TIME_ENTRY_SIZE:
+            raise IndexCorruptError(f"{self.path}: size {len(data)} is not a multiple of 12")
+        timestamps: array[int] = array("q")
+        offsets: array[int] = array("q")
+        last_ts = -(1 << 63)
+        last_off = -1
+        for ts, rel in _TIME_ENTRY.iter_unpack(data):
+            off = self.base_offset + rel
+            if rel < 0 or ts <= last_ts or off < last_off:
+                raise IndexCorruptError(f"{self.path}: entry ({ts}, {rel}) out of order")
+            timestamps.append(ts)
+            offsets.append(off)
+            last_ts, last_off = ts, off
+        self.timestamps, self.offsets = timestamps, offsets
+
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self.timestamps:
+            return None
+        return self.timestamps[-1], self.offsets[-1]
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append ``(timestamp, offset)`` if the timestamp is newer than the last entry."""
+        if self.timestamps and timestamp <= self.timestamps[-1]:
+            return
+        if timestamp < 0:
+            return
+        n = len(self.timestamps)
+        os.pwrite(
+            self.fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset), n * TIME_ENTRY_SIZE
+        )
+        self.timestamps.append(timestamp)
+        self.offsets.append(offset)
+        self._dirty = True
+
+    def lookup(self, timestamp: int) -> int:
+        """Where a search for the first record with timestamp >= ``timestamp`` may start.
+
+        An entry ``(ts, off)`` with ``ts < timestamp`` says no record up to its index point
+        reaches ``timestamp``; the last such entry's offset is a safe start (the segment's base
+        offset if there is none).
+        """
+        i = bisect.bisect_left(self.timestamps, timestamp)
+        return self.offsets[i - 1] if i else self.base_offset
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop entries whose offset is >= ``offset``."""
+        keep = bisect.bisect_left(self.offsets, offset)
+        if keep < len(self.offsets):
+            del self.timestamps[keep:]
+            del self.offsets[keep:]
+        os.ftruncate(self.fd, keep * TIME_ENTRY_SIZE)
+        self._dirty = True

@@ -1,0 +1,905 @@
+"""One partition's log on disk (Kafka's UnifiedLog + LocalLog, without compaction).
+
+Theory of operation
+-------------------
+A log is a directory ``<log.dir>/<topic>-<partition>/`` of segments (``tidelog.storage.
+segment``) with contiguous offsets, plus ``leader-epoch-checkpoint``. The last segment is the
+active one; appends go there, and it rolls (a new segment based at the log end offset) when
+``segment.bytes`` would be exceeded, ``segment.ms`` passed since its first append, or its
+offset index is full.
+
+Rules:
+  1. An append validates EVERY batch (framing, magic 2, record count, size, CRC-32C) before
+     writing ANY; the leader then stamps baseOffset and partitionLeaderEpoch in place (both
+     outside the CRC, DESIGN.md rule 1) and writes all batches with one ``pwrite``. Records
+     are never decoded or recompressed on this path.
+  2. A follower append keeps the leader's offsets and epochs; it must continue exactly at
+     the log end offset.
+  3. Every new leader epoch seen (leader stamp or follower batch) is recorded in the leader
+     epoch cache before the data is written; truncation trims the cache to the log.
+  4. ``read`` returns whole batches as a ``FetchSlice`` (fd, position, length) of ONE
+     segment file so the server can ``os.sendfile`` it; the slice starts at the batch
+     containing the fetch offset.
+  5. No fsync per append by default (``flush.messages`` / ``flush.ms`` are "never", as in
+     Kafka): durability comes from replication. ``recovery_point`` is the offset below which
+     everything is fsynced; after an unclean stop every batch at or above it is re-validated
+     and a torn or corrupt tail truncated; corruption below it is refused (CorruptLogError)
+     rather than silently truncated or served.
+  6. Removed segments (retention, truncation) are renamed ``*.deleted`` and their fds stay
+     open for ``file.delete.delay.ms`` so FetchSlices handed out just before stay valid.
+
+Thread-safety: every public method takes the log's lock; the server calls appends and reads
+from its event loop thread and may run ``flush`` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.protocol.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordBatchError,
+    compute_crc,
+    parse_header,
+    read_batch_size,
+    stamp_batch,
+)
+from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
+from tidelog.storage.epoch_cache import LeaderEpochFileCache
+from tidelog.storage.errors import (
+    CorruptLogError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from tidelog.storage.index import OFFSET_ENTRY_SIZE
+from tidelog.storage.record_scan import first_record_at_or_after
+from tidelog.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+
+_NEVER: Final = 2**63 - 1
+#: Offsets inside a segment are stored relative to its base as int32.
+_MAX_RELATIVE_OFFSET: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogConfig:
+    """Per-log settings with Kafka's defaults (topic config names in comments)."""
+
+    segment_bytes: int = 1 << 30  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms; -1 = forever
+    retention_bytes: int = -1  # retention.bytes; -1 = unlimited
+    flush_interval_messages: int = _NEVER  # flush.messages
+    flush_interval_ms: int = _NEVER  # flush.ms
+    max_message_bytes: int = 1048588  # max.message.bytes: max batch size
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+
+    @property
+    def max_index_entries(self) -> int:
+        return max(1, self.segment_index_bytes // OFFSET_ENTRY_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote; for an empty append ``num_batches == 0`` and
+    ``first_offset == log end offset``, ``last_offset == first_offset - 1``."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_batches: int
+    num_records: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """Whole batches: ``length`` contiguous bytes at ``position`` of one segment file.
+
+    Zero-copy: ``os.sendfile(sock_fd, s.fileno, s.position, s.length)``. The fd stays valid
+    until the segment is deleted (``file.delete.delay.ms`` after retention/truncation) or
+    the log is closed; a truncation may shorten the file under it. Send or copy promptly.
+    """
+
+    fileno: int
+    position: int
+    length: int
+    first_offset: int
+
+    def read_bytes(self) -> bytes:
+        data = os.pread(self.fileno, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"short read: {len(data)} of {self.length} bytes (log truncated?)")
+        return data
+
+
+def parse_topic_partition(directory: Path) -> TopicPartition:
+    """``<topic>-<partition>`` directory name -> TopicPartition (Kafka's convention)."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{directory} is not named <topic>-<partition>")
+    return TopicPartition(topic, int(partition))
+
+
+def _validate_batches(
+    records: bytes | bytearray | memoryview,
+    *,
+    max_message_bytes: int | None,
+    allow_partial_tail: bool,
+) -> tuple[list[tuple[int, BatchHeader]], int]:
+    """Check every batch (rule 1); returns ``[(position, header)]`` and the bytes covered.
+
+    ``allow_partial_tail``: a trailing incomplete batch (a fetch response cut by its size
+    limit) is ignored instead of rejected; followers only.
+    """
+    batches: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    end = len(records)
+    while pos < end:
+        if allow_partial_tail:
+            size = read_batch_size(records, pos)
+            if size is None or (size > end - pos and size >= BATCH_HEADER_SIZE):
+                break
+        header = parse_header(records, pos)
+        if max_message_bytes is not None and header.size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch at byte {pos} is {header.size} bytes, above max.message.bytes "
+                f"{max_message_bytes}"
+            )
+        if header.last_offset_delta < 0 or header.records_count != header.last_offset_delta + 1:
+            raise CorruptRecordBatchError(
+                f"batch at byte {pos} declares {header.records_count} records but last offset "
+                f"delta {header.last_offset_delta}"
+            )
+        if compute_crc(records, pos, header) != header.crc:
+            raise CorruptRecordBatchError(f"batch at byte {pos} fails its CRC-32C check")
+        batches.append((pos, header))
+        pos += header.size
+    return batches, pos
+
+
+class Log:
+    """One partition's log. Open with ``Log.open``; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        now_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = parse_topic_partition(directory)
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._lock = threading.RLock()
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._now_ms = now_ms
+        self._dir_dirty = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
+        )
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+    ) -> Log:
+        """Open (creating if absent) and recover the log in ``directory``.
+
+        Segments entirely below ``recovery_point`` with sound indexes are trusted as Kafka
+        does; every batch at or above it is re-validated. A torn or corrupt tail there is
+        truncated (and later segments deleted); a failure below it raises CorruptLogError.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        parse_topic_partition(directory)
+        for leftover in directory.iterdir():
+            if leftover.name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
+                leftover.unlink()
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in directory.iterdir()
+            if p.name.endswith(LOG_SUFFIX) and p.name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        for p in directory.iterdir():
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                stem = p.name[: -len(suffix)]
+                if p.name.endswith(suffix) and stem.isdigit() and int(stem) not in bases:
+                    p.unlink()  # an index without its log file
+        segments: list[LogSegment] = []
+
+        def new_segment(base: int) -> LogSegment:
+            return LogSegment(
+                directory,
+                base,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_entries=config.max_index_entries,
+                now_ms=now_ms,
+            )
+
+        try:
+            segments = [new_segment(b) for b in bases]
+            epoch_starts = cls._recover(segments, recovery_point)
+        except BaseException:
+            for s in segments:
+                s.close()
+            raise
+        if not segments:
+            segments.append(new_segment(log_start_offset or 0))
+        log_end_offset = segments[-1].next_offset
+        start = max(segments[0].base_offset, log_start_offset or 0)
+        log = cls(
+            directory,
+            config,
+            segments,
+            log_start_offset=min(start, log_end_offset),
+            recovery_point=min(recovery_point, log_end_offset),
+            now_ms=now_ms,
+        )
+        cache = log.leader_epoch_cache
+        if not cache.loaded_from_file and log_end_offset > segments[0].base_offset:
+            # Missing or unreadable checkpoint: rebuild from every batch header.
+            epoch_starts = log._epoch_starts_from_headers()
+        for epoch, offset in epoch_starts:
+            latest = cache.latest_epoch()
+            if latest is None or epoch > latest:
+                cache.assign(epoch, offset)
+        cache.truncate_from_end(log_end_offset)
+        cache.truncate_from_start(log.log_start_offset)
+        if not cache.path.exists():
+            cache.persist()
+        if log._recovery_point < log_end_offset:
+            # Everything recovered was just validated; make it durable so it is trusted next
+            # time (Kafka flushes after recovery too).
+            log.flush()
+        return log
+
+    @staticmethod
+    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int]]:
+        """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts."""
+        epoch_starts: list[tuple[int, int]] = []
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            index_ok = seg.load_indexes()
+            if upper is not None and upper <= recovery_point and index_ok:
+                seg.trust_up_to(upper)
+                i += 1
+                continue
+            below = upper is not None and upper <= recovery_point
+            result = seg.scan(
+                # A rebuilt index below the recovery point re-validates the whole segment.
+                verify_from_offset=seg.base_offset if below else recovery_point,
+                full=not index_ok or seg.base_offset >= recovery_point,
+            )
+            epoch_starts += result.epoch_starts
+            if result.error is not None:
+                if result.next_offset < recovery_point:
+                    raise CorruptLogError(
+                        seg.log_path, result.valid_size, result.next_offset, result.error
+                    )
+                seg.truncate_at(result.valid_size, result.next_offset)
+                upper = None  # nothing after a torn batch survives
+            if upper is not None and seg.next_offset != upper:
+                if seg.next_offset < recovery_point:
+                    raise CorruptLogError(
+                        seg.log_path,
+                        seg.size,
+                        seg.next_offset,
+                        f"segment ends at offset {seg.next_offset} but the next one starts "
+                        f"at {upper}",
+                    )
+                upper = None
+            if upper is None:
+                for later in segments[i + 1 :]:
+                    later.delete_files()
+                del segments[i + 1 :]
+            i += 1
+        if segments and segments[-1].is_empty and len(segments) > 1:
+            pass  # an empty active segment after a roll is normal
+        return epoch_starts
+
+    def _epoch_starts_from_headers(self) -> list[tuple[int, int]]:
+        starts: list[tuple[int, int]] = []
+        latest = -1
+        for seg in self._segments:
+            for _, header in seg.headers_from(0):
+                if header.partition_leader_epoch > latest:
+                    latest = header.partition_leader_epoch
+                    starts.append((latest, header.base_offset))
+        return starts
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._config = config
+            for seg in self._segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+                seg.offset_index.max_entries = config.max_index_entries
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    def _get_log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> tuple[int, ...]:
+        return tuple(self._bases)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    # ------------------------------------------------------------------ appends
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int
+    ) -> AppendInfo:
+        """Validate, assign offsets from the log end offset, stamp ``leader_epoch``, write.
+
+        Raises CorruptRecordBatchError (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT
+        for magic 0/1) or RecordTooLargeError (MESSAGE_TOO_LARGE per batch,
+        RECORD_LIST_TOO_LARGE for an append above segment.bytes); nothing is written then.
+        """
+        if leader_epoch < 0:
+            raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
+        with self._lock:
+            self._check_open()
+            batches, total = _validate_batches(
+                records, max_message_bytes=self._config.max_message_bytes, allow_partial_tail=False
+            )
+            if not batches:
+                return self._empty_append_info()
+            self._check_append_size(total)
+            latest = self.leader_epoch_cache.latest_epoch()
+            if latest is not None and leader_epoch < latest:
+                raise ValueError(
+                    f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
+                    f"the latest epoch {latest} in the epoch cache"
+                )
+            buf = bytearray(records)
+            first_offset = offset = self.log_end_offset
+            meta: list[tuple[int, int, int]] = []
+            max_timestamp = -1
+            num_records = 0
+            for pos, header in batches:
+                stamp_batch(buf, pos, offset, leader_epoch)
+                count = header.last_offset_delta + 1
+                offset += count
+                num_records += count
+                meta.append((header.size, offset - 1, header.max_timestamp))
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+            if latest is None or leader_epoch > latest:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            self._write(
+                buf,
+                meta,
+                first_offset=first_offset,
+                last_offset=offset - 1,
+                num_records=num_records,
+                now_ms=now_ms,
+            )
+            return AppendInfo(
+                first_offset, offset - 1, max_timestamp, len(batches), num_records, total
+            )
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int
+    ) -> AppendInfo:
+        """Append the leader's batches unchanged (offsets and epochs kept).
+
+        The first batch must start at the log end offset and each next batch where the
+        previous ended (UnexpectedAppendOffsetError otherwise); a trailing incomplete batch
+        is ignored. CRC and framing are checked as for the leader.
+        """
+        with self._lock:
+            self._check_open()
+            batches, total = _validate_batches(
+                records, max_message_bytes=None, allow_partial_tail=True
+            )
+            if not batches:
+                return self._empty_append_info()
+            self._check_append_size(total)
+            expected = self.log_end_offset
+            meta: list[tuple[int, int, int]] = []
+            max_timestamp = -1
+            num_records = 0
+            new_epochs: list[tuple[int, int]] = []
+            latest = self.leader_epoch_cache.latest_epoch()
+            latest = -1 if latest is None else latest
+            for _, header in batches:
+                if header.base_offset != expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.topic_partition}: follower batch starts at offset "
+                        f"{header.base_offset}, expected {expected}",
+                        first_offset=batches[0][1].base_offset,
+                        log_end_offset=self.log_end_offset,
+                    )
+                expected = header.next_offset
+                num_records += header.records_count
+                meta.append((header.size, header.last_offset, header.max_timestamp))
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+                if header.partition_leader_epoch > latest:
+                    latest = header.partition_leader_epoch
+                    new_epochs.append((latest, header.base_offset))
+            for epoch, offset in new_epochs:
+                self.leader_epoch_cache.assign(epoch, offset)
+            data = memoryview(records)[:total]
+            first_offset = batches[0][1].base_offset
+            self._write(
+                data,
+                meta,
+                first_offset=first_offset,
+                last_offset=expected - 1,
+                num_records=num_records,
+                now_ms=now_ms,
+            )
+            return AppendInfo(
+                first_offset, expected - 1, max_timestamp, len(batches), num_records, total
+            )
+
+    def _empty_append_info(self) -> AppendInfo:
+        leo = self.log_end_offset
+        return AppendInfo(leo, leo - 1, -1, 0, 0, 0)
+
+    def _check_append_size(self, total: int) -> None:
+        if total > self._config.segment_bytes:
+            raise RecordTooLargeError(
+                f"{total} bytes in one append exceed segment.bytes {self._config.segment_bytes}",
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+            )
+
+    def _write(
+        self,
+        data: bytes | bytearray | memoryview,
+        meta: list[tuple[int, int, int]],
+        *,
+        first_offset: int,
+        last_offset: int,
+        num_records: int,
+        now_ms: int,
+    ) -> None:
+        self._now_ms = now_ms
+        segment = self._maybe_roll(len(data), first_offset, last_offset, now_ms)
+        segment.append(data, meta, now_ms)
+        self._unflushed_messages += num_records
+        if (
+            self._unflushed_messages >= self._config.flush_interval_messages
+            or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
+        ):
+            self._flush_locked(now_ms)
+
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
+        active = self._segments[-1]
+        if active.is_empty:
+            return active
+        config = self._config
+        if (
+            active.size + size > config.segment_bytes
+            or (
+                active.rolling_base_ms is not None
+                and now_ms - active.rolling_base_ms > config.segment_ms
+            )
+            or active.offset_index.is_full
+            or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            return self._roll(first_offset, now_ms)
+        return active
+
+    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        self._segments[-1].on_become_inactive()
+        segment = LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_entries=self._config.max_index_entries,
+            now_ms=now_ms,
+        )
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return segment
+
+    def roll(self, now_ms: int) -> None:
+        """Start a new segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            if not self._segments[-1].is_empty:
+                self._roll(self.log_end_offset, now_ms)
+
+    # ------------------------------------------------------------------ reads
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchSlice | None:
+        """Whole batches from the one containing ``fetch_offset`` (rule 4).
+
+        None at the log end offset, when the first batch is not below ``max_offset``
+        (exclusive bound, e.g. the high watermark), or when it exceeds ``max_bytes`` and
+        ``min_one_batch`` is false. OffsetOutOfRangeError outside [log start, log end].
+        """
+        with self._lock:
+            self._check_open()
+            leo = self.log_end_offset
+            if fetch_offset < self._log_start_offset or fetch_offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: offset {fetch_offset} is outside "
+                    f"[{self._log_start_offset}, {leo}]"
+                )
+            if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
+                return None
+            i = bisect.bisect_right(self._bases, fetch_offset) - 1
+            while i < len(self._segments):
+                seg = self._segments[i]
+                if fetch_offset < seg.next_offset:
+                    extent = seg.read_extent(fetch_offset, max_bytes, max_offset, min_one_batch)
+                    if extent is None:
+                        return None
+                    position, length, first_offset = extent
+                    return FetchSlice(seg.fd, position, length, first_offset)
+                i += 1
+            return None
+
+    def read_records(self, fetch_offset: int, max_bytes: int, **kwargs: object) -> bytes:
+        """``read`` copied into bytes (b"" when empty); for tests and non-sendfile callers."""
+        fetched = self.read(fetch_offset, max_bytes, **kwargs)  # type: ignore[arg-type]
+        return b"" if fetched is None else fetched.read_bytes()
+
+    def latest_timestamp(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the batch carrying the largest timestamp (ListOffsets -3).
+
+        The offset is the last offset of that batch (Kafka's "shallow" offset of the max
+        timestamp, as kept in the time index); ties go to the earliest batch.
+        """
+        with self._lock:
+            best: tuple[int, int] | None = None
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
+                    if seg.offset_of_max_timestamp < self._log_start_offset:
+                        continue
+                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
+            return best
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.
+
+        Record-level (the one batch found is decoded, decompressing if needed); None if no
+        record at or after the log start offset is that new.
+        """
+        with self._lock:
+            self._check_open()
+            start = self._log_start_offset
+            for seg in self._segments:
+                if seg.next_offset <= start or seg.max_timestamp < timestamp_ms:
+                    continue
+                from_offset = max(seg.time_index.lookup(timestamp_ms), start, seg.base_offset)
+                found = seg.find_batch(from_offset)
+                if found is None:
+                    continue
+                for pos, header in seg.headers_from(found[0]):
+                    if header.max_timestamp < timestamp_ms:
+                        continue
+                    batch = seg.read_bytes(pos, header.size)
+                    hit = first_record_at_or_after(batch, timestamp_ms, min_offset=start)
+                    if hit is not None:
+                        return hit
+            return None
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch whose last offset is >= ``offset`` (follower truncation).
+
+        The new log end offset is the base of the first dropped batch (``offset`` itself
+        when it falls on a batch boundary). The epoch cache forgets epochs starting at or
+        after it. Below the log start offset this is ``truncate_fully_and_start_at``.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            if offset < self._log_start_offset:
+                self._truncate_fully_locked(offset)
+                return
+            if offset < self.log_end_offset:
+                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                    self._retire(self._segments.pop())
+                    self._bases.pop()
+                active = self._segments[-1]
+                found = active.find_batch(offset)
+                if found is not None:
+                    position, header = found
+                    active.truncate_at(position, header.base_offset)
+                self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at ``offset`` (start = end = offset)."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for seg in self._segments:
+            self._retire(seg)
+        self._segments = []
+        self._bases = []
+        self._roll_first(offset)
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self.leader_epoch_cache.clear()
+
+    def _roll_first(self, offset: int) -> None:
+        segment = LogSegment(
+            self.directory,
+            offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_entries=self._config.max_index_entries,
+            now_ms=self._now_ms,
+        )
+        # A new file at the same base as a retired one: the retired files were renamed.
+        self._segments = [segment]
+        self._bases = [offset]
+        self._dir_dirty = True
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_records_before(self, offset: int) -> None:
+        """Move the log start offset up to ``offset`` (DeleteRecords); whole segments
+        below it are removed now, the rest become unreadable below the new start."""
+        with self._lock:
+            self._check_open()
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: cannot delete records before {offset}, beyond "
+                    f"the log end offset {self.log_end_offset}"
+                )
+            if offset <= self._log_start_offset:
+                return
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._delete_segments(lambda seg, upper: upper <= self._log_start_offset, None)
+
+    def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
+        """Delete whole old segments by ``retention.ms`` and ``retention.bytes``; returns
+        how many were deleted. Only segments entirely below ``high_watermark`` (if given)
+        may go, as in Kafka. Also closes files of segments deleted long enough ago."""
+        with self._lock:
+            self._check_open()
+            self._now_ms = now_ms
+            config = self._config
+            deleted = 0
+            if config.retention_ms >= 0:
+
+                def expired(seg: LogSegment, upper: int) -> bool:
+                    return now_ms - _largest_timestamp(seg) > config.retention_ms
+
+                deleted += self._delete_segments(expired, high_watermark)
+            if config.retention_bytes >= 0:
+                excess = self.size_bytes - config.retention_bytes
+
+                def too_big(seg: LogSegment, upper: int) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_segments(too_big, high_watermark)
+            deleted += self._delete_segments(
+                lambda seg, upper: upper <= self._log_start_offset, high_watermark
+            )
+            self._close_pending_deletes(now_ms)
+            return deleted
+
+    def _delete_segments(
+        self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
+    ) -> int:
+        """Delete the longest prefix of segments satisfying ``predicate(seg, upper)``.
+
+        ``upper`` is the next segment's base (the log end offset for the active segment);
+        an empty active segment is never deleted; deleting every segment first rolls a new
+        empty one at the log end offset.
+        """
+        leo = self.log_end_offset
+        count = 0
+        for i, seg in enumerate(self._segments):
+            last = i == len(self._segments) - 1
+            upper = leo if last else self._segments[i + 1].base_offset
+            if last and seg.is_empty:
+                break
+            if high_watermark is not None and upper > high_watermark:
+                break
+            if not predicate(seg, upper):
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self._roll(leo, self._now_ms)
+        for seg in self._segments[:count]:
+            self._retire(seg)
+        del self._segments[:count]
+        del self._bases[:count]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        return count
+
+    def _retire(self, seg: LogSegment) -> None:
+        """Rename a removed segment to ``*.deleted``; close its fds after the delay."""
+        seg.mark_deleted()
+        self._pending_deletes.append((self._now_ms + self._config.file_delete_delay_ms, seg))
+        self._dir_dirty = True
+
+    def _close_pending_deletes(self, now_ms: int) -> None:
+        keep: list[tuple[int, LogSegment]] = []
+        for deadline, seg in self._pending_deletes:
+            if now_ms >= deadline:
+                seg.delete_files()
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+
+    # ------------------------------------------------------------------ durability
+
+    def flush(self) -> None:
+        """fsync every segment and the directory; the recovery point becomes the log end."""
+        with self._lock:
+            self._flush_locked(self._now_ms)
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if ``flush.messages`` or ``flush.ms`` says so; returns whether it did.
+        Also closes files of segments deleted more than ``file.delete.delay.ms`` ago."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._now_ms = now_ms
+            self._close_pending_deletes(now_ms)
+            if self._unflushed_messages and (
+                self._unflushed_messages >= self._config.flush_interval_messages
+                or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
+            ):
+                self._flush_locked(now_ms)
+                return True
+            return False
+
+    def _flush_locked(self, now_ms: int) -> None:
+        self._check_open()
+        for seg in self._segments:
+            if seg.next_offset > self._recovery_point or seg is self._segments[-1]:
+                seg.flush()
+        if self._dir_dirty:
+            fsync_directory(self.directory)
+            self._dir_dirty = False
+        self._recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+
+    def close(self) -> None:
+        """Flush and close every file; the log object is unusable afterwards."""
+        with self._lock:
+            if self._closed:
+                return
+            self._segments[-1].on_become_inactive()
+            self._flush_locked(self._now_ms)
+            for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:
+                seg.delete_files()
+            self._pending_deletes = []
+            self._closed = True
+
+    def close_without_flush(self) -> None:
+        """Close the files without flushing (tests use it to simulate a crash)."""
+        with self._lock:
+            if self._closed:
+                return
+            for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:
+                seg.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole directory (topic deletion)."""
+        with self._lock:
+            if not self._closed:
+                for seg in self._segments:
+                    seg.close()
+                for _, seg in self._pending_deletes:
+                    seg.close()
+                self._closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+def _largest_timestamp(seg: LogSegment) -> int:
+    """Kafka's LogSegment.largestTimestamp: max batch timestamp, else the file's mtime."""
+    if seg.max_timestamp >= 0:
+        return seg.max_timestamp
+    return os.fstat(seg.fd).st_mtime_ns // 1_000_000
+
+
+__all__ = [
+    "AppendInfo",
+    "FetchSlice",
+    "Log",
+    "LogConfig",
+    "parse_topic_partition",
+]

@@ -1,0 +1,419 @@
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``.
+
+A segment holds whole v2 batches with contiguous offsets starting at ``base_offset``. Only
+batch headers are ever decoded here; records stay opaque bytes (DESIGN.md "Speed").
+
+Invariants:
+  * ``size`` is the byte length of whole, validated batches in the ``.log`` file;
+  * batches follow each other without gaps: each base offset is the previous ``next_offset``;
+  * ``next_offset`` is one past the last offset in the segment (``base_offset`` if empty);
+  * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from tidelog.protocol.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordBatchError,
+    compute_crc,
+    parse_header,
+)
+from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+DELETED_SUFFIX: Final = ".deleted"
+#: Bytes read at a time when walking batch headers.
+_SCAN_CHUNK: Final = 64 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """Outcome of walking (and optionally verifying) a segment's batches."""
+
+    next_offset: int
+    valid_size: int
+    #: Why the walk stopped before the end of the file (None: the whole file is valid).
+    error: str | None = None
+    #: ``(epoch, start offset)`` each time the batch leader epoch grew, in order.
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+
+
+class LogSegment:
+    """A segment's files, open for reading and (if active) appending."""
+
+    __slots__ = (
+        "_bytes_since_index_entry",
+        "_dirty",
+        "base_offset",
+        "directory",
+        "fd",
+        "index_interval_bytes",
+        "log_path",
+        "max_timestamp",
+        "next_offset",
+        "offset_index",
+        "offset_of_max_timestamp",
+        "rolling_base_ms",
+        "size",
+        "time_index",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_entries: int,
+        now_ms: int,
+    ) -> None:
+        """Open (creating if needed) the segment's three files; call ``load`` or nothing."""
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            base_offset,
+            max_index_entries,
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        # segment.ms counts from the first append into the segment (or from its load).
+        self.rolling_base_ms: int | None = now_ms if self.size else None
+        self._bytes_since_index_entry = 0
+        self._dirty = False
+
+    # ------------------------------------------------------------------ loading / recovery
+
+    def load_indexes(self) -> bool:
+        """Load both index files; False (and empty indexes) if either fails its check."""
+        try:
+            self.offset_index.load(self.size)
+            self.time_index.load()
+        except IndexCorruptError:
+            self.offset_index.truncate_entries(0)
+            self.time_index.truncate_to_offset(self.base_offset)
+            return False
+        return True
+
+    def trust_up_to(self, next_offset: int) -> None:
+        """Accept a segment below the recovery point without reading it (Kafka does the same).
+
+        ``next_offset`` is the following segment's base offset; the max timestamp comes from
+        the time index's last entry, written when the segment stopped being active.
+        """
+        self.next_offset = next_offset
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, -1)
+
+    def scan(self, *, verify_from_offset: int, full: bool) -> ScanResult:
+        """Walk the batches to the end of the file, rebuilding the indexes as appends would.
+
+        ``full``: start at byte 0 with empty indexes; otherwise resume at the last offset index
+        entry below ``verify_from_offset`` (the recovery point). Batches whose last offset is
+        >= ``verify_from_offset`` get the full check (framing, magic, offset continuity,
+        monotonic epoch, record count, CRC-32C); earlier ones only framing. The walk stops at
+        the first failure; the caller decides whether to truncate (``truncate_at``) or refuse.
+        """
+        start_pos = 0
+        entry_off = self.base_offset
+        expected: int | None = self.base_offset
+        skip_index_for_first = False
+        if not full and self.offset_index.entries:
+            entry_off, entry_pos = self.offset_index.lookup(verify_from_offset - 1)
+            if entry_off >= 0:
+                keep = self.offset_index.offsets.index(entry_off) + 1
+                self.offset_index.truncate_entries(keep)
+                self.time_index.truncate_to_offset(entry_off + 1)
+                start_pos, expected, skip_index_for_first = entry_pos, None, True
+            else:
+                full = True
+        else:
+            full = True
+        if full:
+            self.offset_index.truncate_entries(0)
+            self.time_index.truncate_to_offset(self.base_offset)
+            start_pos, expected, skip_index_for_first = 0, self.base_offset, False
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, -1)
+        self._bytes_since_index_entry = 0
+
+        file_size = os.fstat(self.fd).st_size
+        result = ScanResult(
+            next_offset=self.base_offset if expected is not None else entry_off,
+            valid_size=start_pos,
+        )
+        if start_pos and start_pos >= file_size:
+            result.error = f"file has {file_size} bytes but its index points at byte {start_pos}"
+            return result
+        prev_epoch = -1
+        first = True
+        for pos, header, buf, at in self._walk(start_pos, file_size):
+            if isinstance(header, str):
+                result.error = header
+                break
+            if expected is not None and header.base_offset != expected:
+                result.error = (
+                    f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
+                )
+                break
+            if header.last_offset_delta < 0 or header.records_count != (
+                header.last_offset_delta + 1
+            ):
+                result.error = (
+                    f"batch at byte {pos} has {header.records_count} records but last offset "
+                    f"delta {header.last_offset_delta}"
+                )
+                break
+            epoch = header.partition_leader_epoch
+            if epoch < prev_epoch:
+                result.error = f"batch at byte {pos} has leader epoch {epoch} < {prev_epoch}"
+                break
+            if header.last_offset >= verify_from_offset and (
+                compute_crc(buf, at, header) != header.crc
+            ):
+                result.error = f"batch at byte {pos} fails its CRC-32C check"
+                break
+            if epoch > prev_epoch and epoch >= 0:
+                result.epoch_starts.append((epoch, header.base_offset))
+            prev_epoch = epoch
+            self._account(
+                header.last_offset,
+                header.max_timestamp,
+                header.size,
+                pos,
+                index=not (first and skip_index_for_first),
+            )
+            first = False
+            expected = header.next_offset
+            result.valid_size = pos + header.size
+            result.next_offset = header.next_offset
+        if result.error is None:
+            self.size = result.valid_size
+            self.next_offset = result.next_offset
+        return result
+
+    def _walk(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader | str, bytes, int]]:
+        """Yield ``(position, header or error text, buffer, position in buffer)`` per batch.
+
+        The buffer holds the whole batch (for the CRC). Stops after yielding an error.
+        """
+        pos = start
+        buf = b""
+        buf_start = start
+        while pos < end:
+            at = pos - buf_start
+            if len(buf) - at < BATCH_HEADER_SIZE:
+                buf = os.pread(self.fd, max(_SCAN_CHUNK, BATCH_HEADER_SIZE), pos)
+                buf_start, at = pos, 0
+            if len(buf) - at < BATCH_HEADER_SIZE:
+                yield pos, f"torn batch header at byte {pos} ({end - pos} bytes left)", buf, at
+                return
+            size = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True) + 12
+            if size < BATCH_HEADER_SIZE or pos + size > end:
+                yield pos, f"batch at byte {pos} declares {size} bytes, {end - pos} left", buf, at
+                return
+            if len(buf) - at < size:
+                buf = os.pread(self.fd, max(_SCAN_CHUNK, size), pos)
+                buf_start, at = pos, 0
+            try:
+                header = parse_header(buf, at)
+            except CorruptRecordBatchError as exc:
+                yield pos, f"batch at byte {pos}: {exc}", buf, at
+                return
+            yield pos, header, buf, at
+            pos += size
+
+    def _account(
+        self, last_offset: int, max_timestamp: int, size: int, position: int, index: bool
+    ) -> None:
+        """Update the max timestamp and the sparse indexes for a batch at ``position``.
+
+        Kafka's rule: an index entry (batch last offset -> batch position) once more than
+        ``index.interval.bytes`` were appended since the previous entry.
+        """
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if index and self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    def truncate_at(self, position: int, next_offset: int) -> int:
+        """Cut the file at a batch boundary ``position``; returns the bytes removed."""
+        removed = os.fstat(self.fd).st_size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.next_offset = next_offset
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(next_offset)
+        self._dirty = True
+        if position == 0:
+            self.rolling_base_ms = None
+        return removed
+
+    # ------------------------------------------------------------------ appends
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, int, int]],
+        now_ms: int,
+    ) -> None:
+        """Write validated, stamped batches with one positional write.
+
+        ``batches``: ``(size, last offset, max timestamp)`` of each batch in ``data``.
+        """
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.pwrite(self.fd, view[written:], position + written)
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+        for size, last_offset, max_timestamp in batches:
+            self._account(last_offset, max_timestamp, size, position, True)
+            position += size
+        self.size = position
+        self.next_offset = batches[-1][1] + 1
+        self._dirty = True
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index (Kafka does this on roll)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # ------------------------------------------------------------------ reads
+
+    def headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each batch from ``position`` (a batch start) to the end.
+
+        Only the 61 header bytes are needed, but reads go in chunks to save system calls.
+        """
+        end = self.size
+        pos = position
+        buf = b""
+        buf_start = position
+        while pos < end:
+            at = pos - buf_start
+            if len(buf) - at < BATCH_HEADER_SIZE:
+                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start, at = pos, 0
+            header = parse_header_only(buf, at)
+            yield pos, header
+            pos += header.size
+
+    def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        position = max(position, start_position)
+        for pos, header in self.headers_from(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def batch_boundary_at_or_before(self, limit: int, start: int) -> int:
+        """The end of the last whole batch that ends at or before byte ``limit`` (>= start)."""
+        position = max(self.offset_index.lookup_position(limit), start)
+        end = position
+        for pos, header in self.headers_from(position):
+            if pos + header.size > limit:
+                break
+            end = pos + header.size
+        return end
+
+    def read_extent(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[int, int, int] | None:
+        """``(position, length, first batch base offset)`` of whole batches, or None.
+
+        Starts at the batch containing ``fetch_offset``; stops before the first batch whose
+        last offset is >= ``max_offset`` and within ``max_bytes`` (unless ``min_one_batch``
+        and not even the first batch fits).
+        """
+        found = self.find_batch(fetch_offset)
+        if found is None:
+            return None
+        start, first = found
+        if max_offset is not None and first.last_offset >= max_offset:
+            return None
+        end = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            stop = self.find_batch(max_offset, start)
+            if stop is not None:
+                end = stop[0]
+        if start + max_bytes < end:
+            end = self.batch_boundary_at_or_before(start + max_bytes, start)
+        if end <= start:
+            if not min_one_batch:
+                return None
+            end = start + first.size
+        return start, end - start, first.base_offset
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fsync(self.fd)
+            self._dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def mark_deleted(self) -> None:
+        """Rename the files to ``*.deleted``; the fds stay open until ``close`` (readers)."""
+        for path in self.paths():
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            if path.exists():
+                os.rename(path, target)
+        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
+                candidate.unlink(missing_ok=True)
+
+
+def parse_header_only(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
+    """``parse_header`` for a buffer that may end inside the batch body (reads only)."""
+    return parse_header(buf, pos, whole=False)
