@@ -30,6 +30,7 @@ from tidelog.protocol.codec import (
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis import KafkaApis
 from tidelog.server.config import BrokerConfig
+from tidelog.server.log_dirs import LogDirs as LogManager
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.replica_manager import (
@@ -38,7 +39,6 @@ from tidelog.server.replica_manager import (
     log_config_for,
     now_ms,
 )
-from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
