@@ -10,6 +10,8 @@ Hierarchy (``KafkaError`` subclasses carry the ``ErrorCode`` a client should see
           ├── UnexpectedAppendOffsetError  + KafkaError(OFFSET_OUT_OF_RANGE): a follower append
           │                                  that does not continue at log_end_offset
           ├── RecordTooLargeError          + KafkaError(MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE)
+          ├── InconsistentTopicIdError     + KafkaError(INCONSISTENT_TOPIC_ID): partition.metadata
+          │                                  names another topic id
           └── CorruptLogError              + KafkaError(KAFKA_STORAGE_ERROR): flushed data (below
                                              the recovery point) failed validation; names the
                                              file, byte position and offset
@@ -76,3 +78,10 @@ class CorruptLogError(StorageError, KafkaError):
         self.path = path
         self.position = position
         self.offset = offset
+
+
+class InconsistentTopicIdError(StorageError, KafkaError):
+    """The partition directory belongs to a topic with another id (a deleted namesake)."""
+
+    def __init__(self, message: str) -> None:
+        KafkaError.__init__(self, ErrorCode.INCONSISTENT_TOPIC_ID, message)

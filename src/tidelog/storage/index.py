@@ -52,8 +52,8 @@ class _IndexFile:
 
     def flush(self) -> None:
         if self._dirty:
-            os.fsync(self.fd)
             self._dirty = False
+            os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -203,6 +203,9 @@ class Log:
         self._dir_dirty = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        #: Bumped by every truncation so a concurrent flush does not move the recovery point
+        #: past data that was replaced.
+        self._truncations = 0
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
         )
@@ -521,7 +524,7 @@ class Log:
             self._unflushed_messages >= self._config.flush_interval_messages
             or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
         ):
-            self._flush_locked(now_ms)
+            self._flush_upto(self.log_end_offset, now_ms)
 
     def _maybe_roll(
         self, size: int, first_offset: int, last_offset: int, now_ms: int
@@ -663,6 +666,7 @@ class Log:
                 self._truncate_fully_locked(offset)
                 return
             if offset < self.log_end_offset:
+                self._truncations += 1
                 while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                     self._retire(self._segments.pop())
                     self._bases.pop()
@@ -683,6 +687,7 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self._truncations += 1
         for seg in self._segments:
             self._retire(seg)
         self._segments = []
@@ -806,37 +811,63 @@ class Log:
     # ------------------------------------------------------------------ durability
 
     def flush(self) -> None:
-        """fsync every segment and the directory; the recovery point becomes the log end."""
+        """fsync everything written so far; the recovery point becomes that log end offset.
+
+        The fsyncs run without the lock held, so appends from the event loop thread are not
+        blocked by a flush running in a worker thread.
+        """
         with self._lock:
-            self._flush_locked(self._now_ms)
+            target = self.log_end_offset
+        self._flush_upto(target, self._now_ms)
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Flush if ``flush.messages`` or ``flush.ms`` says so; returns whether it did.
-        Also closes files of segments deleted more than ``file.delete.delay.ms`` ago."""
+        """Flush if ``flush.messages`` / ``flush.ms`` say so, else flush segments that rolled
+        since the last flush (as Kafka does after a roll), so recovery after a crash only
+        re-reads the active segment. Returns whether it fsynced anything. May block on
+        fsync: call it from a worker thread. Also closes the files of segments deleted more
+        than ``file.delete.delay.ms`` ago."""
         with self._lock:
             if self._closed:
                 return False
             self._now_ms = now_ms
             self._close_pending_deletes(now_ms)
+            leo = self.log_end_offset
             if self._unflushed_messages and (
                 self._unflushed_messages >= self._config.flush_interval_messages
                 or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
             ):
-                self._flush_locked(now_ms)
-                return True
-            return False
+                target = leo
+            elif self._segments[-1].base_offset > self._recovery_point:
+                target = self._segments[-1].base_offset
+            else:
+                return False
+        self._flush_upto(target, now_ms)
+        return True
 
-    def _flush_locked(self, now_ms: int) -> None:
-        self._check_open()
-        for seg in self._segments:
-            if seg.next_offset > self._recovery_point or seg is self._segments[-1]:
-                seg.flush()
-        if self._dir_dirty:
+    def _flush_upto(self, target: int, now_ms: int) -> None:
+        """fsync the segments holding offsets below ``target``, then move the recovery
+        point there unless a truncation happened meanwhile."""
+        with self._lock:
+            self._check_open()
+            segments = [
+                s
+                for s in self._segments
+                if s.base_offset < target and s.next_offset > self._recovery_point
+            ]
+            if target >= self.log_end_offset:
+                segments.append(self._segments[-1])  # index files of an empty active segment
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            generation = self._truncations
+            if target >= self.log_end_offset:
+                self._unflushed_messages = 0
+                self._last_flush_ms = now_ms
+        for seg in dict.fromkeys(segments):
+            seg.flush()
+        if dir_dirty:
             fsync_directory(self.directory)
-            self._dir_dirty = False
-        self._recovery_point = self.log_end_offset
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms
+        with self._lock:
+            if generation == self._truncations:
+                self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
 
     def close(self) -> None:
         """Flush and close every file; the log object is unusable afterwards."""
@@ -844,7 +875,7 @@ class Log:
             if self._closed:
                 return
             self._segments[-1].on_become_inactive()
-            self._flush_locked(self._now_ms)
+            self.flush()
             for seg in self._segments:
                 seg.close()
             for _, seg in self._pending_deletes:
@@ -872,7 +903,17 @@ class Log:
                 for _, seg in self._pending_deletes:
                     seg.close()
                 self._closed = True
-            shutil.rmtree(self.directory, ignore_errors=True)
+            self.remove_directory(self.directory)
+
+    @staticmethod
+    def remove_directory(directory: Path) -> None:
+        """Delete a partition directory: renamed away first so a crash midway never leaves
+        a half-deleted log that would be loaded (Kafka renames to ``*-delete``)."""
+        if not directory.exists():
+            return
+        doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
+        os.rename(directory, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
 
     @property
     def closed(self) -> bool:

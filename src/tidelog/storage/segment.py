@@ -383,9 +383,11 @@ class LogSegment:
         return self.size == 0
 
     def flush(self) -> None:
+        # Clear the flag before the fsync: an append racing with a flush from another thread
+        # sets it again and is flushed next time.
         if self._dirty:
-            os.fsync(self.fd)
             self._dirty = False
+            os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
 
