@@ -16,6 +16,7 @@ from confluent_kafka import (
     TIMESTAMP_CREATE_TIME,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
 )
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -48,6 +49,7 @@ def consume_all(
     topic: str,
     partitions: int,
     expected: int,
+    *,
     start: int = OFFSET_BEGINNING,
     timeout: float = 15.0,
 ) -> list[object]:
@@ -197,7 +199,7 @@ def test_confluent_admin_metadata_configs_partitions(broker: BrokerProcess) -> N
     )
     codes = {}
     for name, f in futures.items():
-        with pytest.raises(Exception) as info:
+        with pytest.raises(KafkaException) as info:
             f.result(timeout=10)
         codes[name] = info.value.args[0].code()
     assert sorted(codes.values()) == sorted(
@@ -246,7 +248,7 @@ def test_confluent_admin_metadata_configs_partitions(broker: BrokerProcess) -> N
             ConfigEntry("max.message.bytes", "-5", incremental_operation=AlterConfigOpType.SET)
         ],
     )
-    with pytest.raises(Exception) as info:
+    with pytest.raises(KafkaException) as info:
         admin.incremental_alter_configs([bad])[bad].result(timeout=10)
     assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
 

@@ -22,10 +22,18 @@ from typing import Any
 
 from kio.index import load_response_schema
 
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, api_versions_response
+from tidelog.protocol.responses import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    ProducePartitionResponse,
+    ProduceTopicResponse,
+    encode_fetch_response,
+    encode_produce_response,
+)
 from tidelog.server.config import (
     TOPIC_KEYS,
     BrokerConfig,
@@ -35,6 +43,7 @@ from tidelog.server.config import (
 )
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
+from tidelog.server.network import Response
 from tidelog.server.replica_manager import (
     FetchRequestPartition,
     FetchResult,
@@ -140,7 +149,14 @@ class KafkaApis:
             config = self.topic_config(info)
             for p in range(info.num_partitions):
                 tp = TopicPartition(info.name, p)
-                self.replica_manager.make_leader(tp, info.topic_id, config, high_watermarks.get(tp))
+                try:
+                    self.replica_manager.make_leader(
+                        tp, info.topic_id, config, high_watermarks.get(tp)
+                    )
+                except KafkaError as exc:
+                    # e.g. CorruptLogError: flushed data failed validation. The partition
+                    # stays offline (clients get UNKNOWN_TOPIC_OR_PARTITION); others serve.
+                    log.error("partition %s is offline: %s", tp, exc)
 
     # --- ApiVersions (18) ---------------------------------------------------------------
 
@@ -264,28 +280,26 @@ class KafkaApis:
                     entries[tp] = part.records
         appended = self.replica_manager.append_records(entries, acks)
 
-        def make_response(final: Mapping[TopicPartition, ProduceResult]) -> Any:
-            by_topic: dict[str, list[dict[str, Any]]] = {}
+        def make_response(final: Mapping[TopicPartition, ProduceResult]) -> Response:
+            by_topic: dict[str, list[ProducePartitionResponse]] = {}
             for tp in order:
                 r = final[tp]
                 by_topic.setdefault(tp.topic, []).append(
-                    {
-                        "index": tp.partition,
-                        "error_code": r.error,
-                        "base_offset": r.base_offset,
-                        "log_start_offset": r.log_start_offset,
-                        "error_message": r.message,
-                    }
+                    ProducePartitionResponse(
+                        index=tp.partition,
+                        error_code=int(r.error),
+                        base_offset=r.base_offset,
+                        log_start_offset=r.log_start_offset,
+                        error_message=r.message,
+                    )
                 )
-            return self._respond(
-                header,
-                {
-                    "responses": [
-                        {"name": name, "partition_responses": parts}
-                        for name, parts in by_topic.items()
-                    ]
-                },
-            )
+            topics = [
+                ProduceTopicResponse(name=name, partitions=parts)
+                for name, parts in by_topic.items()
+            ]
+            # The hand-written encoder (byte-exact with kio, ~10x faster).
+            frame = encode_produce_response(header.correlation_id, header.api_version, topics)
+            return Response([frame])
 
         if acks == 0:
             return None
@@ -339,47 +353,38 @@ class KafkaApis:
         max_wait_ms = int(body.max_wait.total_seconds() * 1000)
         min_bytes = int(body.min_bytes)
 
-        def make_response(results: list[FetchResult]) -> Any:
-            by_topic: dict[Any, list[dict[str, Any]]] = {}
+        def make_response(results: list[FetchResult]) -> Response:
+            by_topic: dict[Any, list[FetchPartitionResponse]] = {}
             names: dict[Any, tuple[str, Any]] = {}
             for request, (name, topic_id), result in zip(requests, keys, results, strict=True):
                 k = topic_id if version >= 13 else name
                 names[k] = (name, topic_id)
                 by_topic.setdefault(k, []).append(
-                    {
-                        "partition_index": request.tp.partition,
-                        "error_code": result.error,
-                        "high_watermark": result.high_watermark,
-                        "last_stable_offset": result.high_watermark,
-                        "log_start_offset": result.log_start_offset,
-                        "aborted_transactions": [],
-                        "preferred_read_replica": -1,
-                        # Never null (PROTOCOL_NOTES): kafka-python crashes, librdkafka
-                        # stops reporting the end of the partition.
-                        "records": result.records.read_bytes() if result.records else b"",
-                    }
+                    FetchPartitionResponse(
+                        partition_index=request.tp.partition,
+                        error_code=int(result.error),
+                        high_watermark=result.high_watermark,
+                        last_stable_offset=result.high_watermark,
+                        log_start_offset=result.log_start_offset,
+                        aborted_transactions=(),
+                        # Records go out with sendfile straight from the segment file; empty
+                        # records are b"", never null (PROTOCOL_NOTES: kafka-python crashes,
+                        # librdkafka stops reporting the end of the partition).
+                        records=result.records if result.records is not None else b"",
+                    )
                 )
             for topic_id, partition, error in unknown:
                 names[topic_id] = ("", topic_id)
                 by_topic.setdefault(topic_id, []).append(
-                    {
-                        "partition_index": partition,
-                        "error_code": error,
-                        "high_watermark": -1,
-                        "records": b"",
-                    }
+                    FetchPartitionResponse(
+                        partition_index=partition, error_code=int(error), aborted_transactions=()
+                    )
                 )
-            return self._respond(
-                header,
-                {
-                    "error_code": ErrorCode.NONE,
-                    "session_id": 0,
-                    "responses": [
-                        {"topic": names[k][0], "topic_id": names[k][1], "partitions": parts}
-                        for k, parts in by_topic.items()
-                    ],
-                },
-            )
+            topics = [
+                FetchTopicResponse(topic=names[k][0], topic_id=names[k][1], partitions=parts)
+                for k, parts in by_topic.items()
+            ]
+            return Response(encode_fetch_response(header.correlation_id, version, topics))
 
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()

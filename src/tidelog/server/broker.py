@@ -30,7 +30,6 @@ from tidelog.protocol.codec import (
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis import KafkaApis
 from tidelog.server.config import BrokerConfig
-from tidelog.server.log_dirs import LogDirs as LogManager
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.replica_manager import (
@@ -39,6 +38,7 @@ from tidelog.server.replica_manager import (
     log_config_for,
     now_ms,
 )
+from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ class Dispatcher:
 
     @staticmethod
     def _encode(header: RequestHeader, body: Any) -> Response | None:
-        if body is None:
-            return None
+        if body is None or isinstance(body, Response):
+            return body
         return Response([encode_response(header, body)])
 
 
@@ -188,20 +188,25 @@ class Broker:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
         while True:
             await asyncio.sleep(interval)
-            for tp, hosted in list(self.replica_manager.partitions.items()):
-                try:
-                    deleted = hosted.log.apply_retention(now_ms())
-                except OSError:
-                    log.exception("retention of %s failed", tp)
-                    continue
-                if deleted:
-                    log.info("retention deleted %d segment(s) of %s", deleted, tp)
+            try:
+                deleted = self.log_manager.apply_retention(
+                    now_ms(), self.replica_manager.high_watermarks()
+                )
+            except OSError:
+                log.exception("retention failed")
+                continue
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
 
     async def _flush_loop(self) -> None:
+        # flush.ms / flush.messages: fsync may block, so it runs in a worker thread
+        # (storage flushes without holding the log's lock).
         while True:
             await asyncio.sleep(1.0)
-            for hosted in list(self.replica_manager.partitions.values()):
-                hosted.log.maybe_flush(now_ms())
+            try:
+                await asyncio.to_thread(self.log_manager.maybe_flush_all, now_ms())
+            except OSError:
+                log.exception("flush failed")
 
     def request_stop(self) -> None:
         self._stopping.set()

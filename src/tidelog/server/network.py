@@ -60,7 +60,7 @@ ResponsePart = bytes | memoryview | RecordsRegion
 class Response:
     """A framed response as parts: bytes, and file regions to sendfile."""
 
-    parts: Sequence[ResponsePart]
+    parts: Sequence[ResponsePart | object]  # other objects: RecordsRegion-like
 
 
 class CloseConnection(Exception):  # noqa: N818 - a control-flow signal, not an error type
@@ -208,7 +208,7 @@ class Connection(asyncio.Protocol):
                 if len(part):
                     transport.write(part)
             else:
-                self._write_region(part)
+                self._write_region(typing.cast(RecordsRegion, part))
 
     def _write_region(self, region: RecordsRegion) -> None:
         """Rule 5: zero-copy while nothing is queued ahead, else copy the rest."""

@@ -30,9 +30,9 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import Partition
 from tidelog.server.config import LONG_MAX, BrokerConfig
-from tidelog.server.log_dirs import LogDirs as LogManager
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.storage.log import FetchSlice, Log, LogConfig
+from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
