@@ -108,7 +108,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         self.write_config()
-        output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _reap
+        output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _signal
         self._output = output
         self.process = subprocess.Popen(
             self.command(), stdout=output, stderr=subprocess.STDOUT, cwd=self.directory
@@ -116,9 +116,8 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"broker exited with {self.process.returncode}:\n{self.output()}"
-                )
+                status = self._signal(signal.SIGKILL, 10.0)
+                raise RuntimeError(f"broker exited with {status}:\n{self.output()}")
             if api_versions_round_trip(self.host, self.port):
                 return self
             time.sleep(0.1)
