@@ -218,15 +218,18 @@ def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
 
 
 def decode_request(
-    frame: bytes, supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS
+    frame: bytes | bytearray | memoryview,
+    supported: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS,
 ) -> tuple[RequestHeader, Any]:
     """Decode one request frame -> (header, body: a kio entity or a control message).
 
     Raises ``UnknownApiKeyError`` / ``InvalidRequestError`` (close the connection) or
     ``UnsupportedVersionError`` (answer ApiVersions with the fallback, else close); nothing
-    else escapes for any input.
+    else escapes for any input. ``frame`` should be ``bytes``: anything else is copied once,
+    since kio refuses writable buffers.
     """
-    header, pos = decode_request_header(frame)
+    data = frame if type(frame) is bytes else bytes(frame)
+    header, pos = decode_request_header(data)
     api_key = header.api_key
     try:
         known = ApiKey(api_key)
@@ -248,10 +251,10 @@ def decode_request(
         raise UnsupportedVersionError(f"{known.name} v{header.api_version} has no schema", header)
     try:
         if codec.flexible_header:
-            pos = skip_tagged_fields(frame, pos)
-        body, _size = codec.read(frame, pos)
+            pos = skip_tagged_fields(data, pos)
+        body, _size = codec.read(data, pos)
     except KeyError:
-        body = _retry_without_unknown_tags(frame, pos, codec, header)
+        body = _retry_without_unknown_tags(data, pos, codec, header)
     except Exception as exc:
         raise InvalidRequestError(
             f"cannot decode {known.name} v{header.api_version} request: "
@@ -374,18 +377,21 @@ def response_correlation_id(frame: bytes) -> int:
     return int(_INT32.unpack_from(frame)[0])
 
 
-def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+def decode_response(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Any]:
     """Decode a response frame (size prefix removed) -> (correlation id, body).
 
     Raises ``InvalidResponseError`` for anything that cannot be decoded.
     """
-    correlation_id = response_correlation_id(frame)
+    data = frame if type(frame) is bytes else bytes(frame)
+    correlation_id = response_correlation_id(data)
     codec = _response_codec(api_key, api_version)
     if codec is None:
         raise InvalidResponseError(f"no response schema for API {api_key} v{api_version}")
     try:
-        pos = skip_tagged_fields(frame, 4) if codec.flexible_header else 4
-        body, _size = codec.read(frame, pos)
+        pos = skip_tagged_fields(data, 4) if codec.flexible_header else 4
+        body, _size = codec.read(data, pos)
     except Exception as exc:
         raise InvalidResponseError(
             f"cannot decode API {api_key} v{api_version} response: {type(exc).__name__}: {exc}"
