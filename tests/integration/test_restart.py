@@ -102,15 +102,13 @@ def test_restart_keeps_acknowledged_records_topics_and_configs(
 
 
 def test_invalid_config_stops_start_up_naming_the_key(tmp_path: object) -> None:
+    """The process exits with status 2 and names the key (every rule: unit/server/test_config)."""
     from pathlib import Path
 
     base = Path(str(tmp_path))
     for key, value, expected in [
         ("log.retention.bytse", "1", "log.retention.bytse: unknown configuration key"),
         ("num.partitions", "zero", "num.partitions: invalid value 'zero'"),
-        ("min.insync.replicas", "0", "min.insync.replicas: invalid value '0': must be at least 1"),
-        ("auto.create.topics.enable", "yes", "auto.create.topics.enable: invalid value 'yes'"),
-        ("listeners", "SSL://127.0.0.1:1", "listeners: listener 'SSL://127.0.0.1:1'"),
     ]:
         process = BrokerProcess(base / key, {key: value})
         with pytest.raises(RuntimeError) as info:
