@@ -62,6 +62,12 @@ def storage_append_mb_s(directory: Path, total_bytes: int = 512 * 1024 * 1024) -
     return written / elapsed / MB
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def produce(bootstrap: str, topic: str, size: int, seconds: float) -> tuple[int, float]:
     """Send for ``seconds``; return (acknowledged records, elapsed until the last ack)."""
     producer = Producer(
@@ -145,18 +151,24 @@ def main() -> int:
             for size in (int(s) for s in args.sizes.split(",")):
                 topic = f"bench-{size}"
                 admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+                pid = broker.process.pid if broker.process else 0
+                cpu0 = cpu_seconds(pid)
                 sent, elapsed = produce(broker.bootstrap, topic, size, args.seconds)
+                cpu1 = cpu_seconds(pid)
                 rate = sent / elapsed
                 print(
                     f"produce {size:>6} B acks=1 ({args.event_loop}): {rate:10.0f} records/s "
-                    f"{rate * size / MB:8.1f} MB/s  ({sent} records in {elapsed:.1f} s)"
+                    f"{rate * size / MB:8.1f} MB/s  ({sent} records in {elapsed:.1f} s, "
+                    f"broker CPU {(cpu1 - cpu0) / elapsed:.0%})"
                 )
                 took = catch_up(broker.bootstrap, topic, sent)
+                cpu2 = cpu_seconds(pid)
                 print(
                     f"catch-up {size:>5} B ({args.event_loop}):       "
                     f"{sent / took:10.0f} records/s {sent * size / took / MB:8.1f} MB/s  "
-                    f"({took:.1f} s)"
+                    f"({took:.1f} s, broker CPU {(cpu2 - cpu1) / took:.0%})"
                 )
+            del admin
         finally:
             broker.stop()
     return 0
