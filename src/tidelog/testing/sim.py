@@ -208,6 +208,7 @@ class Simulation:
         self.assignment: dict[TopicPartition, tuple[BrokerId, ...]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.next_record_id = 1
+        self.outcomes: dict[int, ErrorCode] = {}  # record id -> the producer's answer
         self.consumer_positions: dict[TopicPartition, int] = {}
         self._create_topic()
 
@@ -548,11 +549,11 @@ class Simulation:
             done, error = p.check_enough_replicas_reach_offset(req.offset + 1)
             if not done:
                 keep.append(req)
-            elif error is ErrorCode.NONE:
-                self.stats.acked_all += 1
-                self.checker.on_acked(self.now_ms, tp, req.offset, req.record_id)
             else:
-                self.stats.error(error)
+                if error is ErrorCode.NONE:
+                    self.stats.acked_all += 1
+                    self.checker.on_acked(self.now_ms, tp, req.offset, req.record_id)
+                self._respond(req.record_id, error)
         b.purgatory[tp] = keep
 
     def _expire_purgatory(self, b: SimBroker, tp: TopicPartition) -> None:
@@ -560,13 +561,14 @@ class Simulation:
         if not pending:
             return
         keep = [r for r in pending if r.deadline_ms > self.now_ms]
-        for _ in range(len(pending) - len(keep)):
-            self.stats.error(ErrorCode.REQUEST_TIMED_OUT)
+        for r in pending:
+            if r.deadline_ms <= self.now_ms:
+                self._respond(r.record_id, ErrorCode.REQUEST_TIMED_OUT)
         b.purgatory[tp] = keep
 
     def _fail_purgatory(self, b: SimBroker, tp: TopicPartition, error: ErrorCode) -> None:
-        for _ in b.purgatory.pop(tp, []):
-            self.stats.error(error)
+        for r in b.purgatory.pop(tp, []):
+            self._respond(r.record_id, error)
 
     # ---- follower fetching -------------------------------------------------------------
 
@@ -718,10 +720,10 @@ class Simulation:
         for record_id, epoch in zip(resp.records, resp.epochs, strict=True):
             log.append(epoch, record_id)
         p = b.partitions[tp]
-        if p.update_follower_high_watermark(
+        p.update_follower_high_watermark(
             log_end_offset=log.log_end_offset, leader_high_watermark=resp.leader_hw
-        ):
-            self._after_hw(b, tp)
+        )
+        self._after_hw(b, tp)  # checks below the HW even when it did not move
         self._fetch_again(broker, tp, backoff=not resp.records)
 
     # ---- clients -----------------------------------------------------------------------
@@ -733,7 +735,7 @@ class Simulation:
         self.stats.produced[acks] += 1
         leader = self.states[tp].leader
         if leader == NO_BROKER:
-            self.stats.error(ErrorCode.LEADER_NOT_AVAILABLE)
+            self._respond(record_id, ErrorCode.LEADER_NOT_AVAILABLE)
             return record_id
         self.send(CLIENT, leader, self._broker_produce, leader, tp, acks, record_id)
         return record_id
@@ -744,23 +746,31 @@ class Simulation:
         b = self.brokers[broker]
         p = b.partitions.get(tp)
         if p is None:
-            self.stats.error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._respond(record_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         error = p.check_append(acks)
         if error is not ErrorCode.NONE:
-            self.stats.error(error)
+            self._respond(record_id, error)
             return
         log = b.logs[tp]
         offset = log.append(p.leader_epoch, record_id)
         state = self.states[tp]
         if state.leader == broker and state.leader_epoch == p.leader_epoch:
             self.checker.on_leader_append(self.now_ms, broker, tp, offset, record_id)
-        if acks == -1:
+        if acks == 1:
+            self._respond(record_id, ErrorCode.NONE)
+        elif acks == -1:
             b.purgatory.setdefault(tp, []).append(
                 PendingProduce(record_id, offset, self.now_ms + self.config.request_timeout_ms)
             )
         if p.on_leader_append(log.log_end_offset, self.now_ms):
             self._after_hw(b, tp)
+
+    def _respond(self, record_id: int, error: ErrorCode) -> None:
+        """The broker answers a produce (acks 1/-1): the producer sees ``error``."""
+        self.outcomes[record_id] = error
+        if error is not ErrorCode.NONE:
+            self.stats.error(error)
 
     def consume(self, tp: TopicPartition) -> None:
         """One consumer fetch from the controller's current leader, below its HW."""
