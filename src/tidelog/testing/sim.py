@@ -882,12 +882,24 @@ class Simulation:
         for broker, b in self.brokers.items():
             if not b.alive:
                 self.restart(broker)
+        # A process pause cannot be cut short: settle from when the last one ends.
+        self.run_until(max([self.now_ms, *(b.paused_until for b in self.brokers.values())]))
         self.run_for(duration_ms)
         for tp in self.assignment:
             state = self.states[tp]
             if state.leader == NO_BROKER:
                 self.checker.fail(self.now_ms, "offline", f"{tp} has no leader after settling")
                 continue
-            self.checker.final_check(
-                self.now_ms, tp, state.leader, self.brokers[state.leader].logs[tp].records
-            )
+            leader_log = self.brokers[state.leader].logs[tp].records
+            self.checker.final_check(self.now_ms, tp, state.leader, leader_log)
+            # Liveness: with every fault healed and producers stopped, every replica has
+            # converged on the leader's log and is back in the ISR.
+            for r in self.assignment[tp]:
+                if self.brokers[r].logs[tp].records != leader_log or r not in state.isr:
+                    self.checker.fail(
+                        self.now_ms,
+                        "not-converged",
+                        f"{tp} replica {r} (LEO {self.brokers[r].logs[tp].log_end_offset}) "
+                        f"did not converge on leader {state.leader} (LEO {len(leader_log)}) "
+                        f"or is not in the ISR {state.isr}",
+                    )

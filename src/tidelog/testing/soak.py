@@ -47,6 +47,8 @@ def random_config(
         min_insync_replicas=rng.choice((1, 2, 2)) if rf > 1 else 1,
         net_drop_rate=rng.choice((0.0, 0.0, 0.02, 0.1)),
         net_delay_ms=rng.choice(((1, 5), (1, 20), (5, 40))),
+        controller_delay_ms=rng.choice(((1, 5), (1, 30), (10, 80))),
+        replica_lag_time_max_ms=rng.choice((150, 300, 600)),
         unclean_leader_election=unclean,
         truncate_to_hw_on_follow=old_hw_truncation,
     )
