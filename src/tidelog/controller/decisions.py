@@ -183,10 +183,23 @@ def alter_partition(
     proposal: AlterPartitionProposal,
     assignment: Sequence[BrokerId],
     live_brokers: Collection[BrokerId],
+    *,
+    broker_epoch: int = -1,
+    registered_broker_epoch: int = -1,
 ) -> tuple[ErrorCode, LeaderAndIsr]:
-    """AlterPartition's compare-and-set (rule 5): accept only from the current leader at the
-    current leader epoch and partition epoch; the new ISR must contain the leader and only
-    live assigned replicas (KIP-841). Returns (error, state now in force)."""
+    """AlterPartition's compare-and-set (rule 5): accept only from the current incarnation of
+    the leader (KIP-380: ``broker_epoch`` of the request vs the one registered; -1 skips the
+    check) at the current leader epoch and partition epoch; the new ISR must contain the
+    leader and only live assigned replicas (KIP-841). Returns (error, state now in force).
+
+    The broker-epoch check matters: a proposal sent just before a broker bounced must not be
+    applied after its new incarnation has been told the partition state, or the two disagree
+    on the ISR with no further message to reconcile them (found by the simulator)."""
+    if (
+        -1 not in (broker_epoch, registered_broker_epoch)
+        and broker_epoch != registered_broker_epoch
+    ):
+        return ErrorCode.STALE_BROKER_EPOCH, current
     if proposal.leader_epoch < current.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH, current
     if proposal.leader_id != current.leader or proposal.leader_epoch != current.leader_epoch:

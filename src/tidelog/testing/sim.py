@@ -205,6 +205,8 @@ class Simulation:
         }
         # --- controller state (ZooKeeper's znodes) ---
         self.live: set[BrokerId] = set(self.brokers)
+        # broker -> registered broker epoch (KIP-380; the incarnation in this model)
+        self.broker_epochs: dict[BrokerId, int] = dict.fromkeys(self.brokers, 0)
         self.assignment: dict[TopicPartition, tuple[BrokerId, ...]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.next_record_id = 1
@@ -353,6 +355,7 @@ class Simulation:
 
     def _controller_broker_startup(self, broker: BrokerId) -> None:
         self.live.add(broker)
+        self.broker_epochs[broker] = self.brokers[broker].incarnation
         for tp, replicas in self.assignment.items():
             if broker not in replicas:
                 continue
@@ -370,11 +373,16 @@ class Simulation:
                 self.from_controller(broker, self._on_leader_and_isr, broker, tp, self.states[tp])
 
     def _controller_alter_partition(
-        self, broker: BrokerId, proposal: AlterPartitionProposal
+        self, broker: BrokerId, broker_epoch: int, proposal: AlterPartitionProposal
     ) -> None:
         tp = proposal.topic_partition
         error, state = decisions.alter_partition(
-            self.states[tp], proposal, self.assignment[tp], self.live
+            self.states[tp],
+            proposal,
+            self.assignment[tp],
+            self.live,
+            broker_epoch=broker_epoch,
+            registered_broker_epoch=self.broker_epochs[broker],
         )
         if error is ErrorCode.NONE:
             self.states[tp] = state
@@ -513,7 +521,9 @@ class Simulation:
             if p.is_leader:
                 proposal = p.maybe_shrink_isr(self.now_ms)
                 if proposal is not None:
-                    self.to_controller(self._controller_alter_partition, broker, proposal)
+                    self.to_controller(
+                        self._controller_alter_partition, broker, b.incarnation, proposal
+                    )
             self._expire_purgatory(b, tp)
         half = self.config.replica_lag_time_max_ms // 2
         self.to_broker(self.now_ms + half, broker, self._isr_tick, broker)
@@ -682,7 +692,9 @@ class Simulation:
             now_ms=self.now_ms,
         )  # fmt: skip
         if result.proposal is not None:
-            self.to_controller(self._controller_alter_partition, req.leader, result.proposal)
+            self.to_controller(
+                self._controller_alter_partition, req.leader, b.incarnation, result.proposal
+            )
         if result.high_watermark_moved:
             self._after_hw(b, req.tp)
         end = min(leo, req.fetch_offset + self.config.fetch_max_records)

@@ -175,3 +175,17 @@ def test_assignment_spreads_leaders_and_followers() -> None:
     # The shift after n partitions changes which broker follows which leader.
     assert got[0][1:] != got[4][1:]
     assert Counter(x for r in got for x in r[1:]) == dict.fromkeys(range(4), 4)
+
+
+def test_alter_partition_rejects_a_stale_broker_epoch() -> None:
+    current = state(2, b(2, 0))
+    p = proposal(b(2))
+    error, new = alter_partition(
+        current, p, A, b(0, 1, 2), broker_epoch=4, registered_broker_epoch=5
+    )
+    assert (error, new) == (ErrorCode.STALE_BROKER_EPOCH, current)
+    error, new = alter_partition(
+        current, p, A, b(0, 1, 2), broker_epoch=5, registered_broker_epoch=5
+    )
+    assert error is ErrorCode.NONE
+    assert new.isr == b(2)
