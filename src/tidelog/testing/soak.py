@@ -54,8 +54,11 @@ def random_config(
     )
 
 
-def schedule_faults(sim: Simulation, rng: random.Random, duration_ms: int) -> None:
-    """Producers, a consumer per partition, and a random fault schedule on ``sim``."""
+def schedule_faults(
+    sim: Simulation, rng: random.Random, duration_ms: int, *, power_loss: bool = False
+) -> None:
+    """Producers, a consumer per partition, and a random fault schedule on ``sim``.
+    ``power_loss``: crashes also lose each log's unflushed tail."""
     c = sim.config
     tps = sorted(sim.assignment)
     t = 0
@@ -75,10 +78,12 @@ def schedule_faults(sim: Simulation, rng: random.Random, duration_ms: int) -> No
         )[0]
         b = rng.choice(brokers)
         if kind == "crash":
-            sim.schedule(at, sim.crash, b)
+            sim.schedule(at, lambda b=b: sim.crash(b, lose_unflushed=power_loss))
             sim.schedule(at + rng.randint(50, 1200), sim.restart, b)
         elif kind == "bounce":
-            sim.schedule(at, lambda b=b: sim.crash(b, session_expires=False))
+            sim.schedule(
+                at, lambda b=b: sim.crash(b, session_expires=False, lose_unflushed=power_loss)
+            )
             sim.schedule(at + rng.randint(5, 150), sim.restart, b)
         elif kind == "pause":
             sim.schedule(at, sim.pause, b, rng.randint(20, 3 * lag))
@@ -97,13 +102,14 @@ def run_seed(
     settle_ms: int = 1500,
     unclean: bool = False,
     old_hw_truncation: bool = False,
+    power_loss: bool = False,
     trace: bool = False,
 ) -> SeedResult:
     rng = random.Random(f"schedule-{seed}")
     config = random_config(rng, unclean=unclean, old_hw_truncation=old_hw_truncation)
     sim = Simulation(config, seed)
     sim.tracing = trace
-    schedule_faults(sim, rng, duration_ms)
+    schedule_faults(sim, rng, duration_ms, power_loss=power_loss)
     sim.run_until(duration_ms)
     sim.settle(settle_ms)
     return SeedResult(
@@ -116,9 +122,13 @@ def run_seed(
     )
 
 
-def replay_command(seed: int, *, unclean: bool, old_hw_truncation: bool) -> str:
-    flags = (" --unclean" if unclean else "") + (
-        " --old-hw-truncation" if old_hw_truncation else ""
+def replay_command(
+    seed: int, *, unclean: bool, old_hw_truncation: bool, power_loss: bool = False
+) -> str:
+    flags = (
+        (" --unclean" if unclean else "")
+        + (" --old-hw-truncation" if old_hw_truncation else "")
+        + (" --power-loss" if power_loss else "")
     )
     return f"python -m tidelog.testing.soak --replay {seed}{flags} --trace"
 
@@ -133,8 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--old-hw-truncation", action="store_true", help="pre-KIP-101 truncation to the HW"
     )
+    parser.add_argument(
+        "--power-loss", action="store_true", help="crashes lose the unflushed tail (KIP-966)"
+    )
     args = parser.parse_args(argv)
-    flags = {"unclean": args.unclean, "old_hw_truncation": args.old_hw_truncation}
+    flags = {
+        "unclean": args.unclean,
+        "old_hw_truncation": args.old_hw_truncation,
+        "power_loss": args.power_loss,
+    }
     if args.replay is not None:
         result = run_seed(args.replay, trace=args.trace, **flags)
         if args.trace:
