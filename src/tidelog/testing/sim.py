@@ -391,6 +391,22 @@ class Simulation:
             broker, self._on_alter_partition_response, broker, proposal, error, state
         )
 
+    def controlled_shutdown(self, broker: BrokerId, *, stop_after_ms: int = 30) -> None:
+        """Rule 12: move the broker's leaderships and ISR memberships away, then stop it
+        (a clean stop: its session ends; its log is intact)."""
+        if broker not in self.live or not self.brokers[broker].alive:
+            return
+        self.log(f"b{broker} CONTROLLED SHUTDOWN")
+        for tp, replicas in self.assignment.items():
+            if broker not in replicas:
+                continue
+            res = decisions.on_controlled_shutdown(
+                replicas, self.states[tp], broker, self.live, {broker}
+            )
+            if res is not None:
+                self._write_state(tp, res[0], unclean=False)
+        self.schedule(self.now_ms + stop_after_ms, self.crash, broker)
+
     def elect_preferred_leader(self, tp: TopicPartition) -> ErrorCode:
         res = decisions.elect_preferred_leader(self.assignment[tp], self.states[tp], self.live)
         if isinstance(res, ErrorCode):

@@ -74,7 +74,8 @@ def schedule_faults(
     for _ in range(rng.randint(2, 8)):
         at = rng.randint(50, duration_ms - 100)
         kind = rng.choices(
-            ("crash", "bounce", "pause", "block", "preferred"), weights=(3, 2, 3, 3, 1)
+            ("crash", "bounce", "pause", "block", "preferred", "shutdown"),
+            weights=(3, 2, 3, 3, 1, 1),
         )[0]
         b = rng.choice(brokers)
         if kind == "crash":
@@ -91,6 +92,9 @@ def schedule_faults(
             other = rng.choice([x for x in brokers if x != b])
             sim.schedule(at, sim.block, b, other)
             sim.schedule(at + rng.randint(50, 1500), sim.heal, b, other)
+        elif kind == "shutdown":
+            sim.schedule(at, sim.controlled_shutdown, b)
+            sim.schedule(at + rng.randint(100, 1000), sim.restart, b)
         else:
             sim.schedule(at, sim.elect_preferred_leader, rng.choice(tps))
 
