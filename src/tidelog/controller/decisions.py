@@ -8,7 +8,8 @@ Every function takes the current state as values and returns the new state (or a
   that is in the ISR; otherwise, if ``unclean.leader.election.enable``, the first live
   replica (``unclean=True``: acknowledged records may be lost, seed 000/004); otherwise none
   (the partition stays offline, leader -1, until an ISR member returns).
-- ``elect_preferred_leader`` / ``elect_controlled_shutdown_leader`` — rules 9 and 12.
+- ``elect_preferred_leader`` / ``elect_controlled_shutdown_leader`` /
+  ``on_controlled_shutdown`` — rules 9 and 12.
 - ``on_broker_failure`` — a dead broker leaves every ISR (but never empties one: the last
   member stays so that only it can be elected cleanly) and loses its leaderships.
 - ``alter_partition`` — the AlterPartition (API 56) compare-and-set on ``partition_epoch``.
@@ -28,12 +29,14 @@ __all__ = [
     "Election",
     "LeaderAndIsr",
     "alter_partition",
+    "apply_election",
     "assign_replicas",
     "elect_controlled_shutdown_leader",
     "elect_leader",
     "elect_preferred_leader",
     "on_broker_failure",
     "on_broker_startup",
+    "on_controlled_shutdown",
 ]
 
 
@@ -95,6 +98,36 @@ def elect_controlled_shutdown_leader(
         return None
     new_isr = tuple(r for r in current.isr if r not in shutting_down)
     return Election(leader=candidates[0], isr=new_isr)
+
+
+def on_controlled_shutdown(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    broker: BrokerId,
+    live_brokers: Collection[BrokerId],
+    shutting_down: Collection[BrokerId],
+) -> tuple[LeaderAndIsr, Election | None] | None:
+    """Rule 12, per partition of a broker asking to stop: its leadership moves to another live
+    ISR member (new leader epoch); as a follower it leaves the ISR (never emptying it).
+    None when nothing can change (the broker then stops anyway, like a failure)."""
+    if current.leader == broker:
+        election = elect_controlled_shutdown_leader(
+            assignment, current, live_brokers, shutting_down
+        )
+        if election is None:
+            return None
+        return apply_election(current, election), election
+    if broker in current.isr and len(current.isr) > 1:
+        return (
+            LeaderAndIsr(
+                leader=current.leader,
+                leader_epoch=current.leader_epoch,
+                isr=tuple(r for r in current.isr if r != broker),
+                partition_epoch=current.partition_epoch + 1,
+            ),
+            None,
+        )
+    return None
 
 
 def apply_election(current: LeaderAndIsr, election: Election | None) -> LeaderAndIsr:
@@ -183,10 +216,23 @@ def alter_partition(
     proposal: AlterPartitionProposal,
     assignment: Sequence[BrokerId],
     live_brokers: Collection[BrokerId],
+    *,
+    broker_epoch: int = -1,
+    registered_broker_epoch: int = -1,
 ) -> tuple[ErrorCode, LeaderAndIsr]:
-    """AlterPartition's compare-and-set (rule 5): accept only from the current leader at the
-    current leader epoch and partition epoch; the new ISR must contain the leader and only
-    live assigned replicas (KIP-841). Returns (error, state now in force)."""
+    """AlterPartition's compare-and-set (rule 5): accept only from the current incarnation of
+    the leader (KIP-380: ``broker_epoch`` of the request vs the one registered; -1 skips the
+    check) at the current leader epoch and partition epoch; the new ISR must contain the
+    leader and only live assigned replicas (KIP-841). Returns (error, state now in force).
+
+    The broker-epoch check matters: a proposal sent just before a broker bounced must not be
+    applied after its new incarnation has been told the partition state, or the two disagree
+    on the ISR with no further message to reconcile them (found by the simulator)."""
+    if (
+        -1 not in (broker_epoch, registered_broker_epoch)
+        and broker_epoch != registered_broker_epoch
+    ):
+        return ErrorCode.STALE_BROKER_EPOCH, current
     if proposal.leader_epoch < current.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH, current
     if proposal.leader_id != current.leader or proposal.leader_epoch != current.leader_epoch:

@@ -14,8 +14,10 @@ Theory of operation:
    (``tidelog.protocol.errors``), never another exception: kio's decoder is native and
    raises assorted types (``BufferUnderflow``, ``KeyError`` for unknown tagged fields,
    ``UnicodeDecodeError``...), so ``decode_request`` wraps *any* exception from it. Unknown
-   tagged fields in a body are legal (the spec says skip them): the body is re-read once
-   with them stripped (``tidelog.protocol.tags``) before it is called invalid.
+   tagged fields in a body are legal (the spec says skip them), and kio trusts length
+   fields (a huge array length makes it abort the process): so every kio body is first
+   walked by ``tidelog.protocol.schema_walk``, which checks each length against the bytes
+   that remain and strips unknown tagged fields.
 4. Responses: ApiVersions always uses response header v0 (so a client that sent a version we
    do not know can still read it); others follow their schema: v0 = correlation id, v1 = v0
    + empty tagged fields. Every encoder returns the whole frame, size prefix included.
@@ -39,7 +41,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from tidelog.errors import ErrorCode
-from tidelog.protocol import control, tags
+from tidelog.protocol import control, schema_walk
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.errors import (
     InvalidRequestError,
@@ -87,6 +89,8 @@ class _BodyCodec:
     read: Reader
     write: Callable[[io.BytesIO, Any], None]
     flexible_header: bool
+    #: kio bodies are walked before kio reads them (``schema_walk``); ours check themselves.
+    walk: bool = True
 
 
 _request_codecs: dict[tuple[int, int], _BodyCodec | None] = {}
@@ -105,6 +109,7 @@ def _build_codec(api_key: int, api_version: int, *, request: bool) -> _BodyCodec
             read=own.read,
             write=_write_control,
             flexible_header=False,
+            walk=False,
         )
     if api_key in control.CONTROL_API_KEYS:
         return None
@@ -252,9 +257,13 @@ def decode_request(
     try:
         if codec.flexible_header:
             pos = skip_tagged_fields(data, pos)
+        if codec.walk:
+            # kio trusts length fields (a huge one aborts the process) and raises on unknown
+            # tagged fields: walk the body first, and drop unknown tags (rule 3).
+            cleaned = schema_walk.check_body(codec.schema, data, pos)
+            if cleaned is not None:
+                data, pos = cleaned, 0
         body, _size = codec.read(data, pos)
-    except KeyError:
-        body = _retry_without_unknown_tags(data, pos, codec, header)
     except Exception as exc:
         raise InvalidRequestError(
             f"cannot decode {known.name} v{header.api_version} request: "
@@ -262,22 +271,6 @@ def decode_request(
             header,
         ) from exc
     return header, body
-
-
-def _retry_without_unknown_tags(
-    frame: bytes, pos: int, codec: _BodyCodec, header: RequestHeader
-) -> Any:
-    """Re-read a body whose decoder met an unknown tagged field, with unknown tags removed."""
-    try:
-        cleaned = tags.strip_unknown_tags(codec.schema, frame, pos)
-        body, _size = codec.read(cleaned, 0)
-    except Exception as exc:
-        raise InvalidRequestError(
-            f"cannot decode {header.api_name} v{header.api_version} request: "
-            f"{type(exc).__name__}: {exc}",
-            header,
-        ) from exc
-    return body
 
 
 # --- responses (server side) -----------------------------------------------------------
@@ -391,6 +384,10 @@ def decode_response(
         raise InvalidResponseError(f"no response schema for API {api_key} v{api_version}")
     try:
         pos = skip_tagged_fields(data, 4) if codec.flexible_header else 4
+        if codec.walk:  # a broken broker must not be able to abort the client either
+            cleaned = schema_walk.check_body(codec.schema, data, pos)
+            if cleaned is not None:
+                data, pos = cleaned, 0
         body, _size = codec.read(data, pos)
     except Exception as exc:
         raise InvalidResponseError(

@@ -13,9 +13,12 @@ Invariants (checked on load; a violation means the file is rebuilt from the log)
 holds whole entries; offsets strictly increase (time index: timestamps strictly increase and
 offsets do not decrease); every offset is >= the segment's base offset.
 
-Entries live in memory (``array``) and are written through to the file with ``pwrite`` as
-they are added, so a clean close needs no extra work and a crash leaves at most a torn last
-entry, which the load check catches.
+Entries live in memory (``array``); new ones are buffered and written to the file in groups
+(every ``_WRITE_EVERY`` entries, and on flush, roll, truncation and close), which keeps a
+system call off most appends. A crash can therefore leave the file with fewer entries than
+the log deserves, never wrong ones: a missing tail entry only makes lookups scan a little
+further, and recovery rebuilds every index entry above the recovery point anyway. A torn
+last entry is caught by the load check.
 """
 
 from __future__ import annotations
@@ -37,26 +40,56 @@ class IndexCorruptError(Exception):
     """Internal: an index file failed its load check (the caller rebuilds it)."""
 
 
+#: Buffered entries written to the file at once.
+_WRITE_EVERY: Final = 64
+
+
 class _IndexFile:
-    __slots__ = ("_dirty", "base_offset", "fd", "path")
+    __slots__ = ("_dirty", "_file_entries", "_pending", "base_offset", "fd", "path")
+
+    ENTRY_SIZE = 0
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._dirty = False
+        #: Entries already in the file; ``_pending`` holds the encoded ones after them.
+        self._file_entries = 0
+        self._pending = bytearray()
+
+    def _buffer(self, encoded: bytes) -> None:
+        self._pending += encoded
+        if len(self._pending) >= _WRITE_EVERY * self.ENTRY_SIZE:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write buffered entries to the file (no fsync)."""
+        if self._pending:
+            os.pwrite(self.fd, self._pending, self._file_entries * self.ENTRY_SIZE)
+            self._file_entries += len(self._pending) // self.ENTRY_SIZE
+            self._pending = bytearray()
+            self._dirty = True
+
+    def _truncate_file(self, keep: int) -> None:
+        self.write_pending()
+        os.ftruncate(self.fd, keep * self.ENTRY_SIZE)
+        self._file_entries = keep
+        self._dirty = True
 
     def _read_all(self) -> bytes:
         size = os.fstat(self.fd).st_size
         return os.pread(self.fd, size, 0) if size else b""
 
     def flush(self) -> None:
+        self.write_pending()
         if self._dirty:
             self._dirty = False
             os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.write_pending()
             os.close(self.fd)
             self.fd = -1
 
@@ -69,6 +102,8 @@ class OffsetIndex(_IndexFile):
     """``<base>.index``: batch last offset -> batch start position."""
 
     __slots__ = ("max_entries", "offsets", "positions")
+
+    ENTRY_SIZE = OFFSET_ENTRY_SIZE
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         super().__init__(path, base_offset)
@@ -93,6 +128,8 @@ class OffsetIndex(_IndexFile):
             positions.append(pos)
             last_off, last_pos = off, pos
         self.offsets, self.positions = offsets, positions
+        self._file_entries = len(offsets)
+        self._pending = bytearray()
 
     @property
     def entries(self) -> int:
@@ -103,15 +140,9 @@ class OffsetIndex(_IndexFile):
         return len(self.offsets) >= self.max_entries
 
     def append(self, offset: int, position: int) -> None:
-        n = len(self.offsets)
-        os.pwrite(
-            self.fd,
-            _OFFSET_ENTRY.pack(offset - self.base_offset, position),
-            n * OFFSET_ENTRY_SIZE,
-        )
+        self._buffer(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self.offsets.append(offset)
         self.positions.append(position)
-        self._dirty = True
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """``(entry offset, position)`` of the largest entry <= target, else ``(-1, 0)``.
@@ -141,14 +172,15 @@ class OffsetIndex(_IndexFile):
         if keep < len(self.offsets):
             del self.offsets[keep:]
             del self.positions[keep:]
-        os.ftruncate(self.fd, keep * OFFSET_ENTRY_SIZE)
-        self._dirty = True
+        self._truncate_file(min(keep, len(self.offsets)))
 
 
 class TimeIndex(_IndexFile):
     """``<base>.timeindex``: max timestamp so far -> the offset that carries it."""
 
     __slots__ = ("offsets", "timestamps")
+
+    ENTRY_SIZE = TIME_ENTRY_SIZE
 
     def __init__(self, path: Path, base_offset: int) -> None:
         super().__init__(path, base_offset)
@@ -171,6 +203,8 @@ class TimeIndex(_IndexFile):
             offsets.append(off)
             last_ts, last_off = ts, off
         self.timestamps, self.offsets = timestamps, offsets
+        self._file_entries = len(offsets)
+        self._pending = bytearray()
 
     def last_entry(self) -> tuple[int, int] | None:
         if not self.timestamps:
@@ -183,13 +217,9 @@ class TimeIndex(_IndexFile):
             return
         if timestamp < 0:
             return
-        n = len(self.timestamps)
-        os.pwrite(
-            self.fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset), n * TIME_ENTRY_SIZE
-        )
+        self._buffer(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
-        self._dirty = True
 
     def lookup(self, timestamp: int) -> int:
         """Where a search for the first record with timestamp >= ``timestamp`` may start.
@@ -207,5 +237,4 @@ class TimeIndex(_IndexFile):
         if keep < len(self.offsets):
             del self.timestamps[keep:]
             del self.offsets[keep:]
-        os.ftruncate(self.fd, keep * TIME_ENTRY_SIZE)
-        self._dirty = True
+        self._truncate_file(keep)

@@ -37,22 +37,24 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
+
+import crc32c
 
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import (
     BATCH_HEADER_SIZE,
-    BatchHeader,
+    CRC_START,
+    LOG_OVERHEAD,
+    MAGIC_V2,
     CorruptRecordBatchError,
-    compute_crc,
     parse_header,
-    read_batch_size,
-    stamp_batch,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
@@ -73,6 +75,10 @@ from tidelog.storage.segment import (
 )
 
 _NEVER: Final = 2**63 - 1
+#: The v2 batch header (tidelog.protocol.records layout), unpacked without a dataclass.
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+#: baseOffset, batchLength, partitionLeaderEpoch: the stamped prefix of a batch.
+_STAMP: Final = struct.Struct(">qii")
 #: Offsets inside a segment are stored relative to its base as int32.
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 
@@ -139,40 +145,59 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     return TopicPartition(topic, int(partition))
 
 
+class _Batch(NamedTuple):
+    """What the append path needs from one validated batch header (no dataclass: hot path)."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset_delta: int
+    partition_leader_epoch: int
+    max_timestamp: int
+    records_count: int
+
+
 def _validate_batches(
     records: bytes | bytearray | memoryview,
     *,
     max_message_bytes: int | None,
     allow_partial_tail: bool,
-) -> tuple[list[tuple[int, BatchHeader]], int]:
-    """Check every batch (rule 1); returns ``[(position, header)]`` and the bytes covered.
+) -> tuple[list[_Batch], int]:
+    """Check every batch (rule 1); returns the batches and the bytes they cover.
 
     ``allow_partial_tail``: a trailing incomplete batch (a fetch response cut by its size
-    limit) is ignored instead of rejected; followers only.
+    limit) is ignored instead of rejected; followers only. Any framing problem is reported
+    by ``parse_header`` itself so the messages match the protocol layer's.
     """
-    batches: list[tuple[int, BatchHeader]] = []
+    batches: list[_Batch] = []
+    view = memoryview(records)
     pos = 0
-    end = len(records)
+    end = len(view)
+    unpack = _HEADER.unpack_from
     while pos < end:
-        if allow_partial_tail:
-            size = read_batch_size(records, pos)
-            if size is None or (size > end - pos and size >= BATCH_HEADER_SIZE):
+        remaining = end - pos
+        if remaining < BATCH_HEADER_SIZE:
+            if allow_partial_tail:
                 break
-        header = parse_header(records, pos)
-        if max_message_bytes is not None and header.size > max_message_bytes:
+            parse_header(view, pos)  # raises: truncated
+        (base, length, epoch, magic, crc, _, delta, _, max_ts, _, _, _, count) = unpack(view, pos)
+        size = length + LOG_OVERHEAD
+        if size > remaining and allow_partial_tail and magic == MAGIC_V2 and size >= 0:
+            break
+        if magic != MAGIC_V2 or size < BATCH_HEADER_SIZE or size > remaining:
+            parse_header(view, pos)  # raises with the protocol layer's message
+        if max_message_bytes is not None and size > max_message_bytes:
             raise RecordTooLargeError(
-                f"batch at byte {pos} is {header.size} bytes, above max.message.bytes "
-                f"{max_message_bytes}"
+                f"batch at byte {pos} is {size} bytes, above max.message.bytes {max_message_bytes}"
             )
-        if header.last_offset_delta < 0 or header.records_count != header.last_offset_delta + 1:
+        if delta < 0 or count != delta + 1:
             raise CorruptRecordBatchError(
-                f"batch at byte {pos} declares {header.records_count} records but last offset "
-                f"delta {header.last_offset_delta}"
+                f"batch at byte {pos} declares {count} records but last offset delta {delta}"
             )
-        if compute_crc(records, pos, header) != header.crc:
+        if crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
             raise CorruptRecordBatchError(f"batch at byte {pos} fails its CRC-32C check")
-        batches.append((pos, header))
-        pos += header.size
+        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count))
+        pos += size
     return batches, pos
 
 
@@ -277,9 +302,10 @@ class Log:
         if not cache.loaded_from_file and log_end_offset > segments[0].base_offset:
             # Missing or unreadable checkpoint: rebuild from every batch header.
             epoch_starts = log._epoch_starts_from_headers()
-        for epoch, offset in epoch_starts:
+        for epoch, offset, last_offset in epoch_starts:
             latest = cache.latest_epoch()
-            if latest is None or epoch > latest:
+            # Only batches still readable (not wholly below the log start) count.
+            if last_offset >= log.log_start_offset and (latest is None or epoch > latest):
                 cache.assign(epoch, offset)
         cache.truncate_from_end(log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
@@ -292,9 +318,9 @@ class Log:
         return log
 
     @staticmethod
-    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int]]:
+    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int, int]]:
         """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts."""
-        epoch_starts: list[tuple[int, int]] = []
+        epoch_starts: list[tuple[int, int, int]] = []
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -328,7 +354,9 @@ class Log:
                         f"at {upper}",
                     )
                 upper = None
-            if upper is None:
+            if upper is not None:
+                seg.on_become_inactive()  # the final time index entry, as at its roll
+            else:
                 for later in segments[i + 1 :]:
                     later.delete_files()
                 del segments[i + 1 :]
@@ -337,14 +365,14 @@ class Log:
             pass  # an empty active segment after a roll is normal
         return epoch_starts
 
-    def _epoch_starts_from_headers(self) -> list[tuple[int, int]]:
-        starts: list[tuple[int, int]] = []
+    def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
+        starts: list[tuple[int, int, int]] = []
         latest = -1
         for seg in self._segments:
             for _, header in seg.headers_from(0):
                 if header.partition_leader_epoch > latest:
                     latest = header.partition_leader_epoch
-                    starts.append((latest, header.base_offset))
+                    starts.append((latest, header.base_offset, header.last_offset))
         return starts
 
     # ------------------------------------------------------------------ properties
@@ -414,22 +442,27 @@ class Log:
                     f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
                     f"the latest epoch {latest} in the epoch cache"
                 )
-            buf = bytearray(records)
+            # Stamp without copying the records: each batch is written as a stamped copy of
+            # its first 16 bytes (baseOffset, batchLength, partitionLeaderEpoch) followed by
+            # the caller's bytes from offset 16 on, all in one pwritev (rule 1).
+            view = memoryview(records)
             first_offset = offset = self.log_end_offset
+            pieces: list[bytes | memoryview] = []
             meta: list[tuple[int, int, int]] = []
             max_timestamp = -1
-            num_records = 0
-            for pos, header in batches:
-                stamp_batch(buf, pos, offset, leader_epoch)
-                count = header.last_offset_delta + 1
-                offset += count
-                num_records += count
-                meta.append((header.size, offset - 1, header.max_timestamp))
-                max_timestamp = max(max_timestamp, header.max_timestamp)
+            for batch in batches:
+                pos = batch.position
+                pieces.append(_STAMP.pack(offset, batch.size - LOG_OVERHEAD, leader_epoch))
+                pieces.append(view[pos + _STAMP.size : pos + batch.size])
+                offset += batch.last_offset_delta + 1
+                meta.append((batch.size, offset - 1, batch.max_timestamp))
+                max_timestamp = max(max_timestamp, batch.max_timestamp)
             if latest is None or leader_epoch > latest:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            num_records = offset - first_offset
             self._write(
-                buf,
+                pieces,
+                total,
                 meta,
                 first_offset=first_offset,
                 last_offset=offset - 1,
@@ -464,27 +497,27 @@ class Log:
             new_epochs: list[tuple[int, int]] = []
             latest = self.leader_epoch_cache.latest_epoch()
             latest = -1 if latest is None else latest
-            for _, header in batches:
-                if header.base_offset != expected:
+            for batch in batches:
+                if batch.base_offset != expected:
                     raise UnexpectedAppendOffsetError(
                         f"{self.topic_partition}: follower batch starts at offset "
-                        f"{header.base_offset}, expected {expected}",
-                        first_offset=batches[0][1].base_offset,
+                        f"{batch.base_offset}, expected {expected}",
+                        first_offset=batches[0].base_offset,
                         log_end_offset=self.log_end_offset,
                     )
-                expected = header.next_offset
-                num_records += header.records_count
-                meta.append((header.size, header.last_offset, header.max_timestamp))
-                max_timestamp = max(max_timestamp, header.max_timestamp)
-                if header.partition_leader_epoch > latest:
-                    latest = header.partition_leader_epoch
-                    new_epochs.append((latest, header.base_offset))
+                expected = batch.base_offset + batch.last_offset_delta + 1
+                num_records += batch.records_count
+                meta.append((batch.size, expected - 1, batch.max_timestamp))
+                max_timestamp = max(max_timestamp, batch.max_timestamp)
+                if batch.partition_leader_epoch > latest:
+                    latest = batch.partition_leader_epoch
+                    new_epochs.append((latest, batch.base_offset))
             for epoch, offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, offset)
-            data = memoryview(records)[:total]
-            first_offset = batches[0][1].base_offset
+            first_offset = batches[0].base_offset
             self._write(
-                data,
+                [memoryview(records)[:total]],
+                total,
                 meta,
                 first_offset=first_offset,
                 last_offset=expected - 1,
@@ -508,7 +541,8 @@ class Log:
 
     def _write(
         self,
-        data: bytes | bytearray | memoryview,
+        pieces: list[bytes | memoryview],
+        size: int,
         meta: list[tuple[int, int, int]],
         *,
         first_offset: int,
@@ -517,8 +551,8 @@ class Log:
         now_ms: int,
     ) -> None:
         self._now_ms = now_ms
-        segment = self._maybe_roll(len(data), first_offset, last_offset, now_ms)
-        segment.append(data, meta, now_ms)
+        segment = self._maybe_roll(size, first_offset, last_offset, now_ms)
+        segment.append(pieces, size, meta, now_ms)
         self._unflushed_messages += num_records
         if (
             self._unflushed_messages >= self._config.flush_interval_messages
@@ -675,6 +709,10 @@ class Log:
                 if found is not None:
                     position, header = found
                     active.truncate_at(position, header.base_offset)
+                if self.log_end_offset < self._log_start_offset:
+                    # The cut batch straddled the log start: nothing readable is left.
+                    self._truncate_fully_locked(self._log_start_offset)
+                    return
                 self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 

@@ -33,6 +33,8 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
+#: Buffers per pwritev call (Linux IOV_MAX is 1024).
+_IOV_MAX: Final = 1024
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -47,8 +49,8 @@ class ScanResult:
     valid_size: int
     #: Why the walk stopped before the end of the file (None: the whole file is valid).
     error: str | None = None
-    #: ``(epoch, start offset)`` each time the batch leader epoch grew, in order.
-    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+    #: ``(epoch, batch base offset, batch last offset)`` each time the epoch grew, in order.
+    epoch_starts: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class LogSegment:
@@ -57,6 +59,7 @@ class LogSegment:
     __slots__ = (
         "_bytes_since_index_entry",
         "_dirty",
+        "_indexes_existed",
         "base_offset",
         "directory",
         "fd",
@@ -87,14 +90,15 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._indexes_existed = index_path.exists() and time_index_path.exists()
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            index_path,
             base_offset,
             max_index_entries,
         )
-        self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset
-        )
+        self.time_index = TimeIndex(time_index_path, base_offset)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -106,7 +110,10 @@ class LogSegment:
     # ------------------------------------------------------------------ loading / recovery
 
     def load_indexes(self) -> bool:
-        """Load both index files; False (and empty indexes) if either fails its check."""
+        """Load both index files; False (and empty indexes) if either is missing or fails
+        its check."""
+        if not self._indexes_existed and self.size:
+            return False
         try:
             self.offset_index.load(self.size)
             self.time_index.load()
@@ -195,7 +202,7 @@ class LogSegment:
                 result.error = f"batch at byte {pos} fails its CRC-32C check"
                 break
             if epoch > prev_epoch and epoch >= 0:
-                result.epoch_starts.append((epoch, header.base_offset))
+                result.epoch_starts.append((epoch, header.base_offset, header.last_offset))
             prev_epoch = epoch
             self._account(
                 header.last_offset,
@@ -278,25 +285,31 @@ class LogSegment:
 
     def append(
         self,
-        data: bytes | bytearray | memoryview,
+        pieces: list[bytes | memoryview],
+        size: int,
         batches: list[tuple[int, int, int]],
         now_ms: int,
     ) -> None:
-        """Write validated, stamped batches with one positional write.
+        """Write validated, stamped batches (``pieces`` concatenated, ``size`` bytes) with
+        one positional vectored write.
 
-        ``batches``: ``(size, last offset, max timestamp)`` of each batch in ``data``.
+        ``batches``: ``(size, last offset, max timestamp)`` of each batch written.
         """
         position = self.size
-        view = memoryview(data)
-        written = 0
-        total = len(view)
-        while written < total:
-            written += os.pwrite(self.fd, view[written:], position + written)
+        for chunk_start in range(0, len(pieces), _IOV_MAX):
+            chunk = pieces[chunk_start : chunk_start + _IOV_MAX]
+            chunk_size = sum(len(p) for p in chunk) if len(pieces) > _IOV_MAX else size
+            written = os.pwritev(self.fd, chunk, position)
+            while written < chunk_size:  # short write (disk full, signal): finish it
+                rest = memoryview(b"".join(chunk))[written:]
+                written += os.pwrite(self.fd, rest, position + written)
+            position += chunk_size
+        position = self.size
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
-        for size, last_offset, max_timestamp in batches:
-            self._account(last_offset, max_timestamp, size, position, True)
-            position += size
+        for batch_size, last_offset, max_timestamp in batches:
+            self._account(last_offset, max_timestamp, batch_size, position, True)
+            position += batch_size
         self.size = position
         self.next_offset = batches[-1][1] + 1
         self._dirty = True
@@ -305,6 +318,8 @@ class LogSegment:
         """Record the final max timestamp in the time index (Kafka does this on roll)."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     # ------------------------------------------------------------------ reads
 

@@ -16,6 +16,7 @@ from tidelog.controller.decisions import (
     elect_preferred_leader,
     on_broker_failure,
     on_broker_startup,
+    on_controlled_shutdown,
 )
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
@@ -175,3 +176,27 @@ def test_assignment_spreads_leaders_and_followers() -> None:
     # The shift after n partitions changes which broker follows which leader.
     assert got[0][1:] != got[4][1:]
     assert Counter(x for r in got for x in r[1:]) == dict.fromkeys(range(4), 4)
+
+
+def test_alter_partition_rejects_a_stale_broker_epoch() -> None:
+    current = state(2, b(2, 0))
+    p = proposal(b(2))
+    error, new = alter_partition(
+        current, p, A, b(0, 1, 2), broker_epoch=4, registered_broker_epoch=5
+    )
+    assert (error, new) == (ErrorCode.STALE_BROKER_EPOCH, current)
+    error, new = alter_partition(
+        current, p, A, b(0, 1, 2), broker_epoch=5, registered_broker_epoch=5
+    )
+    assert error is ErrorCode.NONE
+    assert new.isr == b(2)
+
+
+def test_controlled_shutdown_moves_leadership_and_leaves_isrs() -> None:
+    live = b(0, 1, 2)
+    res = on_controlled_shutdown(A, state(2, b(2, 0, 1)), BrokerId(2), live, b(2))
+    assert res == (state(0, b(0, 1), le=4, pe=8), Election(leader=BrokerId(0), isr=b(0, 1)))
+    res = on_controlled_shutdown(A, state(2, b(2, 0, 1)), BrokerId(1), live, b(1))
+    assert res == (state(2, b(2, 0), pe=8), None)
+    # The only ISR member: nothing to move to, and the ISR is not emptied.
+    assert on_controlled_shutdown(A, state(2, b(2)), BrokerId(2), live, b(2)) is None

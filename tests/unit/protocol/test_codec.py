@@ -227,3 +227,73 @@ def test_metadata_v4_roundtrip() -> None:
     )
     header = RequestHeader(3, 4, 2**31 - 1, "")
     assert decode_request(_unframe(encode_request(header, body))) == (header, body)
+
+
+# --- lengths kio would trust, and unknown tagged fields --------------------------------------
+
+# CreateTopics v5 whose `assignments` compact array claims 5,608,709,957 items: kio would
+# try to allocate 44 GB for it and abort the process (found by the decode fuzz).
+HUGE_ARRAY_CREATE_TOPICS = bytes.fromhex(
+    "0013000500000007000462757a7a00"  # header v2: CreateTopics v5, client "buzz", no tags
+    "02026e000000030012c6beb8f21474656e74696f6e2e6d73023100000000ea600000"
+)
+
+
+@pytest.mark.parametrize(
+    ("count_varint", "message"),
+    [
+        ("c6beb8f214", "varint 5608709958 does not fit 32 bits"),
+        ("ffffffff0f", r"array of 4294967294 items but only 20 bytes remain"),
+        ("8080808001", r"array of 268435455 items but only 20 bytes remain"),
+    ],
+)
+def test_a_length_beyond_the_frame_is_invalid_not_an_allocation(
+    count_varint: str, message: str
+) -> None:
+    payload = HUGE_ARRAY_CREATE_TOPICS.replace(
+        bytes.fromhex("c6beb8f214"), bytes.fromhex(count_varint)
+    )
+    with pytest.raises(InvalidRequestError, match=message) as info:
+        decode_request(payload)
+    assert info.value.header == RequestHeader(19, 5, 7, "buzz")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"\x05abcd\x06", "length 5 exceeds the 0 bytes that remain"),  # 2nd string cut
+        (b"\x80\x80\x80\x80\x80\x01", "varint longer than 5 bytes"),
+        (b"\xff\xff\xff\xff\x1f", "does not fit 32 bits"),
+        (b"\x02a\x02b\x05\x00", "5 tagged fields but only 1 bytes remain"),
+    ],
+)
+def test_bad_lengths_in_a_flexible_body(body: bytes, message: str) -> None:
+    payload = b"\x00\x12\x00\x03\x00\x00\x00\x01\xff\xff\x00" + body
+    with pytest.raises(InvalidRequestError, match=message):
+        decode_request(payload)
+
+
+def test_unknown_tagged_fields_in_a_body_are_skipped() -> None:
+    # ApiVersions v3 body with two unknown tags (9 and 30) after the two compact strings.
+    payload = b"\x00\x12\x00\x03\x00\x00\x00\x01\xff\xff\x00" + b"\x02a\x02b\x02\x09\x01z\x1e\x00"
+    header, body = decode_request(payload)
+    assert header == RequestHeader(18, 3, 1, None)
+    assert body == ApiVersionsRequestV3(client_software_name="a", client_software_version="b")
+
+
+def test_unknown_tags_are_dropped_and_known_ones_kept() -> None:
+    # Fetch v12 with `cluster_id` (tag 0, known) and tag 7 (unknown) at the top level.
+    from kio.schema.fetch.v12.request import FetchRequest
+
+    body = FetchRequest(
+        cluster_id="c1",
+        max_wait=datetime.timedelta(milliseconds=5),
+        min_bytes=1,
+        topics=(),
+        forgotten_topics_data=(),
+    )
+    payload = _unframe(encode_request(RequestHeader(1, 12, 3, None), body))
+    # The body ends with its tagged section: count 1, tag 0, size 3, compact "c1".
+    assert payload.endswith(b"\x01\x00\x03\x03c1")
+    with_unknown = payload[: -len(b"\x01\x00\x03\x03c1")] + b"\x02\x00\x03\x03c1\x07\x02hi"
+    assert decode_request(with_unknown) == (RequestHeader(1, 12, 3, None), body)

@@ -21,11 +21,26 @@ from kio.schema.metadata.v12 import request as metadata
 from kio.schema.produce.v7 import request as produce7
 from kio.schema.produce.v10 import request as produce10
 
-from tidelog.protocol.codec import RequestHeader, decode_request, encode_request
+from tidelog.protocol.codec import RequestHeader, decode_request, decode_response, encode_request
+from tidelog.protocol.control import (
+    ControlledShutdownRequest,
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+)
 from tidelog.protocol.errors import (
     InvalidRequestError,
+    InvalidResponseError,
     UnknownApiKeyError,
     UnsupportedVersionError,
+)
+from tidelog.protocol.responses import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    ProducePartitionResponse,
+    ProduceTopicResponse,
+    encode_fetch_response,
+    encode_produce_response,
 )
 
 ms = datetime.timedelta(milliseconds=1)
@@ -112,6 +127,25 @@ def _corpus() -> list[bytes]:
                 ),
             ),
         ),
+        LeaderAndIsrRequest(
+            controller_id=1,
+            controller_epoch=2,
+            broker_epoch=3,
+            partition_states=(
+                LeaderAndIsrPartitionState(
+                    topic_name="t",
+                    partition_index=0,
+                    controller_epoch=2,
+                    leader=1,
+                    leader_epoch=4,
+                    isr=(1, 2),
+                    partition_epoch=5,
+                    replicas=(1, 2, 3),
+                ),
+            ),
+            live_leaders=(LeaderAndIsrLiveLeader(broker_id=1, host_name="h", port=9092),),
+        ),
+        ControlledShutdownRequest(broker_id=3, broker_epoch=9),
     ]
     return [
         encode_request(RequestHeader(b.__api_key__, b.__version__, 7, "fuzz"), b)[4:]
@@ -187,3 +221,64 @@ def test_corpus_decodes() -> None:
         header, _body = decode_request(frame)
         assert header.correlation_id == 7
         assert header.client_id == "fuzz"
+
+
+def _response_corpus() -> list[tuple[int, int, bytes]]:
+    topics = [
+        FetchTopicResponse(
+            topic="t",
+            topic_id=uuid.UUID(int=5),
+            partitions=[
+                FetchPartitionResponse(
+                    partition_index=0,
+                    high_watermark=9,
+                    records=BATCH,
+                    aborted_transactions=[(1, 2)],
+                    current_leader=(1, 4),
+                )
+            ],
+        )
+    ]
+    produce_topics = [
+        ProduceTopicResponse(
+            name="t",
+            partitions=[ProducePartitionResponse(index=0, record_errors=[(0, "bad")])],
+        )
+    ]
+    out = []
+    for version in (4, 11, 12, 16):
+        (wire,) = encode_fetch_response(3, version, topics)
+        assert isinstance(wire, bytes)
+        out.append((1, version, wire[4:]))
+    for version in (7, 9, 10):
+        out.append((0, version, encode_produce_response(3, version, produce_topics)[4:]))
+    return out
+
+
+RESPONSES = _response_corpus()
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(RESPONSES), st.data())
+def test_mutated_responses_raise_only_invalid_response(
+    case: tuple[int, int, bytes], data: st.DataObject
+) -> None:
+    api_key, version, wire = case
+    frame = bytearray(wire)
+    for _ in range(data.draw(st.integers(1, 3))):
+        pos = data.draw(st.integers(0, len(frame) - 1))
+        if data.draw(st.booleans()):
+            frame[pos : pos + 4] = data.draw(st.binary(min_size=1, max_size=5))
+        else:
+            del frame[pos:]
+            if not frame:
+                break
+    error: Exception | None = None
+    try:
+        correlation_id, _body = decode_response(api_key, version, bytes(frame))
+    except InvalidResponseError as exc:
+        error = exc
+    if error is None:
+        assert isinstance(correlation_id, int)
+    else:
+        assert "response" in str(error)
