@@ -288,7 +288,8 @@ class DelayedProduce(DelayedOperation):
                 self._status[tp] = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             done, error = hosted.partition.check_enough_replicas_reach_offset(required)
-            if done:
+            # Kafka's DelayedProduce: an error (e.g. leadership lost) also ends the wait.
+            if done or error != ErrorCode.NONE:
                 self._status[tp] = result if error == ErrorCode.NONE else ProduceResult(error)
         if len(self._status) == len(self._results):
             return self.force_complete()
