@@ -43,7 +43,7 @@ from tidelog.server.config import (
 )
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
-from tidelog.server.network import Response
+from tidelog.server.network import CloseConnection, Response
 from tidelog.server.replica_manager import (
     FetchRequestPartition,
     FetchResult,
@@ -302,6 +302,12 @@ class KafkaApis:
             return Response([frame])
 
         if acks == 0:
+            failed = [tp for tp, (r, _req) in appended.items() if r.error != ErrorCode.NONE]
+            failed += list(early)
+            if failed:
+                # Kafka closes the connection when an acks=0 produce fails: the client has no
+                # other way to learn of it, and reconnecting makes it refresh its metadata.
+                raise CloseConnection(f"acks=0 produce to {failed[0]} failed")
             return None
         results = {tp: result for tp, (result, _req) in appended.items()}
         results.update(early)
