@@ -339,6 +339,10 @@ class Log:
             epoch_starts += result.epoch_starts
             if result.error is not None:
                 if result.next_offset < recovery_point:
+                    # The scan rewrote this segment's indexes; drop them so the next open
+                    # rebuilds (and re-checks) again instead of trusting a partial index.
+                    seg.offset_index.path.unlink(missing_ok=True)
+                    seg.time_index.path.unlink(missing_ok=True)
                     raise CorruptLogError(
                         seg.log_path, result.valid_size, result.next_offset, result.error
                     )
@@ -361,8 +365,6 @@ class Log:
                     later.delete_files()
                 del segments[i + 1 :]
             i += 1
-        if segments and segments[-1].is_empty and len(segments) > 1:
-            pass  # an empty active segment after a roll is normal
         return epoch_starts
 
     def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
@@ -644,19 +646,32 @@ class Log:
         return b"" if fetched is None else fetched.read_bytes()
 
     def latest_timestamp(self) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the batch carrying the largest timestamp (ListOffsets -3).
+        """``(offset, timestamp)`` of the first record carrying the largest timestamp
+        (ListOffsets -3, KIP-734), or None if no readable record has a timestamp.
 
-        The offset is the last offset of that batch (Kafka's "shallow" offset of the max
-        timestamp, as kept in the time index); ties go to the earliest batch.
+        Segments know the batch holding their max timestamp; only that batch is decoded.
         """
         with self._lock:
-            best: tuple[int, int] | None = None
+            self._check_open()
+            best: LogSegment | None = None
             for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
-                    if seg.offset_of_max_timestamp < self._log_start_offset:
-                        continue
-                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+                if seg.offset_of_max_timestamp < self._log_start_offset:
+                    continue
+                if seg.max_timestamp >= 0 and (
+                    best is None or seg.max_timestamp > best.max_timestamp
+                ):
+                    best = seg
+            if best is None:
+                return None
+            found = best.find_batch(best.offset_of_max_timestamp)
+            if found is None:
+                return None
+            position, header = found
+            batch = best.read_bytes(position, header.size)
+            hit = first_record_at_or_after(
+                batch, best.max_timestamp, min_offset=self._log_start_offset
+            )
+            return hit if hit is not None else (header.last_offset, best.max_timestamp)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.

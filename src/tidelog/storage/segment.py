@@ -33,6 +33,7 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
+_FIRST_HEADER_CHUNK: Final = 8 * 1024
 #: Buffers per pwritev call (Linux IOV_MAX is 1024).
 _IOV_MAX: Final = 1024
 
@@ -332,11 +333,15 @@ class LogSegment:
         pos = position
         buf = b""
         buf_start = position
+        # The first read is small (a lookup usually lands within index.interval.bytes of
+        # the batch wanted, and big batches need one header each); later ones are larger.
+        chunk = _FIRST_HEADER_CHUNK
         while pos < end:
             at = pos - buf_start
             if len(buf) - at < BATCH_HEADER_SIZE:
-                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = os.pread(self.fd, min(chunk, end - pos), pos)
                 buf_start, at = pos, 0
+                chunk = _SCAN_CHUNK
             header = parse_header_only(buf, at)
             yield pos, header
             pos += header.size

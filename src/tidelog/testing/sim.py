@@ -888,13 +888,14 @@ class Simulation:
         for fn, args in backlog:
             self.to_broker(self.now_ms, broker, fn, *args)
 
-    def block(self, a: BrokerId, b: BrokerId) -> None:
-        """Partition the network between two brokers (both directions)."""
+    def block(self, a: int, b: int) -> None:
+        """Partition the network between two nodes, both directions (brokers by id, or
+        ``CLIENT`` for the producers and consumers)."""
         self.blocked.add((a, b))
         self.blocked.add((b, a))
         self.log(f"net b{a} X b{b}")
 
-    def heal(self, a: BrokerId, b: BrokerId) -> None:
+    def heal(self, a: int, b: int) -> None:
         self.blocked.discard((a, b))
         self.blocked.discard((b, a))
         self.log(f"net b{a} <-> b{b}")
