@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -293,3 +294,11 @@ def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(broker: BrokerP
     assert b"one" in part.records
     assert b"all" not in part.records  # refused before the append: nothing written
     raw.close()
+
+
+def test_idle_connections_are_closed(new_broker: Callable[..., BrokerProcess]) -> None:
+    broker = new_broker({"connections.max.idle.ms": "500"})
+    idle = Raw(broker)
+    assert idle.is_closed_by_peer()  # within the 10 s read timeout; nothing was pending
+    idle.close()
+    assert broker.alive()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -167,6 +168,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
         log.info(
             "tidelog broker %d serving on %s:%d (%d topics)",
             self.config.broker_id,
@@ -207,6 +209,20 @@ class Broker:
                 await asyncio.to_thread(self.log_manager.maybe_flush_all, now_ms())
             except OSError:
                 log.exception("flush failed")
+
+    async def _idle_connections_loop(self) -> None:
+        """Kafka's ``connections.max.idle.ms``: close connections idle that long (-1: never)."""
+        max_idle_ms = self.config.get_int("connections.max.idle.ms")
+        if max_idle_ms < 0:
+            return
+        max_idle_s = max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max_idle_s, 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.is_idle(now, max_idle_s):
+                    log.info("closing connection from %s: idle for %d ms", conn.peer, max_idle_ms)
+                    conn.close()
 
     def request_stop(self) -> None:
         self._stopping.set()

@@ -29,6 +29,7 @@ import logging
 import os
 import socket
 import struct
+import time
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -140,6 +141,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         # Per-connection state handlers may keep (e.g. the last request's client id).
         self.client_id: str | None = None
+        #: time.monotonic() of the last bytes received or response written.
+        self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -174,6 +177,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_active = time.monotonic()
         try:
             frames = self._decoder.feed(data)
         except FrameTooLargeError as exc:
@@ -248,6 +252,7 @@ class Connection(asyncio.Protocol):
     def _write(self, response: Response) -> None:
         transport = self._transport
         assert transport is not None
+        self.last_active = time.monotonic()
         for part in response.parts:
             if isinstance(part, (bytes, memoryview)):
                 if len(part):
@@ -295,6 +300,10 @@ class Connection(asyncio.Protocol):
 
     def _is_closing(self) -> bool:
         return self.closed or self._transport is None or self._transport.is_closing()
+
+    def is_idle(self, now: float, max_idle_s: float) -> bool:
+        """Nothing pending and nothing received or sent for ``max_idle_s`` seconds."""
+        return not self._pending and now - self.last_active > max_idle_s
 
     def close(self) -> None:
         if self._transport is not None and not self._transport.is_closing():

@@ -189,3 +189,19 @@ def test_frame_assembler_splits_any_chunking_like_the_decoder() -> None:
     assert assembler.feed(frame(b"ok")) == [b"ok"]
     with pytest.raises(FrameTooLargeError):
         assembler.feed(struct.pack(">i", 1001) + b"x" * 10)
+
+
+def test_idle_only_without_pending_answers() -> None:
+    async def scenario() -> None:
+        dispatcher = Dispatcher()
+        conn = Connection(dispatcher, 1 << 20)
+        conn.connection_made(FakeTransport())
+        conn.data_received(frame(b"wait"))
+        later = conn.last_active + 1000
+        assert not conn.is_idle(later, 10)  # an answer is still owed
+        dispatcher.futures[0].set_result(None)
+        await asyncio.sleep(0)
+        assert conn.is_idle(conn.last_active + 11, 10)
+        assert not conn.is_idle(conn.last_active + 9, 10)
+
+    asyncio.run(scenario())
