@@ -17,8 +17,10 @@ Model (what is real and what is simulated):
   AlterPartition requests go through the same compare-and-set on ``partition_epoch``.
 - **Network** between brokers and from clients: random delay (so reordering), drops, and
   partitions between any two brokers. Fetches time out and are retried.
-- **Pauses** (a GC pause, seed 003/004): the broker processes nothing until it resumes; its
-  ZooKeeper session survives the pause (no zombie leaders are modelled).
+- **Pauses** (a GC pause, seed 003/004): the broker processes nothing until it resumes. A
+  pause longer than the ZooKeeper session may expire it (``session_expires``): the
+  controller moves the leaderships, and the broker wakes as a zombie leader until it
+  re-registers with a new broker epoch (KIP-380) and hears the new state.
 - **Clients**: producers with acks 0/1/-1 send to the controller's current leader; a consumer
   per partition reads below the HW from the leader.
 
