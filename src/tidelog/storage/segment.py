@@ -34,6 +34,8 @@ DELETED_SUFFIX: Final = ".deleted"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
 _FIRST_HEADER_CHUNK: Final = 8 * 1024
+#: A verify_from_offset above every offset: framing checks only.
+_NO_VERIFY: Final = 2**63
 #: Buffers per pwritev call (Linux IOV_MAX is 1024).
 _IOV_MAX: Final = 1024
 
@@ -280,6 +282,11 @@ class LogSegment:
         self._dirty = True
         if position == 0:
             self.rolling_base_ms = None
+        # The max timestamp and the index state may have come from removed batches:
+        # recompute them from the last index entry on (headers only, no CRC).
+        result = self.scan(verify_from_offset=_NO_VERIFY, full=False)
+        if result.error is not None:
+            raise AssertionError(f"{self.log_path}: valid prefix failed a rescan: {result.error}")
         return removed
 
     # ------------------------------------------------------------------ appends

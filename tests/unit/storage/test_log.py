@@ -426,3 +426,14 @@ def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
     assert read_all(reopened) == expected
     assert reopened.log_end_offset == 300
     reopened.close()
+
+
+def test_truncation_forgets_timestamps_of_removed_batches(tmp_path: Path) -> None:
+    # Found by the stateful test: the segment kept the max timestamp of a truncated batch.
+    log = new_log(tmp_path)
+    log.append_as_leader(build_batch(1, base_ts=100), leader_epoch=0, now_ms=0)
+    log.append_as_leader(build_batch(1, base_ts=9000), leader_epoch=0, now_ms=0)
+    log.truncate_to(1)
+    log.append_as_leader(build_batch(1, base_ts=50), leader_epoch=0, now_ms=0)
+    assert log.latest_timestamp() == (0, 100)
+    assert log.offset_for_timestamp(101) is None
