@@ -50,7 +50,6 @@ from tidelog.server.replica_manager import (
     ProduceResult,
     ReplicaManager,
     effective_topic_config,
-    now_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -867,4 +866,4 @@ class KafkaApis:
         )
 
 
-__all__ = ["KafkaApis", "now_ms"]
+__all__ = ["KafkaApis"]

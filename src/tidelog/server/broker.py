@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import (
     RequestHeader,
@@ -261,4 +260,4 @@ async def run_broker(config: BrokerConfig) -> int:
     return 0
 
 
-__all__ = ["Broker", "Dispatcher", "ErrorCode", "run_broker"]
+__all__ = ["Broker", "Dispatcher", "run_broker"]
