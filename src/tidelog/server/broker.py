@@ -239,9 +239,12 @@ class Broker:
             self._server.close()
         for task in self._tasks:
             task.cancel()
-        # Parked requests answer now, with what they have.
+        # Parked requests answer now, with what they have. Their answers travel through two
+        # layers of future callbacks (handler -> dispatcher -> connection), each one loop
+        # iteration, before they are written: let those run before closing the sockets.
         self.replica_manager.shutdown()
-        await asyncio.sleep(0)
+        for _ in range(5):
+            await asyncio.sleep(0)
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:
