@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -12,8 +13,17 @@ import tidelog
 Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 COMMANDS: dict[str, Command] = {}
 
+#: Modules that register subcommands (imported lazily, so each may import this module).
+COMMAND_MODULES: tuple[str, ...] = ("tidelog.cli.broker",)
+
+
+def _load_commands() -> None:
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+
 
 def build_parser() -> argparse.ArgumentParser:
+    _load_commands()
     parser = argparse.ArgumentParser(
         prog="tidelog", description=tidelog.__doc__.splitlines()[0] if tidelog.__doc__ else None
     )

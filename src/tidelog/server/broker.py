@@ -1,0 +1,266 @@
+"""The broker's composition root: config -> logs -> partitions -> listener, and back down.
+
+Start-up: validate the config (``ConfigError`` names the key), open every log dir (storage
+recovers each log: torn tails truncated, indexes rebuilt), load the topic image, host every
+partition as leader with the checkpointed high watermark, build the codecs, then listen.
+
+Shutdown (SIGTERM/SIGINT): stop accepting, answer parked requests, close connections, flush
+every log and write the checkpoints (high watermark, recovery point, log start), close.
+After SIGKILL nothing of that runs; the next start recovers from the log files themselves,
+so every acknowledged record (acks=1/all: in the page cache before the answer) is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tidelog.protocol.apis import ApiKey, narrow_versions
+from tidelog.protocol.codec import (
+    RequestHeader,
+    decode_request,
+    encode_api_versions_fallback,
+    encode_response,
+    warm_up,
+)
+from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
+from tidelog.server.apis import KafkaApis
+from tidelog.server.config import BrokerConfig
+from tidelog.server.metadata import MetadataStore
+from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
+from tidelog.server.replica_manager import (
+    ReplicaManager,
+    effective_topic_config,
+    log_config_for,
+    now_ms,
+)
+from tidelog.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+#: Versions this broker serves: the protocol table narrowed to the APIs handled here.
+#: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
+#: CreateTopics/DeleteTopics/DescribeConfigs as the protocol table has them.
+SERVED_APIS = frozenset(
+    {
+        ApiKey.API_VERSIONS,
+        ApiKey.METADATA,
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS,
+        ApiKey.DELETE_RECORDS,
+        ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.INIT_PRODUCER_ID,
+    }
+)
+
+
+class Dispatcher:
+    """Frames in, responses out: decode, route to the handler, encode (network rule 3)."""
+
+    def __init__(self, apis: KafkaApis, supported: Mapping[ApiKey, tuple[int, int]]) -> None:
+        self._apis = apis
+        self._supported = supported
+        self._handlers = apis.handlers
+
+    def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
+        try:
+            header, body = decode_request(frame, self._supported)
+        except UnsupportedVersionError as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                # KIP-511: answer v0 with UNSUPPORTED_VERSION and our ranges; the client
+                # retries with a version it shares with us.
+                return Response([encode_api_versions_fallback(exc.header, self._supported)])
+            raise CloseConnection(
+                f"{exc} (client {exc.header.client_id!r}, correlation id "
+                f"{exc.header.correlation_id})"
+            ) from None
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = self._handlers.get(header.api_key)
+        if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
+            raise CloseConnection(f"API {header.api_name} is not served")
+        result = handler(header, body)
+        if isinstance(result, asyncio.Future):
+            out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+
+            def done(f: asyncio.Future[Any], header: RequestHeader = header) -> None:
+                if out.done():
+                    return
+                if f.cancelled():
+                    out.cancel()
+                elif (exc := f.exception()) is not None:
+                    out.set_exception(exc)
+                else:
+                    out.set_result(self._encode(header, f.result()))
+
+            result.add_done_callback(done)
+            return out
+        return self._encode(header, result)
+
+    @staticmethod
+    def _encode(header: RequestHeader, body: Any) -> Response | None:
+        if body is None or isinstance(body, Response):
+            return body
+        return Response([encode_response(header, body)])
+
+
+class Broker:
+    """One tidelog broker process (single-node: its own controller)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.bound_port = -1
+
+    def _open(self) -> None:
+        config = self.config
+        for d in config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        default_log_config = log_config_for(effective_topic_config(config, {}))
+        self.log_manager = LogManager(config.log_dirs, default_log_config, now_ms=now_ms())
+        self.metadata = MetadataStore(config.log_dirs[0])
+        self.replica_manager = ReplicaManager(config, self.log_manager)
+        self.supported = narrow_versions(only=SERVED_APIS, overrides={ApiKey.FETCH: (4, 16)})
+        self.apis = KafkaApis(config, self.metadata, self.replica_manager, self.supported)
+        # Logs on disk whose topic is gone (deleted just before a crash) are removed.
+        known = {
+            (name, p) for name, i in self.metadata.topics.items() for p in range(i.num_partitions)
+        }
+        for tp in list(self.log_manager.all_logs()):
+            if (tp.topic, tp.partition) not in known:
+                log.warning("removing log %s of a deleted topic", tp)
+                self.log_manager.delete_log(tp)
+        self.apis.load_topics(self.log_manager.high_watermarks())
+        warm_up(self.supported)
+        self.dispatcher = Dispatcher(self.apis, self.supported)
+
+    async def start(self) -> None:
+        self._open()
+        loop = asyncio.get_running_loop()
+        endpoint = self.config.listener
+        max_request = self.config.get_int("socket.request.max.bytes")
+
+        def factory() -> Connection:
+            conn = Connection(self.dispatcher, max_request, on_close=self.connections.discard)
+            self.connections.add(conn)
+            return conn
+
+        self._server = await loop.create_server(
+            factory, endpoint.host, endpoint.port, reuse_address=True, backlog=512
+        )
+        sockets = self._server.sockets
+        self.bound_port = sockets[0].getsockname()[1] if sockets else endpoint.port
+        self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
+        self._tasks.append(asyncio.create_task(self._retention_loop()))
+        self._tasks.append(asyncio.create_task(self._flush_loop()))
+        self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
+        log.info(
+            "tidelog broker %d serving on %s:%d (%d topics)",
+            self.config.broker_id,
+            endpoint.host,
+            self.bound_port,
+            len(self.metadata.topics),
+        )
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.replica_manager.checkpoint()
+            except OSError:
+                log.exception("writing checkpoints failed")
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.get_int("log.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                deleted = self.log_manager.apply_retention(
+                    now_ms(), self.replica_manager.high_watermarks()
+                )
+            except OSError:
+                log.exception("retention failed")
+                continue
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
+
+    async def _flush_loop(self) -> None:
+        # flush.ms / flush.messages: fsync may block, so it runs in a worker thread
+        # (storage flushes without holding the log's lock).
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.to_thread(self.log_manager.maybe_flush_all, now_ms())
+            except OSError:
+                log.exception("flush failed")
+
+    async def _idle_connections_loop(self) -> None:
+        """Kafka's ``connections.max.idle.ms``: close connections idle that long (-1: never)."""
+        max_idle_ms = self.config.get_int("connections.max.idle.ms")
+        if max_idle_ms < 0:
+            return
+        max_idle_s = max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max_idle_s, 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.is_idle(now, max_idle_s):
+                    log.info("closing connection from %s: idle for %d ms", conn.peer, max_idle_ms)
+                    conn.close()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def serve_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self._stopping.wait()
+        await self.stop()
+
+    async def stop(self) -> None:
+        log.info("shutting down")
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        # Parked requests answer now, with what they have. Their answers travel through two
+        # layers of future callbacks (handler -> dispatcher -> connection), each one loop
+        # iteration, before they are written: let those run before closing the sockets.
+        self.replica_manager.shutdown()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        for hosted in self.replica_manager.partitions.values():
+            hosted.log.flush()
+        self.replica_manager.checkpoint()
+        self.log_manager.close()
+        log.info("shut down cleanly")
+
+
+async def run_broker(config: BrokerConfig) -> int:
+    broker = Broker(config)
+    await broker.start()
+    await broker.serve_until_stopped()
+    return 0
+
+
+__all__ = ["Broker", "Dispatcher", "run_broker"]

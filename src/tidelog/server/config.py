@@ -1,0 +1,439 @@
+"""Broker and topic configuration: Kafka's property names, defaults and validation.
+
+A broker is configured by a ``server.properties`` file (Java properties syntax) plus
+``--override key=value`` pairs, exactly as ``kafka-server-start.sh`` takes them. Every key
+must be known and every value valid, or start-up stops with a ``ConfigError`` naming the key
+(DESIGN.md "Configuration"). Keys Kafka has but tidelog does not act on (thread counts,
+socket buffer sizes) are accepted and listed in ``BrokerConfig.ignored`` so that a real
+Kafka ``server.properties`` still starts.
+
+Topic-level overrides (CreateTopics configs, AlterConfigs, IncrementalAlterConfigs) use
+Kafka's topic names (``retention.ms``, ``segment.bytes``, ``max.message.bytes``,
+``min.insync.replicas``, ...). A topic's effective config is the broker's defaults
+(``log.retention.ms`` -> ``retention.ms``, ``message.max.bytes`` -> ``max.message.bytes``,
+...) overlaid with the topic's overrides; ``validate_topic_configs`` returns an error
+message instead of raising so the handler can answer INVALID_CONFIG (40).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from tidelog.errors import ConfigError
+
+LONG_MAX: Final = 2**63 - 1
+INT_MAX: Final = 2**31 - 1
+
+# --- value parsers: each takes the raw string and returns the value or raises ValueError ---
+
+
+def _parse_int(raw: str) -> int:
+    value = int(raw.strip())
+    if not -(2**63) <= value <= LONG_MAX:
+        raise ValueError("out of the range of a 64-bit integer")
+    return value
+
+
+def _parse_bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_str(raw: str) -> str:
+    return raw.strip()
+
+
+def _at_least(minimum: int) -> Callable[[int], str | None]:
+    def check(value: int) -> str | None:
+        return None if value >= minimum else f"must be at least {minimum}"
+
+    return check
+
+
+def _between(low: int, high: int) -> Callable[[int], str | None]:
+    def check(value: int) -> str | None:
+        return None if low <= value <= high else f"must be between {low} and {high}"
+
+    return check
+
+
+def _minus_one_or_at_least(minimum: int) -> Callable[[int], str | None]:
+    def check(value: int) -> str | None:
+        return None if value == -1 or value >= minimum else f"must be -1 or at least {minimum}"
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """One known property: how to parse it, its default, and a range check."""
+
+    parse: Callable[[str], object]
+    default: object
+    check: Callable[[object], str | None] | None = None
+
+
+def _k(
+    parse: Callable[[str], object],
+    default: object,
+    check: Callable[[int], str | None] | None = None,
+) -> _Key:
+    return _Key(parse, default, check)  # type: ignore[arg-type]
+
+
+#: Broker properties tidelog acts on, with Kafka's defaults.
+BROKER_KEYS: Final[Mapping[str, _Key]] = {
+    "broker.id": _k(_parse_int, 0, _between(-1, INT_MAX)),
+    "listeners": _k(_parse_str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": _k(_parse_str, ""),
+    "log.dirs": _k(_parse_str, ""),
+    "log.dir": _k(_parse_str, "/tmp/kafka-logs"),
+    "zookeeper.connect": _k(_parse_str, ""),
+    "zookeeper.session.timeout.ms": _k(_parse_int, 18000, _at_least(1)),
+    "zookeeper.connection.timeout.ms": _k(_parse_int, 18000, _at_least(1)),
+    "num.partitions": _k(_parse_int, 1, _at_least(1)),
+    "default.replication.factor": _k(_parse_int, 1, _between(1, 32767)),
+    "min.insync.replicas": _k(_parse_int, 1, _at_least(1)),
+    "unclean.leader.election.enable": _k(_parse_bool, False),
+    "replica.lag.time.max.ms": _k(_parse_int, 30000, _at_least(1)),
+    "replica.fetch.wait.max.ms": _k(_parse_int, 500, _at_least(0)),
+    "replica.fetch.min.bytes": _k(_parse_int, 1, _at_least(1)),
+    "replica.fetch.max.bytes": _k(_parse_int, 1048576, _at_least(0)),
+    "replica.fetch.response.max.bytes": _k(_parse_int, 10485760, _at_least(0)),
+    "replica.fetch.backoff.ms": _k(_parse_int, 1000, _at_least(0)),
+    "num.replica.fetchers": _k(_parse_int, 1, _at_least(1)),
+    "message.max.bytes": _k(_parse_int, 1048588, _at_least(0)),
+    "socket.request.max.bytes": _k(_parse_int, 104857600, _at_least(1)),
+    "log.segment.bytes": _k(_parse_int, 1073741824, _at_least(14)),
+    "log.roll.ms": _k(_parse_int, -1, _minus_one_or_at_least(1)),
+    "log.roll.hours": _k(_parse_int, 168, _at_least(1)),
+    "log.retention.ms": _k(_parse_int, -2, _minus_one_or_at_least(-2)),
+    "log.retention.minutes": _k(_parse_int, -2, _minus_one_or_at_least(-2)),
+    "log.retention.hours": _k(_parse_int, 168, _minus_one_or_at_least(-1)),
+    "log.retention.bytes": _k(_parse_int, -1, _minus_one_or_at_least(0)),
+    "log.retention.check.interval.ms": _k(_parse_int, 300000, _at_least(1)),
+    "log.index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
+    "log.index.size.max.bytes": _k(_parse_int, 10485760, _at_least(4)),
+    "log.flush.interval.messages": _k(_parse_int, LONG_MAX, _at_least(1)),
+    "log.flush.interval.ms": _k(_parse_int, -1, _minus_one_or_at_least(0)),
+    "log.flush.scheduler.interval.ms": _k(_parse_int, LONG_MAX, _at_least(1)),
+    "log.flush.offset.checkpoint.interval.ms": _k(_parse_int, 60000, _at_least(0)),
+    "replica.high.watermark.checkpoint.interval.ms": _k(_parse_int, 5000, _at_least(1)),
+    "auto.create.topics.enable": _k(_parse_bool, True),
+    "auto.leader.rebalance.enable": _k(_parse_bool, True),
+    "controlled.shutdown.enable": _k(_parse_bool, True),
+    "delete.topic.enable": _k(_parse_bool, True),
+    "group.initial.rebalance.delay.ms": _k(_parse_int, 3000, _at_least(0)),
+    "connections.max.idle.ms": _k(_parse_int, 600000, _at_least(-1)),
+    "broker.rack": _k(_parse_str, ""),
+    "cluster.id": _k(_parse_str, ""),
+}
+
+#: Kafka properties accepted for compatibility with existing files; tidelog has no use for
+#: them (one event loop, the OS's socket buffers), so they are recorded and otherwise ignored.
+IGNORED_KEYS: Final = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "queued.max.requests",
+        "log.cleaner.enable",
+    }
+)
+
+_LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)://)?(?P<host>[^:,]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener: ``PLAINTEXT://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(key: str, raw: str) -> list[Endpoint]:
+    """Parse a comma-separated listener list; only PLAINTEXT is served."""
+    endpoints = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        match = _LISTENER.match(item)
+        if match is None:
+            raise ConfigError(key, f"invalid listener {item!r}: expected PLAINTEXT://host:port")
+        name = (match.group("name") or "PLAINTEXT").upper()
+        if name != "PLAINTEXT":
+            raise ConfigError(key, f"listener {item!r}: only PLAINTEXT is supported")
+        port = int(match.group("port"))
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"listener {item!r}: port out of range")
+        endpoints.append(Endpoint(name, match.group("host") or "0.0.0.0", port))
+    if not endpoints:
+        raise ConfigError(key, "at least one listener is required")
+    if len(endpoints) > 1:
+        raise ConfigError(key, "tidelog serves one listener; give exactly one")
+    return endpoints
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """A validated broker configuration. ``values`` holds every known key (defaults filled)."""
+
+    values: Mapping[str, object]
+    #: Keys given explicitly (file or override), for DescribeConfigs' ``is_default``.
+    explicit: frozenset[str] = frozenset()
+    ignored: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> object:
+        return self.values[key]
+
+    def get_int(self, key: str) -> int:
+        value = self.values[key]
+        assert isinstance(value, int)
+        return value
+
+    def get_bool(self, key: str) -> bool:
+        value = self.values[key]
+        assert isinstance(value, bool)
+        return value
+
+    def get_str(self, key: str) -> str:
+        value = self.values[key]
+        assert isinstance(value, str)
+        return value
+
+    @property
+    def broker_id(self) -> int:
+        return self.get_int("broker.id")
+
+    @property
+    def listener(self) -> Endpoint:
+        return parse_listeners("listeners", self.get_str("listeners"))[0]
+
+    @property
+    def advertised_listener(self) -> Endpoint:
+        raw = self.get_str("advertised.listeners")
+        if raw:
+            return parse_listeners("advertised.listeners", raw)[0]
+        return self.listener
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        raw = self.get_str("log.dirs") or self.get_str("log.dir")
+        return [Path(part.strip()) for part in raw.split(",") if part.strip()]
+
+    @property
+    def log_retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms, then .minutes, then .hours (-1 = forever)."""
+        ms = self.get_int("log.retention.ms")
+        if ms != -2:
+            return ms
+        minutes = self.get_int("log.retention.minutes")
+        if minutes != -2:
+            return -1 if minutes == -1 else minutes * 60_000
+        hours = self.get_int("log.retention.hours")
+        return -1 if hours == -1 else hours * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        ms = self.get_int("log.roll.ms")
+        return ms if ms != -1 else self.get_int("log.roll.hours") * 3_600_000
+
+    def topic_defaults(self) -> dict[str, object]:
+        """The topic-level config every topic starts from, derived from broker keys."""
+        flush_ms = self.get_int("log.flush.interval.ms")
+        return {
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
+            "retention.ms": self.log_retention_ms,
+            "retention.bytes": self.get_int("log.retention.bytes"),
+            "segment.bytes": self.get_int("log.segment.bytes"),
+            "segment.ms": self.log_roll_ms,
+            "segment.index.bytes": self.get_int("log.index.size.max.bytes"),
+            "index.interval.bytes": self.get_int("log.index.interval.bytes"),
+            "max.message.bytes": self.get_int("message.max.bytes"),
+            "min.insync.replicas": self.get_int("min.insync.replicas"),
+            "unclean.leader.election.enable": self.get_bool("unclean.leader.election.enable"),
+            "flush.messages": self.get_int("log.flush.interval.messages"),
+            "flush.ms": LONG_MAX if flush_ms == -1 else flush_ms,
+            "message.timestamp.type": "CreateTime",
+        }
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` lines: ``key=value`` or ``key: value``; ``#``/``!`` comments."""
+    result: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            result[line] = ""
+        else:
+            result[match.group(1)] = match.group(2)
+    return result
+
+
+def parse_override(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(item, "an override must look like key=value")
+    return key.strip(), value
+
+
+def load_broker_config(
+    properties: Mapping[str, str], overrides: Iterable[tuple[str, str]] = ()
+) -> BrokerConfig:
+    """Validate ``properties`` + ``overrides`` (later wins) into a ``BrokerConfig``.
+
+    Raises ``ConfigError`` naming the first unknown key or invalid value.
+    """
+    raw: dict[str, str] = dict(properties)
+    for key, override in overrides:
+        raw[key] = override
+    values: dict[str, object] = {key: spec.default for key, spec in BROKER_KEYS.items()}
+    ignored: dict[str, str] = {}
+    for key, text in raw.items():
+        if key in IGNORED_KEYS:
+            ignored[key] = text
+            continue
+        spec = BROKER_KEYS.get(key)
+        if spec is None:
+            raise ConfigError(key, "unknown configuration key")
+        try:
+            value = spec.parse(text)
+        except ValueError as exc:
+            raise ConfigError(key, f"invalid value {text!r}: {exc}") from None
+        if spec.check is not None:
+            problem = spec.check(value)
+            if problem is not None:
+                raise ConfigError(key, f"invalid value {text!r}: {problem}")
+        values[key] = value
+    config = BrokerConfig(values=values, explicit=frozenset(raw) - IGNORED_KEYS, ignored=ignored)
+    # Cross-key checks, each naming the key at fault.
+    parse_listeners("listeners", config.get_str("listeners"))
+    if config.get_str("advertised.listeners"):
+        advertised = parse_listeners("advertised.listeners", config.get_str("advertised.listeners"))
+        if advertised[0].host in ("", "0.0.0.0"):
+            raise ConfigError("advertised.listeners", "must name a host clients can reach")
+    if not config.log_dirs:
+        raise ConfigError("log.dirs", "at least one log directory is required")
+    if config.broker_id < 0:
+        raise ConfigError("broker.id", "must be set to a non-negative id")
+    return config
+
+
+def load_broker_config_file(path: Path, overrides: Iterable[tuple[str, str]] = ()) -> BrokerConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
+    return load_broker_config(parse_properties(text), overrides)
+
+
+# --- topic-level configs ---------------------------------------------------------------
+
+
+def _enum(*allowed: str) -> Callable[[str], object]:
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+#: Topic configs tidelog applies, by Kafka's topic-level name. Values Kafka knows but
+#: tidelog cannot honour (compaction, broker-side recompression, LogAppendTime) are
+#: refused with INVALID_CONFIG rather than silently ignored.
+TOPIC_KEYS: Final[Mapping[str, _Key]] = {
+    "cleanup.policy": _k(_enum("delete"), "delete"),
+    "compression.type": _k(_enum("producer"), "producer"),
+    "retention.ms": _k(_parse_int, 604800000, _at_least(-1)),
+    "retention.bytes": _k(_parse_int, -1, _at_least(-1)),
+    "segment.bytes": _k(_parse_int, 1073741824, _at_least(14)),
+    "segment.ms": _k(_parse_int, 604800000, _at_least(1)),
+    "segment.index.bytes": _k(_parse_int, 10485760, _at_least(4)),
+    "index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
+    "max.message.bytes": _k(_parse_int, 1048588, _at_least(0)),
+    "min.insync.replicas": _k(_parse_int, 1, _at_least(1)),
+    "unclean.leader.election.enable": _k(_parse_bool, False),
+    "flush.messages": _k(_parse_int, LONG_MAX, _at_least(1)),
+    "flush.ms": _k(_parse_int, LONG_MAX, _at_least(0)),
+    "message.timestamp.type": _k(_enum("CreateTime"), "CreateTime"),
+}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> tuple[dict[str, object], str]:
+    """Parse topic overrides. Returns ``(parsed, "")`` or ``({}, message naming the key)``.
+
+    A value of ``None`` means "remove the override" and is kept as ``None``.
+    """
+    parsed: dict[str, object] = {}
+    for key, raw in configs.items():
+        spec = TOPIC_KEYS.get(key)
+        if spec is None:
+            return {}, f"Unknown topic config name: {key}"
+        if raw is None:
+            parsed[key] = None
+            continue
+        try:
+            value = spec.parse(raw)
+        except ValueError as exc:
+            return {}, f"Invalid value {raw} for configuration {key}: {exc}"
+        if spec.check is not None:
+            problem = spec.check(value)
+            if problem is not None:
+                return {}, f"Invalid value {raw} for configuration {key}: {problem}"
+        parsed[key] = value
+    return parsed, ""
+
+
+def config_to_string(value: object) -> str:
+    """Kafka's string form of a config value (booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH: Final = 249
+
+
+def topic_name_error(name: str) -> str:
+    """Kafka's ``Topic.validate``: empty string when the name is legal, else the reason."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if _TOPIC_NAME.match(name) is None:
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
+    return ""

@@ -1,0 +1,128 @@
+"""Delayed operations: requests parked until a partition changes or a timeout fires.
+
+Kafka's ``DelayedOperationPurgatory`` on one event loop (no locks needed). A produce with
+``acks=all`` waits until the high watermark passes its batches; a fetch waits until
+``min_bytes`` are available or ``max_wait_ms`` passes (DESIGN.md rule 6). Rules:
+
+1. An operation completes exactly once: ``force_complete`` flips ``completed`` and calls
+   ``on_complete``; every later call is a no-op that returns False.
+2. ``try_complete_else_watch`` first tries to complete the operation; only if it cannot does
+   it watch the operation under its keys (partitions) and arm its timer. So an operation
+   that is ready never waits, and one that is not ready is always woken by the next change.
+3. ``check_and_complete(key)`` is called after anything that may satisfy operations on
+   ``key`` (an append, a high-watermark move, a partition leaving this broker); it tries each
+   watched operation and drops completed ones from every watch list lazily.
+4. On timeout the operation is force-completed; ``on_complete`` decides what the client sees
+   (e.g. REQUEST_TIMED_OUT for produce, whatever is there for fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable
+
+
+class DelayedOperation(ABC):
+    """One parked request. Subclasses implement ``try_complete`` and ``on_complete``."""
+
+    __slots__ = ("_timer", "completed", "timeout_ms")
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.completed = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    @abstractmethod
+    def try_complete(self) -> bool:
+        """Complete (via ``force_complete``) if the condition holds; say whether it did."""
+
+    @abstractmethod
+    def on_complete(self) -> None:
+        """Send the response. Called exactly once, by ``force_complete``."""
+
+    def on_expiration(self) -> None:  # noqa: B027 - optional hook
+        """Called once when the timeout fires, before ``on_complete``."""
+
+    def force_complete(self) -> bool:
+        if self.completed:
+            return False
+        self.completed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.on_complete()
+        return True
+
+    def _expire(self) -> None:
+        self._timer = None
+        if not self.completed:
+            self.on_expiration()
+            self.force_complete()
+
+
+class Purgatory:
+    """Operations watched by key; woken by ``check_and_complete``, expired by a timer."""
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.name = name
+        self._loop = loop
+        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+        self.expired_count = 0
+
+    def _get_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Rule 2. Returns True if the operation completed at once."""
+        if op.try_complete():
+            return True
+        for key in keys:
+            self._watchers.setdefault(key, []).append(op)
+        # The state may have changed between the try and the watch only if try_complete
+        # itself changed it; on one event loop nothing else runs in between.
+        if op.completed:
+            return True
+        if op.timeout_ms <= 0:
+            op._expire()
+            self.expired_count += 1
+            return False
+        op._timer = self._get_loop().call_later(op.timeout_ms / 1000.0, self._expire, op)
+        return False
+
+    def _expire(self, op: DelayedOperation) -> None:
+        self.expired_count += 1
+        op._expire()
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Rule 3: try every operation watched under ``key``; return how many completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        completed = 0
+        remaining: list[DelayedOperation] = []
+        for op in ops:
+            if op.completed:
+                continue
+            if op.try_complete():
+                completed += 1
+            elif not op.completed:
+                remaining.append(op)
+        if remaining:
+            self._watchers[key] = remaining
+        else:
+            del self._watchers[key]
+        return completed
+
+    def watched(self) -> int:
+        """Operations still pending (each counted once)."""
+        return len({id(op) for ops in self._watchers.values() for op in ops if not op.completed})
+
+    def complete_all(self) -> None:
+        """Force-complete everything (shutdown): each client gets its answer now."""
+        ops = {id(op): op for ops in self._watchers.values() for op in ops}
+        self._watchers.clear()
+        for op in ops.values():
+            op.force_complete()

@@ -1,0 +1,424 @@
+"""The replica manager: this broker's partitions, their logs, and the produce/fetch paths.
+
+Each hosted partition pairs a storage ``Log`` with the replication core's ``Partition``
+(leader/follower state, ISR, high watermark). The rules for appends, acks and the high
+watermark live in ``tidelog.replication``; this module only sequences IO around them:
+
+1. Produce: ``Partition.check_append(acks)`` first (NOT_LEADER_OR_FOLLOWER,
+   NOT_ENOUGH_REPLICAS), then ``Log.append_as_leader`` (which validates every batch before
+   writing any: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE), then ``Partition.on_leader_append`` with
+   the new log end offset. If the high watermark moved, parked fetches and ``acks=all``
+   produces on that partition are woken (DESIGN.md rule 6).
+2. ``acks=all`` parks in the produce purgatory until
+   ``Partition.check_enough_replicas_reach_offset(last_offset + 1)`` says done (or an error),
+   or the request timeout passes (REQUEST_TIMED_OUT).
+3. Consumer fetches read only below the high watermark (``max_offset``); a fetch that starts
+   inside a batch gets the whole batch (storage returns whole batches).
+4. Fetches that find fewer than ``min_bytes`` park in the fetch purgatory keyed by partition
+   and are woken by appends, or answered with what there is after ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.replication.partition import AlterPartitionProposal, Partition
+from tidelog.server.config import LONG_MAX, BrokerConfig
+from tidelog.server.purgatory import DelayedOperation, Purgatory
+from tidelog.storage.log import FetchSlice, Log, LogConfig
+from tidelog.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def log_config_for(topic_config: Mapping[str, object]) -> LogConfig:
+    """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config."""
+
+    def get(key: str) -> int:
+        value = topic_config[key]
+        assert isinstance(value, int)
+        return value
+
+    return LogConfig(
+        segment_bytes=get("segment.bytes"),
+        segment_ms=get("segment.ms"),
+        index_interval_bytes=get("index.interval.bytes"),
+        segment_index_bytes=get("segment.index.bytes"),
+        retention_ms=get("retention.ms"),
+        retention_bytes=get("retention.bytes"),
+        flush_interval_messages=get("flush.messages"),
+        flush_interval_ms=get("flush.ms"),
+        max_message_bytes=get("max.message.bytes"),
+    )
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    log: Log
+    partition: Partition
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: FetchSlice | None = None
+
+
+class ReplicaManager:
+    """Hosted partitions of this broker (leader of all of them when alone)."""
+
+    def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
+        self.config = config
+        self.broker_id = BrokerId(config.broker_id)
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+
+    # --- partition lifecycle ---------------------------------------------------------
+
+    def make_leader(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        topic_config: Mapping[str, object],
+        high_watermark: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        partition_epoch: int = 0,
+        replicas: Sequence[BrokerId] | None = None,
+        isr: Sequence[BrokerId] | None = None,
+    ) -> HostedPartition:
+        """Host ``tp`` as leader. Alone (the defaults) this broker is the only replica and the
+        ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
+        a controller passes the epochs, replicas and ISR it decided."""
+        existing = self.partitions.get(tp)
+        the_log = self.log_manager.get_or_create_log(tp, log_config_for(topic_config), topic_id)
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        if existing is not None:
+            partition = existing.partition
+            partition.min_insync_replicas = min_isr
+        else:
+            partition = Partition(
+                tp,
+                self.broker_id,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_isr,
+            )
+        cache = the_log.leader_epoch_cache
+        if leader_epoch is None:
+            latest = cache.latest_epoch()
+            leader_epoch = latest if latest is not None and latest >= 0 else 0
+        now = now_ms()
+        partition.make_leader(
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            replicas=list(replicas) if replicas is not None else [self.broker_id],
+            isr=list(isr) if isr is not None else [self.broker_id],
+            log_end_offset=the_log.log_end_offset,
+            high_watermark=the_log.log_end_offset if high_watermark is None else high_watermark,
+            now_ms=now,
+            epoch_cache=cache,
+        )
+        # Kafka's leader moves the HW at once when it can (alone: to the log end offset, so
+        # records past a stale checkpointed HW are readable right after a restart).
+        partition.maybe_increment_high_watermark(now)
+        hosted = HostedPartition(the_log, partition, topic_id)
+        self.partitions[tp] = hosted
+        return hosted
+
+    def update_topic_config(self, topic: str, topic_config: Mapping[str, object]) -> None:
+        new_config = log_config_for(topic_config)
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        for tp, hosted in self.partitions.items():
+            if tp.topic == topic:
+                hosted.log.update_config(new_config)
+                hosted.partition.min_insync_replicas = min_isr
+
+    def delete_partitions(self, tps: Sequence[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.log_manager.delete_log(tp)
+        # Parked requests on deleted partitions answer now (they will see the error).
+        for tp in tps:
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: h.partition.high_watermark for tp, h in self.partitions.items()}
+
+    def checkpoint(self) -> None:
+        self.log_manager.checkpoint(self.high_watermarks())
+
+    # --- produce ---------------------------------------------------------------------
+
+    def append_records(
+        self, entries: Mapping[TopicPartition, bytes], acks: int
+    ) -> dict[TopicPartition, tuple[ProduceResult, int]]:
+        """Rule 1. Returns per partition (result, required offset for acks=all or -1)."""
+        results: dict[TopicPartition, tuple[ProduceResult, int]] = {}
+        now = now_ms()
+        for tp, records in entries.items():
+            hosted = self.partitions.get(tp)
+            if hosted is None:
+                results[tp] = (ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1)
+                continue
+            error = hosted.partition.check_append(acks)
+            if error != ErrorCode.NONE:
+                results[tp] = (ProduceResult(error), -1)
+                continue
+            try:
+                info = hosted.log.append_as_leader(
+                    records, leader_epoch=hosted.partition.leader_epoch, now_ms=now
+                )
+            except KafkaError as exc:
+                log.info("produce to %s refused: %s", tp, exc)
+                results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
+                continue
+            if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
+                self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+            results[tp] = (
+                ProduceResult(ErrorCode.NONE, info.first_offset, hosted.log.log_start_offset),
+                info.last_offset + 1,
+            )
+        return results
+
+    def wait_for_acks(
+        self,
+        results: dict[TopicPartition, tuple[ProduceResult, int]],
+        timeout_ms: int,
+        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+    ) -> None:
+        """Rule 2: park an acks=all produce until every appended partition is replicated."""
+        op = DelayedProduce(self, results, timeout_ms, respond)
+        waiting = [tp for tp, (result, required) in results.items() if required >= 0]
+        self.produce_purgatory.try_complete_else_watch(op, waiting)
+
+    # --- fetch -----------------------------------------------------------------------
+
+    def read(
+        self, requests: Sequence[FetchRequestPartition], max_bytes: int, replica_id: int = -1
+    ) -> list[FetchResult]:
+        """Rule 3: consumers read up to the high watermark, follower replicas (``replica_id``
+        >= 0) up to the log end offset; the first non-empty read may exceed the limits."""
+        results = []
+        budget = max_bytes
+        got_any = False
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if hosted is None:
+                results.append(FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            hw = hosted.partition.high_watermark
+            the_log = hosted.log
+            records = None
+            error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
+            if error == ErrorCode.NONE and (budget > 0 or not got_any):
+                try:
+                    records = the_log.read(
+                        request.fetch_offset,
+                        max(0, min(request.max_bytes, budget)),
+                        max_offset=hw if replica_id < 0 else None,
+                        min_one_batch=not got_any,
+                    )
+                except KafkaError as exc:
+                    error = exc.code
+            if records is not None:
+                got_any = True
+                budget -= records.length
+            results.append(FetchResult(error, hw, the_log.log_start_offset, records))
+        return results
+
+    def fetch(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
+    ) -> None:
+        """Rule 4: answer now if enough is there (or on any error), else park.
+
+        A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
+        end offset (rule 2) - before any wait, so the HW can move and release acks=all
+        produces at once (Kafka's fetchMessages -> updateFollowerFetchState).
+        """
+        if replica_id >= 0:
+            self.update_follower_fetch_state(BrokerId(replica_id), requests)
+        op = DelayedFetch(self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id)
+        self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
+
+    def update_follower_fetch_state(
+        self, replica_id: BrokerId, requests: Sequence[FetchRequestPartition]
+    ) -> None:
+        now = now_ms()
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if hosted is None or not hosted.partition.is_leader:
+                continue
+            result = hosted.partition.update_follower_fetch_state(
+                replica_id,
+                fetch_offset=request.fetch_offset,
+                leader_log_end_offset=hosted.log.log_end_offset,
+                now_ms=now,
+            )
+            if result.high_watermark_moved:
+                self.produce_purgatory.check_and_complete(request.tp)
+                self.fetch_purgatory.check_and_complete(request.tp)
+            if result.proposal is not None:
+                self.on_alter_partition(result.proposal)
+
+    def on_alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        """An ISR change for the controller (AlterPartition, rule 5). A broker running with a
+        controller replaces this; alone, the ISR never changes (only this broker is in it)."""
+        log.warning("ISR change %s proposed but no controller is attached", proposal)
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.complete_all()
+        self.fetch_purgatory.complete_all()
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting for the high watermark (Kafka's DelayedProduce)."""
+
+    __slots__ = ("_manager", "_respond", "_results", "_status")
+
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        results: dict[TopicPartition, tuple[ProduceResult, int]],
+        timeout_ms: int,
+        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self._manager = manager
+        self._results = results
+        self._respond = respond
+        # Partitions still waiting -> required offset; decided ones get their final result.
+        self._status: dict[TopicPartition, ProduceResult] = {
+            tp: result for tp, (result, required) in results.items() if required < 0
+        }
+
+    def try_complete(self) -> bool:
+        for tp, (result, required) in self._results.items():
+            if tp in self._status:
+                continue
+            hosted = self._manager.partitions.get(tp)
+            if hosted is None:
+                self._status[tp] = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            done, error = hosted.partition.check_enough_replicas_reach_offset(required)
+            # Kafka's DelayedProduce: an error (e.g. leadership lost) also ends the wait.
+            if done or error != ErrorCode.NONE:
+                self._status[tp] = result if error == ErrorCode.NONE else ProduceResult(error)
+        if len(self._status) == len(self._results):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        final = {
+            tp: self._status.get(tp, ProduceResult(ErrorCode.REQUEST_TIMED_OUT))
+            for tp in self._results
+        }
+        self._respond(final)
+
+
+class DelayedFetch(DelayedOperation):
+    """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable."""
+
+    __slots__ = ("_manager", "_max_bytes", "_min_bytes", "_replica_id", "_requests", "_respond")
+
+    def __init__(  # noqa: PLR0917
+        self,
+        manager: ReplicaManager,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
+    ) -> None:
+        super().__init__(max_wait_ms)
+        self._manager = manager
+        self._replica_id = replica_id
+        self._requests = requests
+        self._max_bytes = max_bytes
+        self._min_bytes = min_bytes
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for request in self._requests:
+            hosted = self._manager.partitions.get(request.tp)
+            if hosted is None:
+                return self.force_complete()
+            the_log = hosted.log
+            # Followers may read up to the log end offset, consumers up to the HW.
+            hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
+            if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
+                return self.force_complete()  # fenced / not leader: answer the error now
+            if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
+                return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
+            if request.fetch_offset < hw:
+                try:
+                    piece = the_log.read(
+                        request.fetch_offset,
+                        request.max_bytes,
+                        max_offset=hw if self._replica_id < 0 else None,
+                        min_one_batch=True,
+                    )
+                except KafkaError:
+                    return self.force_complete()
+                if piece is not None:
+                    accumulated += piece.length
+        if accumulated >= self._min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._respond(self._manager.read(self._requests, self._max_bytes, self._replica_id))
+
+
+def effective_topic_config(
+    config: BrokerConfig, overrides: Mapping[str, object]
+) -> dict[str, object]:
+    merged = config.topic_defaults()
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    if merged.get("flush.ms") == -1:
+        merged["flush.ms"] = LONG_MAX
+    return merged

@@ -1,0 +1,166 @@
+"""A tidelog broker as a real process on a free loopback port, for integration tests.
+
+``BrokerProcess`` writes a ``server.properties``, starts ``python -m tidelog broker`` as a
+subprocess, and waits until a real ApiVersions round trip succeeds (not merely until the
+port accepts). It stops the broker by its own PID: ``stop()`` sends SIGTERM (clean
+shutdown), ``kill()`` SIGKILL (crash). ``restart()`` keeps the log dirs and the port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api_versions_round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
+    """One ApiVersions v0 request; True if a well-formed answer with error 0 came back."""
+    client_id = b"tidelog-harness"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            header = _recv_exactly(s, 4)
+            (size,) = struct.unpack(">i", header)
+            payload = _recv_exactly(s, size)
+    except OSError:
+        return False
+    correlation_id, error_code = struct.unpack_from(">ih", payload)
+    return correlation_id == 7 and error_code == 0
+
+
+def _recv_exactly(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class BrokerProcess:
+    """One broker process; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        broker_id: int = 0,
+        event_loop: str = "uvloop",
+    ) -> None:
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.broker_id = broker_id
+        self.event_loop = event_loop
+        self.log_dir = directory / "logs"
+        self.properties: dict[str, str] = {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "replica.high.watermark.checkpoint.interval.ms": "1000",
+        }
+        self.properties.update(overrides or {})
+        self.config_path = directory / "server.properties"
+        self.output_path = directory / "broker.out"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._output = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def write_config(self) -> None:
+        self.config_path.write_text(
+            "".join(f"{k}={v}\n" for k, v in self.properties.items()), encoding="utf-8"
+        )
+
+    def command(self, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "tidelog",
+            "broker",
+            "--config",
+            str(self.config_path),
+            "--event-loop",
+            self.event_loop,
+            *extra,
+        ]
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+        self.write_config()
+        output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _signal
+        self._output = output
+        self.process = subprocess.Popen(
+            self.command(), stdout=output, stderr=subprocess.STDOUT, cwd=self.directory
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                status = self._signal(signal.SIGKILL, 10.0)
+                raise RuntimeError(f"broker exited with {status}:\n{self.output()}")
+            if api_versions_round_trip(self.host, self.port):
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise TimeoutError(f"broker not ready after {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        try:
+            return self.output_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM by PID and wait: the clean shutdown path. Returns the exit status."""
+        return self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> int:
+        """SIGKILL by PID: a crash, nothing flushed by the broker."""
+        return self._signal(signal.SIGKILL, 30.0)
+
+    def _signal(self, sig: signal.Signals, timeout: float) -> int:
+        process = self.process
+        if process is None:
+            return 0
+        if process.poll() is None:
+            os.kill(process.pid, sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait(10)
+        self.process = None
+        if self._output is not None:
+            self._output.close()
+            self._output = None
+        return int(process.returncode)
+
+    def restart(self, *, crash: bool = False) -> BrokerProcess:
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
