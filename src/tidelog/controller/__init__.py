@@ -1,1 +1,7 @@
-"""tidelog.controller (see DESIGN.md, Layers)."""
+"""tidelog.controller: the cluster controller (DESIGN.md, Layers; rules 5, 9-12).
+
+``tidelog.controller.decisions`` holds the controller's pure decisions (elections, the
+AlterPartition compare-and-set, replica assignment) shared by the ZooKeeper-backed controller
+and the deterministic simulator in ``tidelog.testing``; only the ZooKeeper adapter here may
+import kazoo.
+"""

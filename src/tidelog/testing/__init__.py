@@ -1,1 +1,11 @@
-"""tidelog.testing (see DESIGN.md, Layers)."""
+"""tidelog.testing: the deterministic replication simulator (DESIGN.md, Layers).
+
+- :mod:`tidelog.testing.sim` — ``Simulation(SimConfig, seed)``: brokers running the real
+  ``tidelog.replication`` code, the real ``tidelog.controller.decisions``, a simulated clock
+  and network, faults (crash, bounce, pause, network partition, preferred election,
+  controlled shutdown), producers (acks 0/1/-1) and consumers.
+- :mod:`tidelog.testing.invariants` — ``InvariantChecker``: the guarantees, checked after
+  every event; violations are collected as values.
+- :mod:`tidelog.testing.soak` — random seeds (``python -m tidelog.testing.soak``), each
+  replayable with ``--replay SEED``.
+"""

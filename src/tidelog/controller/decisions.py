@@ -1,0 +1,286 @@
+"""The controller's pure decisions (DESIGN.md rules 5, 9-12): elections, ISR compare-and-set,
+replica assignment. The ZooKeeper-backed controller and the simulator run this same code.
+
+Every function takes the current state as values and returns the new state (or an
+``ErrorCode``); none reads a clock, ZooKeeper or the network.
+
+- ``elect_leader`` — offline/failure election: the first live replica in assignment order
+  that is in the ISR; otherwise, if ``unclean.leader.election.enable``, the first live
+  replica (``unclean=True``: acknowledged records may be lost, seed 000/004); otherwise none
+  (the partition stays offline, leader -1, until an ISR member returns).
+- ``elect_preferred_leader`` / ``elect_controlled_shutdown_leader`` /
+  ``on_controlled_shutdown`` — rules 9 and 12.
+- ``on_broker_failure`` — a dead broker leaves every ISR (but never empties one: the last
+  member stays so that only it can be elected cleanly) and loses its leaderships.
+- ``alter_partition`` — the AlterPartition (API 56) compare-and-set on ``partition_epoch``.
+- ``assign_replicas`` — rule 11 with Kafka's follower shift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from tidelog.errors import ErrorCode
+from tidelog.model import NO_BROKER, BrokerId
+from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
+
+__all__ = [
+    "Election",
+    "LeaderAndIsr",
+    "alter_partition",
+    "apply_election",
+    "assign_replicas",
+    "elect_controlled_shutdown_leader",
+    "elect_leader",
+    "elect_preferred_leader",
+    "on_broker_failure",
+    "on_broker_startup",
+    "on_controlled_shutdown",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Election:
+    """A chosen leader and the ISR that goes with it."""
+
+    leader: BrokerId
+    isr: tuple[BrokerId, ...]
+    unclean: bool = False
+
+
+def elect_leader(
+    assignment: Sequence[BrokerId],
+    isr: Collection[BrokerId],
+    live_brokers: Collection[BrokerId],
+    *,
+    unclean_allowed: bool,
+) -> Election | None:
+    """Rule 9. None means offline: no live ISR member and unclean election not allowed."""
+    live_isr = [r for r in assignment if r in isr and r in live_brokers]
+    if live_isr:
+        return Election(leader=live_isr[0], isr=tuple(live_isr))
+    if unclean_allowed:
+        for r in assignment:
+            if r in live_brokers:
+                # Its log is the truth from now on: whatever the old ISR held beyond it is
+                # gone (seed 000). The ISR restarts as just the new leader.
+                return Election(leader=r, isr=(r,), unclean=True)
+    return None
+
+
+def elect_preferred_leader(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    live_brokers: Collection[BrokerId],
+) -> Election | ErrorCode:
+    """Move leadership back to the first assigned replica if it is live and in the ISR."""
+    preferred = assignment[0]
+    if current.leader == preferred:
+        return ErrorCode.ELECTION_NOT_NEEDED
+    if preferred not in live_brokers or preferred not in current.isr:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    return Election(leader=preferred, isr=current.isr)
+
+
+def elect_controlled_shutdown_leader(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    live_brokers: Collection[BrokerId],
+    shutting_down: Collection[BrokerId],
+) -> Election | None:
+    """Rule 12: the first live ISR member that is not shutting down; the shutting-down
+    brokers leave the ISR. None when no such replica exists (the leader stays put)."""
+    candidates = [
+        r for r in assignment if r in current.isr and r in live_brokers and r not in shutting_down
+    ]
+    if not candidates:
+        return None
+    new_isr = tuple(r for r in current.isr if r not in shutting_down)
+    return Election(leader=candidates[0], isr=new_isr)
+
+
+def on_controlled_shutdown(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    broker: BrokerId,
+    live_brokers: Collection[BrokerId],
+    shutting_down: Collection[BrokerId],
+) -> tuple[LeaderAndIsr, Election | None] | None:
+    """Rule 12, per partition of a broker asking to stop: its leadership moves to another live
+    ISR member (new leader epoch); as a follower it leaves the ISR (never emptying it).
+    None when nothing can change (the broker then stops anyway, like a failure)."""
+    if current.leader == broker:
+        election = elect_controlled_shutdown_leader(
+            assignment, current, live_brokers, shutting_down
+        )
+        if election is None:
+            return None
+        return apply_election(current, election), election
+    if broker in current.isr and len(current.isr) > 1:
+        return (
+            LeaderAndIsr(
+                leader=current.leader,
+                leader_epoch=current.leader_epoch,
+                isr=tuple(r for r in current.isr if r != broker),
+                partition_epoch=current.partition_epoch + 1,
+            ),
+            None,
+        )
+    return None
+
+
+def apply_election(current: LeaderAndIsr, election: Election | None) -> LeaderAndIsr:
+    """The new partition state: a new leader epoch (rule 7) and partition epoch. ``None``
+    (offline) still bumps the leader epoch so the dead leader is fenced when it returns."""
+    if election is None:
+        return LeaderAndIsr(
+            leader=NO_BROKER,
+            leader_epoch=current.leader_epoch + 1,
+            isr=current.isr,
+            partition_epoch=current.partition_epoch + 1,
+        )
+    return LeaderAndIsr(
+        leader=election.leader,
+        leader_epoch=current.leader_epoch + 1,
+        isr=election.isr,
+        partition_epoch=current.partition_epoch + 1,
+    )
+
+
+def on_broker_failure(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    dead: BrokerId,
+    live_brokers: Collection[BrokerId],
+    *,
+    unclean_allowed: bool,
+) -> tuple[LeaderAndIsr, Election | None] | None:
+    """What the controller writes when ``dead``'s session expires; None when nothing changes.
+
+    The leader's death means an election (with the dead broker out of the ISR unless it
+    was the last member). A dead follower just leaves the ISR, keeping the leader epoch. An
+    ISR is never emptied: its last member stays, so only it can come back as a clean leader.
+    """
+    if current.leader == dead:
+        remaining = tuple(r for r in current.isr if r != dead)
+        isr = remaining if remaining else current.isr
+        election = elect_leader(assignment, isr, live_brokers, unclean_allowed=unclean_allowed)
+        base = LeaderAndIsr(
+            leader=current.leader,
+            leader_epoch=current.leader_epoch,
+            isr=isr,
+            partition_epoch=current.partition_epoch,
+        )
+        return apply_election(base, election), election
+    if current.leader == NO_BROKER:
+        if unclean_allowed:
+            # Offline and the topic allows unclean election: a live replica may exist.
+            election = elect_leader(
+                assignment, current.isr, live_brokers, unclean_allowed=unclean_allowed
+            )
+            if election is not None:
+                return apply_election(current, election), election
+        return None
+    if dead in current.isr and len(current.isr) > 1:
+        return (
+            LeaderAndIsr(
+                leader=current.leader,
+                leader_epoch=current.leader_epoch,
+                isr=tuple(r for r in current.isr if r != dead),
+                partition_epoch=current.partition_epoch + 1,
+            ),
+            None,
+        )
+    return None
+
+
+def on_broker_startup(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    live_brokers: Collection[BrokerId],
+    *,
+    unclean_allowed: bool,
+) -> tuple[LeaderAndIsr, Election] | None:
+    """An offline partition (leader -1) may become electable when a broker returns."""
+    if current.leader != NO_BROKER:
+        return None
+    election = elect_leader(assignment, current.isr, live_brokers, unclean_allowed=unclean_allowed)
+    if election is None:
+        return None
+    return apply_election(current, election), election
+
+
+def alter_partition(
+    current: LeaderAndIsr,
+    proposal: AlterPartitionProposal,
+    assignment: Sequence[BrokerId],
+    live_brokers: Collection[BrokerId],
+    *,
+    broker_epoch: int = -1,
+    registered_broker_epoch: int = -1,
+) -> tuple[ErrorCode, LeaderAndIsr]:
+    """AlterPartition's compare-and-set (rule 5): accept only from the current incarnation of
+    the leader (KIP-380: ``broker_epoch`` of the request vs the one registered; -1 skips the
+    check) at the current leader epoch and partition epoch; the new ISR must contain the
+    leader and only live assigned replicas (KIP-841). Returns (error, state now in force).
+
+    The broker-epoch check matters: a proposal sent just before a broker bounced must not be
+    applied after its new incarnation has been told the partition state, or the two disagree
+    on the ISR with no further message to reconcile them (found by the simulator)."""
+    if (
+        -1 not in (broker_epoch, registered_broker_epoch)
+        and broker_epoch != registered_broker_epoch
+    ):
+        return ErrorCode.STALE_BROKER_EPOCH, current
+    if proposal.leader_epoch < current.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH, current
+    if proposal.leader_id != current.leader or proposal.leader_epoch != current.leader_epoch:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, current
+    if proposal.partition_epoch != current.partition_epoch:
+        return ErrorCode.INVALID_UPDATE_VERSION, current
+    new_isr = proposal.new_isr
+    if proposal.leader_id not in new_isr or len(set(new_isr)) != len(new_isr):
+        return ErrorCode.INVALID_REQUEST, current
+    added = set(new_isr) - set(current.isr)
+    if any(r not in assignment or r not in live_brokers for r in added):
+        return ErrorCode.INELIGIBLE_REPLICA, current
+    updated = LeaderAndIsr(
+        leader=current.leader,
+        leader_epoch=current.leader_epoch,
+        isr=tuple(new_isr),
+        partition_epoch=current.partition_epoch + 1,
+    )
+    return ErrorCode.NONE, updated
+
+
+def assign_replicas(
+    n_partitions: int,
+    replication_factor: int,
+    brokers: Collection[BrokerId],
+    *,
+    start_index: int,
+    replica_shift: int = 0,
+) -> list[list[BrokerId]] | ErrorCode:
+    """Rule 11 (seed 004): with brokers sorted, partition i's leader is broker[(s + i) mod n]
+    and follower j (1-based) goes to broker[(s + i + 1 + (shift + j - 1) mod (n - 1)) mod n],
+    the shift growing by one every n partitions (Kafka's rack-unaware assignment). With the
+    default shift 0, replica j of partition i < n sits on broker[(s + i + j) mod n]; the
+    shift then moves followers so leaders and followers both spread."""
+    if n_partitions <= 0:
+        return ErrorCode.INVALID_PARTITIONS
+    ordered = sorted(brokers)
+    n = len(ordered)
+    if replication_factor <= 0 or replication_factor > n:
+        return ErrorCode.INVALID_REPLICATION_FACTOR
+    result: list[list[BrokerId]] = []
+    shift = replica_shift
+    for i in range(n_partitions):
+        if i > 0 and i % n == 0:
+            shift += 1
+        first = (start_index + i) % n
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n])
+        result.append(replicas)
+    return result

@@ -1,0 +1,192 @@
+"""Random simulator runs: one seed = one cluster, one fault schedule, one verdict.
+
+    python -m tidelog.testing.soak --seeds 100000          # sweep seeds 0..N-1
+    python -m tidelog.testing.soak --replay 1234 --trace   # one seed, with its event trace
+
+Every seed is deterministic: the same seed replays the same run, event for event. A failing
+seed is printed with the command that replays it. ``--unclean`` / ``--old-hw-truncation``
+switch on the unsafe rules, to watch the checker catch what they lose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+from tidelog.model import BrokerId
+from tidelog.testing.invariants import LostRecord, Violation
+from tidelog.testing.sim import SimConfig, Simulation, Stats
+
+
+@dataclass(frozen=True, slots=True)
+class SeedResult:
+    seed: int
+    config: SimConfig
+    violations: tuple[Violation, ...]
+    lost_acked: tuple[LostRecord, ...]
+    stats: Stats
+    trace: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def random_config(
+    rng: random.Random, *, unclean: bool = False, old_hw_truncation: bool = False
+) -> SimConfig:
+    brokers = rng.choice((3, 3, 4))
+    rf = rng.choice((2, 3, 3))
+    return SimConfig(
+        brokers=brokers,
+        partitions=rng.choice((1, 1, 2)),
+        replication_factor=rf,
+        min_insync_replicas=rng.choice((1, 2, 2)) if rf > 1 else 1,
+        net_drop_rate=rng.choice((0.0, 0.0, 0.02, 0.1)),
+        net_delay_ms=rng.choice(((1, 5), (1, 20), (5, 40))),
+        controller_delay_ms=rng.choice(((1, 5), (1, 30), (10, 80))),
+        replica_lag_time_max_ms=rng.choice((150, 300, 600)),
+        unclean_leader_election=unclean,
+        truncate_to_hw_on_follow=old_hw_truncation,
+    )
+
+
+def schedule_faults(
+    sim: Simulation, rng: random.Random, duration_ms: int, *, power_loss: bool = False
+) -> None:
+    """Producers, a consumer per partition, and a random fault schedule on ``sim``.
+    ``power_loss``: crashes also lose each log's unflushed tail."""
+    c = sim.config
+    tps = sorted(sim.assignment)
+    t = 0
+    while t < duration_ms:
+        t += rng.randint(3, 30)
+        tp = rng.choice(tps)
+        sim.schedule(t, sim.produce, tp, rng.choice((0, 1, -1, -1)))
+    for tp in tps:
+        for t in range(40, duration_ms, 40):
+            sim.schedule(t, sim.consume, tp)
+    brokers = [BrokerId(i) for i in range(c.brokers)]
+    lag = c.replica_lag_time_max_ms
+    for _ in range(rng.randint(2, 8)):
+        at = rng.randint(50, duration_ms - 100)
+        kind = rng.choices(
+            ("crash", "bounce", "pause", "block", "preferred", "shutdown"),
+            weights=(3, 2, 3, 3, 1, 1),
+        )[0]
+        b = rng.choice(brokers)
+        if kind == "crash":
+            sim.schedule(at, lambda b=b: sim.crash(b, lose_unflushed=power_loss))
+            sim.schedule(at + rng.randint(50, 1200), sim.restart, b)
+        elif kind == "bounce":
+            sim.schedule(
+                at, lambda b=b: sim.crash(b, session_expires=False, lose_unflushed=power_loss)
+            )
+            sim.schedule(at + rng.randint(5, 150), sim.restart, b)
+        elif kind == "pause":
+            sim.schedule(at, sim.pause, b, rng.randint(20, 3 * lag))
+        elif kind == "block":
+            other = rng.choice([x for x in brokers if x != b])
+            sim.schedule(at, sim.block, b, other)
+            sim.schedule(at + rng.randint(50, 1500), sim.heal, b, other)
+        elif kind == "shutdown":
+            sim.schedule(at, sim.controlled_shutdown, b)
+            sim.schedule(at + rng.randint(100, 1000), sim.restart, b)
+        else:
+            sim.schedule(at, sim.elect_preferred_leader, rng.choice(tps))
+
+
+def run_seed(
+    seed: int,
+    *,
+    duration_ms: int = 2500,
+    settle_ms: int = 1500,
+    unclean: bool = False,
+    old_hw_truncation: bool = False,
+    power_loss: bool = False,
+    trace: bool = False,
+) -> SeedResult:
+    rng = random.Random(f"schedule-{seed}")
+    config = random_config(rng, unclean=unclean, old_hw_truncation=old_hw_truncation)
+    sim = Simulation(config, seed)
+    sim.tracing = trace
+    schedule_faults(sim, rng, duration_ms, power_loss=power_loss)
+    sim.run_until(duration_ms)
+    sim.settle(settle_ms)
+    return SeedResult(
+        seed=seed,
+        config=config,
+        violations=tuple(sim.checker.violations),
+        lost_acked=tuple(sim.checker.lost_acked),
+        stats=sim.stats,
+        trace=tuple(sim.trace),
+    )
+
+
+def replay_command(
+    seed: int, *, unclean: bool, old_hw_truncation: bool, power_loss: bool = False
+) -> str:
+    flags = (
+        (" --unclean" if unclean else "")
+        + (" --old-hw-truncation" if old_hw_truncation else "")
+        + (" --power-loss" if power_loss else "")
+    )
+    return f"python -m tidelog.testing.soak --replay {seed}{flags} --trace"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tidelog.testing.soak", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=1000, help="run seeds start..start+N-1")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--replay", type=int, help="run one seed and print its details")
+    parser.add_argument("--trace", action="store_true", help="with --replay: print the events")
+    parser.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable")
+    parser.add_argument(
+        "--old-hw-truncation", action="store_true", help="pre-KIP-101 truncation to the HW"
+    )
+    parser.add_argument(
+        "--power-loss", action="store_true", help="crashes lose the unflushed tail (KIP-966)"
+    )
+    args = parser.parse_args(argv)
+    flags = {
+        "unclean": args.unclean,
+        "old_hw_truncation": args.old_hw_truncation,
+        "power_loss": args.power_loss,
+    }
+    if args.replay is not None:
+        result = run_seed(args.replay, trace=args.trace, **flags)
+        if args.trace:
+            print("\n".join(result.trace))
+        print(f"seed {result.seed}: {result.config}")
+        print(f"stats: {result.stats}")
+        for v in result.violations:
+            print(f"VIOLATION {v}")
+        for lost in result.lost_acked:
+            print(f"LOST {lost}")
+        print("OK" if result.ok else "FAILED")
+        return 0 if result.ok else 1
+    started = time.monotonic()
+    failed = 0
+    events = 0
+    for seed in range(args.start, args.start + args.seeds):
+        result = run_seed(seed, **flags)
+        events += result.stats.events
+        if not result.ok:
+            failed += 1
+            print(f"seed {seed} FAILED: {result.violations[0]}")
+            print(f"  replay: {replay_command(seed, **flags)}", flush=True)
+        done = seed - args.start + 1
+        if done % 1000 == 0:
+            print(
+                f"... {done} seeds, {failed} failed, {time.monotonic() - started:.0f}s", flush=True
+            )
+    elapsed = time.monotonic() - started
+    print(f"{args.seeds} seeds, {failed} failed, {events} events, {elapsed:.1f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
