@@ -243,6 +243,14 @@ class AlterPartitionResult:
     state: PartitionState | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownResult:
+    """The answer to ControlledShutdown: the partitions the broker still leads."""
+
+    error: ErrorCode
+    remaining: tuple[TopicPartition, ...] = ()
+
+
 class Controller:
     """One broker's controller component: competes for ``/controller``, acts when active."""
 
@@ -267,6 +275,8 @@ class Controller:
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[TopicPartition, PartitionState] = {}
         self._deleting: set[str] = set()
+        #: Brokers in a controlled shutdown: live, but never elected (rule 12).
+        self._shutting_down: set[BrokerId] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -357,6 +367,7 @@ class Controller:
         self._assignments.clear()
         self._states.clear()
         self._deleting.clear()
+        self._shutting_down.clear()
 
     # -- election and failover ----------------------------------------------------------------
 
@@ -475,6 +486,7 @@ class Controller:
     async def _handle_dead_replicas(self) -> set[TopicPartition]:
         """Every partition with a dead leader or a dead ISR member: rule 10, one batch."""
         live = set(self._live)
+        electable = live - self._shutting_down
         affected = [
             tp
             for tp, state in self._states.items()
@@ -495,7 +507,11 @@ class Controller:
             )
             for broker in dead:
                 step = decisions.on_broker_failure(
-                    self._replicas(tp), current, broker, live, unclean_allowed=unclean[tp.topic]
+                    self._replicas(tp),
+                    current,
+                    broker,
+                    electable,
+                    unclean_allowed=unclean[tp.topic],
                 )
                 if step is not None:
                     current, _ = step
@@ -509,7 +525,7 @@ class Controller:
 
     async def _elect_offline(self, started: Collection[BrokerId]) -> set[TopicPartition]:
         """Offline partitions (leader -1) that a live broker can now lead (rule 9)."""
-        live = set(self._live)
+        live = set(self._live) - self._shutting_down
         offline = [
             tp
             for tp, state in self._states.items()
@@ -604,6 +620,7 @@ class Controller:
             sorted(started),
             sorted(bounced),
         )
+        self._shutting_down -= dead | bounced
         changed: set[TopicPartition] = set()
         if dead or bounced:
             # A bounced broker lost its in-memory state: a failure, then a start (Kafka).
@@ -770,3 +787,74 @@ class Controller:
             # The cache was stale: read and decide again.
             self._states.update(await self.zk.get_partition_states([tp]))
         return AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION, self._states.get(tp))
+
+    # -- controlled shutdown (rule 12) --------------------------------------------------------
+
+    async def controlled_shutdown(
+        self, broker_id: BrokerId, broker_epoch: int = -1
+    ) -> ControlledShutdownResult:
+        """ControlledShutdown (API 7): move ``broker_id``'s leaderships away before it stops.
+
+        Its leaderships go to another live ISR member (new leader epoch; it hears of that in
+        a LeaderAndIsr like every replica); as a follower it leaves the ISR (never emptying
+        one) and gets StopReplica (no delete) for those partitions. ``remaining`` lists the
+        partitions it still leads (no other ISR member): the broker retries, then stops
+        anyway (Kafka's behaviour).
+        """
+        future: asyncio.Future[ControlledShutdownResult] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def handle() -> None:
+            try:
+                result = await self._controlled_shutdown(broker_id, broker_epoch)
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    async def _controlled_shutdown(
+        self, broker_id: BrokerId, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        seat = self._seat
+        if seat is None:
+            return ControlledShutdownResult(ErrorCode.NOT_CONTROLLER)
+        broker = self._live.get(broker_id)
+        if broker is None:
+            return ControlledShutdownResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        if broker_epoch not in (-1, broker.broker_epoch):
+            return ControlledShutdownResult(ErrorCode.STALE_BROKER_EPOCH)
+        self._shutting_down.add(broker_id)
+        live = set(self._live)
+        hosted = [
+            tp
+            for tp in sorted(self._states)
+            if broker_id in self._replicas(tp) and len(self._replicas(tp)) > 1
+        ]
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            step = decisions.on_controlled_shutdown(
+                self._replicas(tp), _as_leader_and_isr(state), broker_id, live, self._shutting_down
+            )
+            return None if step is None else step[0]
+
+        led_before = {tp for tp in hosted if self._states[tp].leader == broker_id}
+        changed = await self._write_decided(decide, hosted)
+        if not self.is_active:
+            return ControlledShutdownResult(ErrorCode.NOT_CONTROLLER)
+        # Kafka: the new leaderships go to every live replica, the leaving broker included
+        # (it must stop acting as leader now); for what it only followed, it gets
+        # StopReplica without deletion (Kafka's OfflineReplica transition).
+        self._send_leader_and_isr(changed & led_before)
+        self._send_leader_and_isr(changed - led_before, to=set(self._live) - {broker_id})
+        followed = [tp for tp in hosted if tp not in led_before and tp in changed]
+        if followed:
+            self.sender.stop_replica(broker, seat.controller_epoch, followed, delete=False)
+        self._send_update_metadata(changed)
+        remaining = tuple(tp for tp in hosted if self._states[tp].leader == broker_id)
+        return ControlledShutdownResult(ErrorCode.NONE, remaining)

@@ -169,6 +169,12 @@ class Watch:
         self.cancelled = True
 
 
+#: The readiness probe expects refusals while a server starts; it does not log them.
+_QUIET: Final = logging.getLogger(__name__ + ".probe")
+_QUIET.setLevel(logging.CRITICAL)
+_QUIET.propagate = False
+
+
 def _setter(event: threading.Event) -> Callable[[Any], None]:
     return lambda _watched: event.set()
 
@@ -190,6 +196,7 @@ def probe_session(connect: str, *, timeout_s: float) -> bool:
         timeout=max(timeout_s, 1.0),
         connection_retry=KazooRetry(max_tries=0),
         command_retry=KazooRetry(max_tries=0),
+        logger=_QUIET,
     )
     try:
         client.start(timeout=timeout_s)

@@ -36,6 +36,7 @@ class Sent:
     controller_epoch: int
     partitions: tuple[TopicPartition, ...]
     infos: tuple[PartitionInfo, ...] = ()
+    delete: bool = False
 
 
 @dataclass
@@ -85,9 +86,14 @@ class RecordingSender:
         *,
         delete: bool,
     ) -> None:
-        assert delete
         self.sent.append(
-            Sent("stop_replica", broker.broker_id, controller_epoch, tuple(partitions))
+            Sent(
+                "stop_replica",
+                broker.broker_id,
+                controller_epoch,
+                tuple(partitions),
+                delete=delete,
+            )
         )
 
     def since(self, mark: int, kind: str) -> list[Sent]:
@@ -452,11 +458,122 @@ def test_topic_deletion(zk_connect: str) -> None:
             await wait_for_async(deleted)
             stops = ctl.sender.since(mark, "stop_replica")
             assert sorted(s.to for s in stops) == [1, 2]
+            assert all(s.delete for s in stops)
             assert all(
                 set(s.partitions) == {TopicPartition("gone", 0), TopicPartition("gone", 1)}
                 for s in stops
             )
             assert await ctl.zk.get_topics_marked_for_deletion() == frozenset()
             assert ctl.controller.partition_state(TopicPartition("gone", 0)) is None
+
+    run(body)
+
+
+def test_controlled_shutdown_moves_leaderships_first(zk_connect: str) -> None:
+    async def body() -> None:
+        async with cluster(zk_connect, [1, 2, 3]) as nodes:
+            await wait_for(lambda: active(nodes) is not None)
+            ctl = active(nodes)
+            assert ctl is not None
+            leaving = next(n for n in nodes if n is not ctl)
+            assignment = {
+                p: [BrokerId(b) for b in rs]
+                for p, rs in {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}.items()
+            }
+            assert (
+                await create_topic(
+                    ctl.zk, "roll", num_partitions=3, replication_factor=3, assignment=assignment
+                )
+            ).error is ErrorCode.NONE
+            await wait_for_async(lambda: _has_states(ctl.zk, "roll", 3))
+            await wait_for(
+                lambda: ctl.controller.partition_state(TopicPartition("roll", 2)) is not None
+            )
+            before = await states(ctl.zk, "roll", 3)
+            epoch = (await ctl.zk.get_live_brokers())[leaving.broker_id].broker_epoch
+
+            stale = await ctl.controller.controlled_shutdown(leaving.broker_id, epoch - 1)
+            assert stale.error is ErrorCode.STALE_BROKER_EPOCH
+            assert (await states(ctl.zk, "roll", 3)) == before  # nothing moved
+
+            mark = len(ctl.sender.sent)
+            result = await ctl.controller.controlled_shutdown(leaving.broker_id, epoch)
+            assert result.error is ErrorCode.NONE
+            assert result.remaining == ()
+            after = await states(ctl.zk, "roll", 3)
+            for tp, state in after.items():
+                assert leaving.broker_id not in state.isr
+                assert state.leader != leaving.broker_id
+                if before[tp].leader == leaving.broker_id:
+                    assert state.leader_epoch == before[tp].leader_epoch + 1
+                else:
+                    assert state.leader == before[tp].leader
+                    assert state.leader_epoch == before[tp].leader_epoch
+            stops = ctl.sender.since(mark, "stop_replica")
+            assert [(s.to, s.delete) for s in stops] == [(leaving.broker_id, False)]
+            led = {tp for tp in after if before[tp].leader == leaving.broker_id}
+            assert set(stops[0].partitions) == set(after) - led
+            told = ctl.sender.since(mark, "leader_and_isr")
+            assert {s.to for s in told} == {n.broker_id for n in nodes}
+            # The leaving broker hears only of the leaderships it lost.
+            assert {tp for s in told if s.to == leaving.broker_id for tp in s.partitions} == led
+
+            # Its session then ends: nothing left to move, and it is never elected meanwhile.
+            mark = len(ctl.sender.sent)
+            await leaving.kill()
+            await wait_for_async(lambda: _broker_gone(ctl.zk, leaving.broker_id))
+            assert (await states(ctl.zk, "roll", 3)) == after
+
+            gone = await ctl.controller.controlled_shutdown(leaving.broker_id, epoch)
+            assert gone.error is ErrorCode.BROKER_NOT_AVAILABLE
+
+    run(body)
+
+
+async def _broker_gone(zk: ZkClient, broker_id: BrokerId) -> bool:
+    return broker_id not in await zk.get_live_brokers()
+
+
+def expire_session(zk_connect: str, zk: ZkClient) -> None:
+    """Expire ``zk``'s session for real: attach to the same session elsewhere and close it."""
+    from kazoo.client import KazooClient
+
+    session_id, password = zk._kz.client_id
+    twin = KazooClient(hosts=zk_connect, client_id=(session_id, password))
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+
+
+def test_controller_session_expiry(zk_connect: str) -> None:
+    # The controller's process lives but its session expires: another broker takes over with
+    # a bumped epoch; the old one steps down, re-registers, and is treated as bounced.
+    async def body() -> None:
+        async with cluster(zk_connect, [1, 2]) as nodes:
+            await wait_for(lambda: active(nodes) is not None)
+            first = active(nodes)
+            assert first is not None
+            other = next(n for n in nodes if n is not first)
+            old_epoch = first.zk.broker_epoch
+            assert old_epoch is not None
+            await asyncio.to_thread(expire_session, zk_connect, first.zk)
+
+            await wait_for(lambda: other.controller.is_active)
+            assert other.controller.controller_epoch == 2
+            await wait_for(lambda: first.zk.broker_epoch != old_epoch)
+            await wait_for(lambda: not first.controller.is_active)
+            assert await other.zk.get_controller() == other.broker_id
+            # The new controller sees the re-registered broker (new broker epoch) ...
+            await wait_for(
+                lambda: any(
+                    s.to == first.broker_id and s.controller_epoch == 2
+                    for s in other.sender.since(0, "update_metadata")
+                )
+            )
+            live = await other.zk.get_live_brokers()
+            assert live[first.broker_id].broker_epoch == first.zk.broker_epoch
+            # ... and the old controller stays out.
+            await asyncio.sleep(0.5)
+            assert not first.controller.is_active
 
     run(body)
