@@ -80,6 +80,8 @@ log = logging.getLogger(__name__)
 UNCLEAN_CONFIG: Final = "unclean.leader.election.enable"
 #: How often a lost partition-state CAS is re-read and decided again before giving up.
 MAX_CAS_ROUNDS: Final = 5
+#: After a failed handler, when to look at ``/controller`` again.
+RECHECK_AFTER_ERROR_S: Final = 1.0
 
 
 # -- what the controller tells brokers -----------------------------------------------------------
@@ -346,11 +348,28 @@ class Controller:
             try:
                 await handler()
             except ZkError:
-                log.exception("controller %s: ZooKeeper failed; resigning", self.broker_id)
-                self._resign("ZooKeeper error")
+                log.exception("controller %s: ZooKeeper failed", self.broker_id)
+                await self._move_controller("ZooKeeper error")
             except Exception:
-                log.exception("controller %s: handler failed; resigning", self.broker_id)
-                self._resign("handler error")
+                log.exception("controller %s: handler failed", self.broker_id)
+                await self._move_controller("handler error")
+
+    async def _move_controller(self, why: str) -> None:
+        """Kafka's triggerControllerMove: give the seat up in ZooKeeper, not just locally.
+
+        Only dropping local state would leave ``/controller`` held by a controller that no
+        longer acts. If ZooKeeper cannot be reached to delete it, we look again shortly: the
+        node is then either gone (an election follows) or still ours (we take it back and
+        reload everything, ``_on_controller_change``).
+        """
+        seat = self._seat
+        self._resign(why)
+        if seat is not None:
+            with contextlib.suppress(ZkError):
+                await self.zk.resign_controller(seat)
+        asyncio.get_running_loop().call_later(
+            RECHECK_AFTER_ERROR_S, self._enqueue, self._on_controller_change
+        )
 
     def _on_session_event(self, event: SessionEvent, _broker_epoch: int | None) -> None:
         if event is SessionEvent.EXPIRED:

@@ -51,10 +51,12 @@ from typing import Any, Final, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
     RolledBackError,
 )
 from kazoo.protocol.states import KazooState
@@ -557,7 +559,8 @@ class ZkClient:
                 brokers[broker_id] = LiveBroker(registration, int(stat.czxid))
             return brokers
 
-        return await self._call(run)
+        # Reads are idempotent: the whole pipeline is retried across a connection loss.
+        return await self._call(self._kz.retry, run)
 
     # -- controller ---------------------------------------------------------------------------
 
@@ -674,7 +677,8 @@ class ZkClient:
                 out[topic] = (TopicAssignment.decode(topic, data), int(stat.version))
             return out
 
-        return await self._call(run)
+        # Reads are idempotent: the whole pipeline is retried across a connection loss.
+        return await self._call(self._kz.retry, run)
 
     async def get_topic_assignment(self, topic: str) -> TopicAssignment | None:
         found = await self.get_topic_assignments([topic])
@@ -751,7 +755,8 @@ class ZkClient:
                 out[tp] = PartitionState.decode(data, zk_version=int(stat.version), what=str(tp))
             return out
 
-        return await self._call(run)
+        # Reads are idempotent: the whole pipeline is retried across a connection loss.
+        return await self._call(self._kz.retry, run)
 
     async def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState], seat: ControllerSeat
@@ -820,15 +825,26 @@ class ZkClient:
         add_op: Callable[[Any, TopicPartition, PartitionState], None],
         create: bool,
     ) -> dict[TopicPartition, StateWriteResult]:
+        def build_for(tp: TopicPartition) -> Callable[[Any], None]:
+            def build(tx: Any) -> None:
+                tx.check(znodes.CONTROLLER_EPOCH_PATH, seat.epoch_zk_version)
+                add_op(tx, tp, states[tp])
+
+            return build
+
         pending: dict[TopicPartition, Any] = {}
-        for tp, state in states.items():
+        for tp in states:
             tx = self._kz.transaction()
-            tx.check(znodes.CONTROLLER_EPOCH_PATH, seat.epoch_zk_version)
-            add_op(tx, tp, state)
+            build_for(tp)(tx)
             pending[tp] = tx.commit_async()
         out: dict[TopicPartition, StateWriteResult] = {}
         for tp, result in pending.items():
-            check, write = result.get()
+            try:
+                check, write = result.get()
+            except (ConnectionLoss, OperationTimeoutError):
+                # Retried on its own. If the lost attempt had been applied, the retry answers
+                # BAD_VERSION / NODE_EXISTS: callers re-read and decide again, which is safe.
+                check, write = self._commit(build_for(tp))
             state = states[tp]
             if isinstance(check, Exception) and not isinstance(check, RolledBackError):
                 outcome = StateWriteOutcome.CONTROLLER_MOVED

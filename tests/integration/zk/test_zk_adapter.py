@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from tidelog.controller.zk import (
     StateWriteOutcome,
     TopicCreateOutcome,
     ZkClient,
+    ZkError,
 )
 from tidelog.controller.znodes import BrokerRegistration, EndPoint, PartitionState, TopicAssignment
 from tidelog.model import BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition
@@ -377,3 +379,54 @@ def test_session_expiry_reregisters_with_a_new_epoch(zk_connect: str) -> None:
         await watcher.close()
 
     run(body())
+
+
+def test_zookeeper_restart_keeps_the_broker_registered(tmp_path: Path) -> None:
+    # ZooKeeper restarts. The client sees SUSPENDED; then either the same session comes back
+    # (RECONNECTED: registration and broker epoch intact) or — when the client's reconnect
+    # lands in the server's start-up window, where the handshake can stall for a whole
+    # session timeout, as in every ZooKeeper client — the session is lost and re-established
+    # (EXPIRED, REESTABLISHED: registered again with a new broker epoch). Either way the
+    # broker ends up registered under its current session, and a call made during the outage
+    # completes (or fails as ZkError) instead of hanging.
+    from tidelog.cli.zookeeper import ZooKeeperProcess
+
+    server = ZooKeeperProcess(tmp_path / "zk", tick_time_ms=250)
+    server.start()
+    port = server.client_port
+    restarted = ZooKeeperProcess(tmp_path / "zk", client_port=port, tick_time_ms=250)
+
+    async def body() -> None:
+        zk = await ZkClient.connect(server.connect_string + "/x", session_timeout_ms=8000)
+        events: list[SessionEvent] = []
+        zk.add_session_listener(lambda event, _epoch: events.append(event))
+        epoch = await zk.register_broker(registration(1))
+        session = zk.session_id
+        await asyncio.to_thread(server.stop)
+        await wait_for(lambda: SessionEvent.SUSPENDED in events)
+        pending = asyncio.ensure_future(zk.get_live_brokers())
+        await asyncio.to_thread(restarted.start)
+        await wait_for(
+            lambda: SessionEvent.RECONNECTED in events or SessionEvent.REESTABLISHED in events,
+            timeout_s=30,
+        )
+        with contextlib.suppress(ZkError):
+            await pending
+        live = await zk.get_live_brokers()
+        if SessionEvent.RECONNECTED in events:
+            assert SessionEvent.EXPIRED not in events
+            assert zk.session_id == session
+            assert live[BrokerId(1)].broker_epoch == epoch
+        else:
+            assert events.index(SessionEvent.EXPIRED) < events.index(SessionEvent.REESTABLISHED)
+            assert zk.session_id != session
+            assert live[BrokerId(1)].broker_epoch == zk.broker_epoch
+            assert zk.broker_epoch is not None
+            assert zk.broker_epoch > epoch
+        await zk.close()
+
+    try:
+        run(body())
+    finally:
+        server.stop()
+        restarted.stop()
