@@ -1,1 +1,48 @@
-"""tidelog.client (see DESIGN.md, Layers)."""
+"""tidelog's own Kafka-protocol client (DESIGN.md, Layers): async ``Client`` and
+``BlockingClient``, ``BrokerConnection`` (one connection, pipelined), and a record batch
+builder/decoder (``tidelog.client.records``). Used by the CLI, follower fetchers,
+controller RPCs and the Spark source.
+"""
+
+from tidelog.client.blocking import BlockingClient
+from tidelog.client.client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Client,
+    ClusterMetadata,
+    FetchRequestPartition,
+    FetchResult,
+    NewTopic,
+)
+from tidelog.client.connection import BrokerConnection
+from tidelog.client.errors import (
+    BrokerError,
+    ClientConnectionError,
+    ClientError,
+    ClientTimeoutError,
+    NoCompatibleVersionError,
+)
+from tidelog.client.records import ConsumerRecord, Record, build_batch, decode_records
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "BlockingClient",
+    "BrokerConnection",
+    "BrokerError",
+    "Client",
+    "ClientConnectionError",
+    "ClientError",
+    "ClientTimeoutError",
+    "ClusterMetadata",
+    "ConsumerRecord",
+    "FetchRequestPartition",
+    "FetchResult",
+    "NewTopic",
+    "NoCompatibleVersionError",
+    "Record",
+    "build_batch",
+    "decode_records",
+]
