@@ -877,3 +877,74 @@ class Controller:
         self._send_update_metadata(changed)
         remaining = tuple(tp for tp in hosted if self._states[tp].leader == broker_id)
         return ControlledShutdownResult(ErrorCode.NONE, remaining)
+
+    # -- preferred leader election (rule 9, last sentence) ----------------------------------
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders (API 43, PREFERRED): leadership back to each partition's first replica.
+
+        ``None`` means every partition (what ``auto.leader.rebalance.enable`` does). Per
+        partition: NONE (moved), ELECTION_NOT_NEEDED (already there),
+        PREFERRED_LEADER_NOT_AVAILABLE (it is not live or not in the ISR),
+        UNKNOWN_TOPIC_OR_PARTITION, or NOT_CONTROLLER.
+        """
+        wanted = None if partitions is None else list(partitions)
+        future: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def handle() -> None:
+            try:
+                result = await self._elect_preferred(wanted)
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    async def _elect_preferred(
+        self, wanted: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ErrorCode]:
+        if self._seat is None:
+            return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
+        tps = sorted(self._states) if wanted is None else wanted
+        live = set(self._live) - self._shutting_down
+        errors: dict[TopicPartition, ErrorCode] = {}
+        movable: list[TopicPartition] = []
+        for tp in tps:
+            state = self._states.get(tp)
+            if state is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            decided = decisions.elect_preferred_leader(
+                self._replicas(tp), _as_leader_and_isr(state), live
+            )
+            if isinstance(decided, ErrorCode):
+                errors[tp] = decided
+            else:
+                movable.append(tp)
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            current = _as_leader_and_isr(state)
+            decided = decisions.elect_preferred_leader(self._replicas(tp), current, live)
+            return (
+                None
+                if isinstance(decided, ErrorCode)
+                else decisions.apply_election(current, decided)
+            )
+
+        changed = await self._write_decided(decide, movable)
+        if not self.is_active:
+            return {tp: errors.get(tp, ErrorCode.NOT_CONTROLLER) for tp in tps}
+        self._send_leader_and_isr(changed)
+        self._send_update_metadata(changed)
+        for tp in movable:
+            # Lost every CAS round, or the state changed under us so that it was not needed.
+            errors[tp] = ErrorCode.NONE if tp in changed else ErrorCode.ELECTION_NOT_NEEDED
+        return {tp: errors[tp] for tp in tps}

@@ -580,3 +580,78 @@ def test_controller_session_expiry(zk_connect: str) -> None:
             assert not first.controller.is_active
 
     run(body)
+
+
+def test_preferred_leader_election_after_a_restart(zk_connect: str) -> None:
+    async def body() -> None:
+        async with cluster(zk_connect, [1, 2, 3]) as nodes:
+            await wait_for(lambda: active(nodes) is not None)
+            ctl = active(nodes)
+            assert ctl is not None
+            other = next(n for n in nodes if n is not ctl)
+            assignment = {0: [other.broker_id, ctl.broker_id], 1: [ctl.broker_id, other.broker_id]}
+            assert (
+                await create_topic(
+                    ctl.zk, "pref", num_partitions=2, replication_factor=2, assignment=assignment
+                )
+            ).error is ErrorCode.NONE
+            tp0, tp1 = TopicPartition("pref", 0), TopicPartition("pref", 1)
+            await wait_for_async(lambda: _has_states(ctl.zk, "pref", 2))
+            await wait_for(lambda: ctl.controller.partition_state(tp1) is not None)
+            assert await ctl.controller.elect_preferred_leaders([tp0, tp1]) == {
+                tp0: ErrorCode.ELECTION_NOT_NEEDED,
+                tp1: ErrorCode.ELECTION_NOT_NEEDED,
+            }
+
+            await other.kill()
+
+            async def failed_over() -> bool:
+                return (await states(ctl.zk, "pref", 2))[tp0].leader == ctl.broker_id
+
+            await wait_for_async(failed_over)
+            moved = (await states(ctl.zk, "pref", 2))[tp0]
+            assert moved.isr == (ctl.broker_id,)
+            assert await ctl.controller.elect_preferred_leaders([tp0]) == {
+                tp0: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            }
+
+            back = await start_node(zk_connect, other.broker_id)
+            try:
+                await wait_for(
+                    lambda: other.broker_id in ctl.controller._live  # the controller saw it
+                )
+                # Back, but not in the ISR until it catches up (AlterPartition from the leader).
+                assert await ctl.controller.elect_preferred_leaders([tp0]) == {
+                    tp0: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                }
+                live = await ctl.zk.get_live_brokers()
+                rejoined = await ctl.controller.alter_partition(
+                    AlterPartitionProposal(
+                        topic_partition=tp0,
+                        leader_id=ctl.broker_id,
+                        leader_epoch=moved.leader_epoch,
+                        partition_epoch=moved.partition_epoch,
+                        new_isr=(ctl.broker_id, other.broker_id),
+                    ),
+                    broker_epoch=live[ctl.broker_id].broker_epoch,
+                )
+                assert rejoined.error is ErrorCode.NONE
+                mark = len(ctl.sender.sent)
+                assert await ctl.controller.elect_preferred_leaders() == {
+                    tp0: ErrorCode.NONE,
+                    tp1: ErrorCode.ELECTION_NOT_NEEDED,
+                }
+                now = (await states(ctl.zk, "pref", 2))[tp0]
+                assert now.leader == other.broker_id
+                assert now.leader_epoch == moved.leader_epoch + 1
+                told = ctl.sender.since(mark, "leader_and_isr")
+                assert sorted(s.to for s in told) == sorted([ctl.broker_id, other.broker_id])
+                unknown = TopicPartition("nope", 0)
+                assert await ctl.controller.elect_preferred_leaders([unknown]) == {
+                    unknown: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                }
+            finally:
+                await back.controller.stop()
+                await back.zk.close()
+
+    run(body)
