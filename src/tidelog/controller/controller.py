@@ -223,6 +223,84 @@ async def create_topic(
     return CreateTopicResult(ErrorCode.NONE, None, topic_id)
 
 
+async def create_partitions(
+    zk: ZkClient,
+    topic: str,
+    *,
+    count: int,
+    assignment: Sequence[Sequence[BrokerId]] | None = None,
+    validate_only: bool = False,
+) -> CreateTopicResult:
+    """CreatePartitions (API 37): grow ``topic`` to ``count`` partitions (any broker).
+
+    New replicas are placed like Kafka's AdminUtils (rule 11, starting from the index of
+    partition 0's leader); ``assignment`` gives them explicitly. The write is a CAS on the
+    topic znode; the controller's per-topic watch then creates the new partitions' states.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment).
+    """
+    for _ in range(MAX_CAS_ROUNDS):
+        found = await zk.get_topic_assignments([topic])
+        if topic not in found:
+            return CreateTopicResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist."
+            )
+        current, version = found[topic]
+        existing = len(current.partitions)
+        if count <= existing:
+            message = (
+                f"Topic currently has {existing} partitions, which is higher than the requested "
+                f"{count}."
+                if count < existing
+                else f"Topic already has {existing} partitions."
+            )
+            return CreateTopicResult(ErrorCode.INVALID_PARTITIONS, message)
+        live = sorted((await zk.get_live_brokers()).keys())
+        rf = len(current.partitions[0])
+        if assignment is not None:
+            if len(assignment) != count - existing:
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - existing} but "
+                    f"{len(assignment)} assignments provided.",
+                )
+            for replicas in assignment:
+                if len(replicas) != rf or len(set(replicas)) != rf:
+                    return CreateTopicResult(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor between partitions, partition 0 has "
+                        f"{rf} while the new assignment has {len(replicas)}.",
+                    )
+                if any(r not in live for r in replicas):
+                    return CreateTopicResult(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unknown broker in the assignment {list(replicas)}",
+                    )
+            new = {existing + i: tuple(rs) for i, rs in enumerate(assignment)}
+        else:
+            if rf > len(live):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            leader0 = current.partitions[0][0]
+            start = live.index(leader0) if leader0 in live else random.randrange(len(live))
+            planned = decisions.assign_replicas(
+                count, rf, live, start_index=start, replica_shift=start
+            )
+            if isinstance(planned, ErrorCode):
+                return CreateTopicResult(planned)
+            new = {p: tuple(planned[p]) for p in range(existing, count)}
+        if validate_only:
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+        grown = replace(current, partitions={**current.partitions, **new})
+        if await zk.set_topic_assignment(topic, grown, version):
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+    return CreateTopicResult(
+        ErrorCode.REASSIGNMENT_IN_PROGRESS, f"The topic '{topic}' kept changing; try again."
+    )
+
+
 # -- the controller ------------------------------------------------------------------------------
 
 
@@ -277,6 +355,8 @@ class Controller:
         self._assignments: dict[str, TopicAssignment] = {}
         self._states: dict[TopicPartition, PartitionState] = {}
         self._deleting: set[str] = set()
+        #: One data watch per topic while active (Kafka's PartitionModificationsHandler).
+        self._topic_watches: dict[str, Watch] = {}
         #: Brokers in a controlled shutdown: live, but never elected (rule 12).
         self._shutting_down: set[BrokerId] = set()
 
@@ -387,6 +467,9 @@ class Controller:
         self._states.clear()
         self._deleting.clear()
         self._shutting_down.clear()
+        for watch in self._topic_watches.values():
+            watch.cancel()
+        self._topic_watches.clear()
 
     # -- election and failover ----------------------------------------------------------------
 
@@ -438,8 +521,40 @@ class Controller:
                     again = await self.zk.get_topic_assignment(topic)
                     assignment = again if again is not None else stored
             self._assignments[topic] = assignment
+            if topic not in self._topic_watches:
+                self._topic_watches[topic] = await self.zk.watch_topic(
+                    topic, self._partition_modifications_handler(topic)
+                )
         tps = [TopicPartition(t, p) for t, a in self._assignments.items() for p in a.partitions]
         self._states.update(await self.zk.get_partition_states(tps))
+
+    def _partition_modifications_handler(
+        self, topic: str
+    ) -> Callable[[TopicAssignment | None], None]:
+        async def handle() -> None:
+            await self._on_partition_modifications(topic)
+
+        return lambda _assignment: self._enqueue(handle)
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        """Partitions added to an existing topic: states for the new ones, then tell brokers."""
+        if self._seat is None or topic not in self._assignments or topic in self._deleting:
+            return
+        found = await self.zk.get_topic_assignments([topic])
+        if topic not in found:
+            return  # being deleted; the topics watch handles it
+        assignment = found[topic][0]
+        known = self._assignments[topic]
+        if assignment.topic_id != known.topic_id and known.topic_id is not None:
+            log.error("topic id of %s changed in ZooKeeper; keeping %s", topic, known.topic_id)
+            return
+        added = set(assignment.partitions) - set(known.partitions)
+        if not added:
+            return
+        self._assignments[topic] = replace(assignment, topic_id=known.topic_id)
+        created = await self._create_missing_states([topic])
+        self._send_leader_and_isr(created, new=created)
+        self._send_update_metadata(created)
 
     def _replicas(self, tp: TopicPartition) -> tuple[BrokerId, ...]:
         assignment = self._assignments.get(tp.topic)
@@ -712,6 +827,9 @@ class Controller:
 
     def _forget_topic(self, topic: str) -> None:
         self._assignments.pop(topic, None)
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.cancel()
         for tp in [tp for tp in self._states if tp.topic == topic]:
             del self._states[tp]
 

@@ -14,6 +14,7 @@ import pytest
 from tidelog.controller.controller import (
     Controller,
     PartitionInfo,
+    create_partitions,
     create_topic,
 )
 from tidelog.controller.zk import LiveBroker, ZkClient
@@ -653,5 +654,73 @@ def test_preferred_leader_election_after_a_restart(zk_connect: str) -> None:
             finally:
                 await back.controller.stop()
                 await back.zk.close()
+
+    run(body)
+
+
+def test_create_partitions(zk_connect: str) -> None:
+    async def body() -> None:
+        async with cluster(zk_connect, [1, 2, 3]) as nodes:
+            await wait_for(lambda: active(nodes) is not None)
+            ctl = active(nodes)
+            assert ctl is not None
+            created = await create_topic(ctl.zk, "grow", num_partitions=2, replication_factor=2)
+            assert created.error is ErrorCode.NONE
+            await wait_for_async(lambda: _has_states(ctl.zk, "grow", 2))
+            await wait_for(
+                lambda: ctl.controller.partition_state(TopicPartition("grow", 1)) is not None
+            )
+            mark = len(ctl.sender.sent)
+            grown = await create_partitions(nodes[0].zk, "grow", count=4)
+            assert grown.error is ErrorCode.NONE
+            assert grown.topic_id == created.topic_id
+            await wait_for_async(lambda: _has_states(ctl.zk, "grow", 4))
+            assignment = await ctl.zk.get_topic_assignment("grow")
+            assert assignment is not None
+            assert assignment.topic_id == created.topic_id
+            assert sorted(assignment.partitions) == [0, 1, 2, 3]
+            assert all(len(set(rs)) == 2 for rs in assignment.partitions.values())
+            now = await states(ctl.zk, "grow", 4)
+            for p in (2, 3):
+                state = now[TopicPartition("grow", p)]
+                assert state.leader == assignment.partitions[p][0]
+                assert state.isr == assignment.partitions[p]
+            new = {TopicPartition("grow", 2), TopicPartition("grow", 3)}
+            await wait_for(
+                lambda: (
+                    {
+                        i.topic_partition
+                        for s in ctl.sender.since(mark, "leader_and_isr")
+                        for i in s.infos
+                        if i.is_new
+                    }
+                    == new
+                )
+            )
+
+            shrink = await create_partitions(ctl.zk, "grow", count=3)
+            assert shrink.error is ErrorCode.INVALID_PARTITIONS
+            assert shrink.message == (
+                "Topic currently has 4 partitions, which is higher than the requested 3."
+            )
+            same = await create_partitions(ctl.zk, "grow", count=4)
+            assert same.error is ErrorCode.INVALID_PARTITIONS
+            assert same.message == "Topic already has 4 partitions."
+            missing = await create_partitions(ctl.zk, "nope", count=4)
+            assert missing.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            wrong = await create_partitions(
+                ctl.zk, "grow", count=6, assignment=[[BrokerId(1), BrokerId(2)]]
+            )
+            assert wrong.error is ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            assert wrong.message == (
+                "Increasing the number of partitions by 2 but 1 assignments provided."
+            )
+            explicit = await create_partitions(
+                ctl.zk, "grow", count=5, assignment=[[BrokerId(3), BrokerId(1)]]
+            )
+            assert explicit.error is ErrorCode.NONE
+            await wait_for_async(lambda: _has_states(ctl.zk, "grow", 5))
+            last = (await states(ctl.zk, "grow", 5))[TopicPartition("grow", 4)]
+            assert (last.leader, last.isr) == (3, (3, 1))
 
     run(body)
