@@ -159,6 +159,7 @@ class ZooKeeperProcess:
         # With a picked port another process may grab it between our probe and the JVM's
         # bind: then the JVM exits early and we try once more with a fresh port.
         attempts = 3 if self._requested_port is None else 1
+        exit_status: int | None = None
         for attempt in range(attempts):
             if self._requested_port is None:
                 self._port = free_port()
@@ -166,12 +167,19 @@ class ZooKeeperProcess:
             if self._wait_ready(deadline):
                 return
             exited = not self.is_running()
-            self.stop()
-            if not exited or attempt == attempts - 1:
+            exit_status = self.stop()
+            lost_port_race = exited and "Address already in use" in self._log_tail(200)
+            if not exited:
+                exit_status = None  # it was still starting when time ran out: we stopped it
+            if not lost_port_race or attempt == attempts - 1:
                 break
+        what = (
+            f"exited with status {exit_status}"
+            if exit_status is not None
+            else f"did not serve a session within {timeout_s:.0f}s"
+        )
         raise ZooKeeperStartError(
-            f"ZooKeeper did not serve a session on {self.connect_string} within "
-            f"{timeout_s:.0f}s; see {self.log_path}:\n{self._log_tail()}"
+            f"ZooKeeper on {self.connect_string} {what}; see {self.log_path}:\n{self._log_tail()}"
         )
 
     def stop(self, grace_s: float = 10.0) -> int | None:
