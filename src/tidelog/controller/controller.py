@@ -341,13 +341,21 @@ class Controller:
         sender: ControllerSender,
         *,
         unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_check_interval_ms: int = 300_000,
+        leader_imbalance_per_broker_percentage: int = 10,
     ) -> None:
+        """Settings are Kafka's broker configs of the same names, with Kafka's defaults."""
         self.zk = zk
         self.broker_id = broker_id
         self.sender = sender
         self.default_unclean = unclean_leader_election_enable
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
         self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
         self._watches: list[Watch] = []
         # Controller context (Kafka's ControllerContext), valid only while active.
         self._seat: ControllerSeat | None = None
@@ -364,7 +372,12 @@ class Controller:
 
     async def start(self) -> None:
         """Start competing; returns once the watches are set (election runs in the task)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="controller")
+        if self.auto_leader_rebalance_enable:
+            self._rebalance_task = loop.create_task(
+                self._rebalance_timer(), name="controller-rebalance"
+            )
         self.zk.add_session_listener(self._on_session_event)
         self._watches.append(
             await self.zk.watch_controller(lambda _id: self._enqueue(self._on_controller_change))
@@ -387,10 +400,11 @@ class Controller:
             watch.cancel()
         seat = self._seat
         self._resign("stopping")
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if seat is not None:
             with contextlib.suppress(ZkError):
                 await self.zk.resign_controller(seat)
@@ -400,10 +414,11 @@ class Controller:
         for watch in self._watches:
             watch.cancel()
         self._resign("stopped")
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @property
     def is_active(self) -> bool:
@@ -1066,3 +1081,38 @@ class Controller:
             # Lost every CAS round, or the state changed under us so that it was not needed.
             errors[tp] = ErrorCode.NONE if tp in changed else ErrorCode.ELECTION_NOT_NEEDED
         return {tp: errors[tp] for tp in tps}
+
+    # -- auto.leader.rebalance.enable -------------------------------------------------------
+
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000.0)
+            self._enqueue(self._auto_rebalance)
+
+    async def _auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, when more than
+        ``leader.imbalance.per.broker.percentage`` of the partitions it should lead are led
+        elsewhere, elect it back where it is live and in the ISR."""
+        if self._seat is None:
+            return
+        live = set(self._live) - self._shutting_down
+        by_preferred: dict[BrokerId, list[TopicPartition]] = {}
+        for tp in self._states:
+            replicas = self._replicas(tp)
+            if replicas and tp.topic not in self._deleting:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        candidates: list[TopicPartition] = []
+        for broker, tps in sorted(by_preferred.items()):
+            if broker not in live:
+                continue
+            imbalanced = [tp for tp in tps if self._states[tp].leader != broker]
+            ratio = len(imbalanced) / len(tps)
+            if ratio * 100 > self.leader_imbalance_per_broker_percentage:
+                candidates += [tp for tp in imbalanced if broker in self._states[tp].isr]
+        if candidates:
+            log.info(
+                "controller %s: preferred leader rebalance of %d partitions",
+                self.broker_id,
+                len(candidates),
+            )
+            await self._elect_preferred(sorted(candidates))
