@@ -1,0 +1,1118 @@
+"""The active controller: Kafka's ZooKeeper-era ``KafkaController``, on asyncio.
+
+Every broker runs a ``Controller``; the one that wins ``/controller`` is *active*. The rules
+(DESIGN.md 5, 9-12) are the pure functions of ``tidelog.controller.decisions``; this module
+only feeds them state from ZooKeeper (``tidelog.controller.zk``), writes their results back
+with compare-and-set, and tells brokers through an injected ``ControllerSender``.
+
+Theory of operation:
+
+1. One event queue, one consumer task (Kafka's ControllerEventManager). Watches, session
+   events and requests (AlterPartition) only *enqueue*; the consumer reads current state from
+   ZooKeeper and acts, so a burst of watch fires costs one re-read, and no two handlers ever
+   interleave.
+2. Election: whenever ``/controller`` is empty, try to take it (``ZkClient.try_become_controller``
+   bumps ``/controller_epoch`` atomically). The winner loads every broker, topic, assignment
+   and partition state, repairs what happened while there was no controller (brokers that
+   died, topics without states), then sends LeaderAndIsr and UpdateMetadata to every live
+   broker. Losing the seat (another id in ``/controller``, our session expired, or a write
+   answered CONTROLLER_MOVED) drops all controller state at once.
+3. Broker death (rule 10): for every partition the dead broker led or was in the ISR of,
+   ``decisions.on_broker_failure`` gives the new state; all are written in one pipelined
+   batch, each as a CAS on its partition epoch, fenced by the controller epoch. A lost CAS
+   re-reads that partition and decides again. Then ONE LeaderAndIsr per affected live broker
+   and one UpdateMetadata per live broker. A bounced broker (same id, new broker epoch) is a
+   death followed by a start.
+4. Broker start: offline partitions it can lead come back (``on_broker_startup``); it gets
+   UpdateMetadata for everything and LeaderAndIsr for the partitions it hosts.
+5. New topics (a child of ``/brokers/topics`` appears; ``create_topic`` below writes it, from
+   any broker, like Kafka's AdminZkClient): a topic id is added if missing; each partition
+   starts with leader = first live replica in assignment order, ISR = the live replicas,
+   leader epoch 0, partition epoch 0.
+6. AlterPartition (rule 5): checked by ``decisions.alter_partition`` against the cached
+   state (stale leader epoch -> FENCED_LEADER_EPOCH, stale partition epoch ->
+   INVALID_UPDATE_VERSION, old broker incarnation -> STALE_BROKER_EPOCH), written with CAS;
+   the answer carries the new partition epoch.
+7. Deletion: a ``/admin/delete_topics/<t>`` marker -> StopReplica(delete) to its replicas,
+   the topic's znodes removed, UpdateMetadata to all. (Kafka waits for StopReplica
+   responses; here the sender is fire-and-forget, see ``ControllerSender``.)
+
+A ``ZkError`` inside a handler (ZooKeeper unreachable past the retry deadline) is logged
+and the controller resigns; it competes again when ``/controller`` next changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, Protocol
+
+from tidelog.controller import decisions, znodes
+from tidelog.controller.zk import (
+    ControllerSeat,
+    LiveBroker,
+    SessionEvent,
+    StateWriteOutcome,
+    TopicCreateOutcome,
+    Watch,
+    ZkClient,
+    ZkError,
+)
+from tidelog.controller.znodes import PartitionState, TopicAssignment
+from tidelog.errors import ErrorCode
+from tidelog.model import (
+    NO_BROKER,
+    BrokerId,
+    ControllerEpoch,
+    LeaderEpoch,
+    PartitionEpoch,
+    TopicPartition,
+)
+from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
+
+log = logging.getLogger(__name__)
+
+UNCLEAN_CONFIG: Final = "unclean.leader.election.enable"
+#: How often a lost partition-state CAS is re-read and decided again before giving up.
+MAX_CAS_ROUNDS: Final = 5
+#: After a failed handler, when to look at ``/controller`` again.
+RECHECK_AFTER_ERROR_S: Final = 1.0
+
+
+# -- what the controller tells brokers -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionInfo:
+    """One partition as LeaderAndIsr / UpdateMetadata carry it (Kafka's partition states)."""
+
+    topic_partition: TopicPartition
+    topic_id: uuid.UUID | None
+    replicas: tuple[BrokerId, ...]
+    #: leader, leader_epoch, isr, controller_epoch and partition_epoch (the znode version).
+    state: PartitionState
+    #: True in the LeaderAndIsr that creates the partition (Kafka's ``isNew``).
+    is_new: bool = False
+
+
+class ControllerSender(Protocol):
+    """How the active controller reaches brokers (the broker wires these to RPCs).
+
+    Called on the event loop, in order, from the controller's single consumer task; an
+    implementation queues the request per broker and must not block. Each carries the
+    controller epoch (brokers ignore a stale one, rule 8) and the target's broker epoch.
+    """
+
+    def leader_and_isr(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[PartitionInfo],
+        live_leaders: Sequence[LiveBroker],
+    ) -> None: ...
+
+    def update_metadata(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[PartitionInfo],
+        live_brokers: Sequence[LiveBroker],
+    ) -> None: ...
+
+    def stop_replica(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[TopicPartition],
+        *,
+        delete: bool,
+    ) -> None: ...
+
+
+# -- topic creation (any broker; Kafka's AdminZkClient) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    error: ErrorCode
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+
+
+async def create_topic(
+    zk: ZkClient,
+    topic: str,
+    *,
+    num_partitions: int,
+    replication_factor: int,
+    config: Mapping[str, str] | None = None,
+    assignment: Mapping[int, Sequence[BrokerId]] | None = None,
+    validate_only: bool = False,
+) -> CreateTopicResult:
+    """Validate and write a new topic's assignment (rule 11), topic id and config.
+
+    The active controller sees the new topic and creates its partition states. Errors are
+    Kafka's, with the message CreateTopics returns: INVALID_TOPIC_EXCEPTION (17),
+    INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39),
+    TOPIC_ALREADY_EXISTS (36).
+    """
+    if (reason := znodes.topic_name_error(topic)) is not None:
+        return CreateTopicResult(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    live = sorted((await zk.get_live_brokers()).keys())
+    if assignment is not None:
+        replicas = {p: tuple(r) for p, r in assignment.items()}
+        if sorted(replicas) != list(range(len(replicas))) or not replicas:
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be consecutive and start from 0",
+            )
+        for p, rs in replicas.items():
+            if not rs or len(set(rs)) != len(rs):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate or empty replica assignment for partition {p}: {list(rs)}",
+                )
+            if any(r not in live for r in rs):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unknown broker in the assignment of partition {p}: {list(rs)}",
+                )
+    else:
+        if num_partitions <= 0:
+            return CreateTopicResult(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if replication_factor <= 0:
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if replication_factor > len(live):
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{len(live)}.",
+            )
+        planned = decisions.assign_replicas(
+            num_partitions,
+            replication_factor,
+            live,
+            # Kafka picks a random start index (and shift) so topics spread their leaders.
+            start_index=random.randrange(len(live)),
+            replica_shift=random.randrange(len(live)),
+        )
+        if isinstance(planned, ErrorCode):
+            return CreateTopicResult(planned)
+        replicas = {p: tuple(rs) for p, rs in enumerate(planned)}
+    if validate_only:
+        exists = topic in await zk.get_topics()
+        return CreateTopicResult(
+            ErrorCode.TOPIC_ALREADY_EXISTS if exists else ErrorCode.NONE,
+            f"Topic '{topic}' already exists." if exists else None,
+        )
+    topic_id = uuid.uuid4()
+    outcome = await zk.create_topic(
+        topic, TopicAssignment(partitions=replicas, topic_id=topic_id), config or {}
+    )
+    if outcome is TopicCreateOutcome.ALREADY_EXISTS:
+        return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+    return CreateTopicResult(ErrorCode.NONE, None, topic_id)
+
+
+async def create_partitions(
+    zk: ZkClient,
+    topic: str,
+    *,
+    count: int,
+    assignment: Sequence[Sequence[BrokerId]] | None = None,
+    validate_only: bool = False,
+) -> CreateTopicResult:
+    """CreatePartitions (API 37): grow ``topic`` to ``count`` partitions (any broker).
+
+    New replicas are placed like Kafka's AdminUtils (rule 11, starting from the index of
+    partition 0's leader); ``assignment`` gives them explicitly. The write is a CAS on the
+    topic znode; the controller's per-topic watch then creates the new partitions' states.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment).
+    """
+    for _ in range(MAX_CAS_ROUNDS):
+        found = await zk.get_topic_assignments([topic])
+        if topic not in found:
+            return CreateTopicResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist."
+            )
+        current, version = found[topic]
+        existing = len(current.partitions)
+        if count <= existing:
+            message = (
+                f"Topic currently has {existing} partitions, which is higher than the requested "
+                f"{count}."
+                if count < existing
+                else f"Topic already has {existing} partitions."
+            )
+            return CreateTopicResult(ErrorCode.INVALID_PARTITIONS, message)
+        live = sorted((await zk.get_live_brokers()).keys())
+        rf = len(current.partitions[0])
+        if assignment is not None:
+            if len(assignment) != count - existing:
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - existing} but "
+                    f"{len(assignment)} assignments provided.",
+                )
+            for replicas in assignment:
+                if len(replicas) != rf or len(set(replicas)) != rf:
+                    return CreateTopicResult(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor between partitions, partition 0 has "
+                        f"{rf} while the new assignment has {len(replicas)}.",
+                    )
+                if any(r not in live for r in replicas):
+                    return CreateTopicResult(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unknown broker in the assignment {list(replicas)}",
+                    )
+            new = {existing + i: tuple(rs) for i, rs in enumerate(assignment)}
+        else:
+            if rf > len(live):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            leader0 = current.partitions[0][0]
+            start = live.index(leader0) if leader0 in live else random.randrange(len(live))
+            planned = decisions.assign_replicas(
+                count, rf, live, start_index=start, replica_shift=start
+            )
+            if isinstance(planned, ErrorCode):
+                return CreateTopicResult(planned)
+            new = {p: tuple(planned[p]) for p in range(existing, count)}
+        if validate_only:
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+        grown = replace(current, partitions={**current.partitions, **new})
+        if await zk.set_topic_assignment(topic, grown, version):
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+    return CreateTopicResult(
+        ErrorCode.REASSIGNMENT_IN_PROGRESS, f"The topic '{topic}' kept changing; try again."
+    )
+
+
+# -- the controller ------------------------------------------------------------------------------
+
+
+def _as_leader_and_isr(state: PartitionState) -> LeaderAndIsr:
+    return LeaderAndIsr(
+        leader=state.leader,
+        leader_epoch=int(state.leader_epoch),
+        isr=state.isr,
+        partition_epoch=int(state.partition_epoch),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """The answer to one partition of an AlterPartition request."""
+
+    error: ErrorCode
+    #: On NONE: the committed state (new ISR and partition epoch); on a fencing error: the
+    #: state in force, so the leader can catch up.
+    state: PartitionState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownResult:
+    """The answer to ControlledShutdown: the partitions the broker still leads."""
+
+    error: ErrorCode
+    remaining: tuple[TopicPartition, ...] = ()
+
+
+class Controller:
+    """One broker's controller component: competes for ``/controller``, acts when active."""
+
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: BrokerId,
+        sender: ControllerSender,
+        *,
+        unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_check_interval_ms: int = 300_000,
+        leader_imbalance_per_broker_percentage: int = 10,
+    ) -> None:
+        """Settings are Kafka's broker configs of the same names, with Kafka's defaults."""
+        self.zk = zk
+        self.broker_id = broker_id
+        self.sender = sender
+        self.default_unclean = unclean_leader_election_enable
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._watches: list[Watch] = []
+        # Controller context (Kafka's ControllerContext), valid only while active.
+        self._seat: ControllerSeat | None = None
+        self._live: dict[BrokerId, LiveBroker] = {}
+        self._assignments: dict[str, TopicAssignment] = {}
+        self._states: dict[TopicPartition, PartitionState] = {}
+        self._deleting: set[str] = set()
+        #: One data watch per topic while active (Kafka's PartitionModificationsHandler).
+        self._topic_watches: dict[str, Watch] = {}
+        #: Brokers in a controlled shutdown: live, but never elected (rule 12).
+        self._shutting_down: set[BrokerId] = set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start competing; returns once the watches are set (election runs in the task)."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="controller")
+        if self.auto_leader_rebalance_enable:
+            self._rebalance_task = loop.create_task(
+                self._rebalance_timer(), name="controller-rebalance"
+            )
+        self.zk.add_session_listener(self._on_session_event)
+        self._watches.append(
+            await self.zk.watch_controller(lambda _id: self._enqueue(self._on_controller_change))
+        )
+        self._watches.append(
+            await self.zk.watch_brokers(lambda _ids: self._enqueue(self._on_brokers_change))
+        )
+        self._watches.append(
+            await self.zk.watch_topics(lambda _names: self._enqueue(self._on_topics_change))
+        )
+        self._watches.append(
+            await self.zk.watch_topic_deletions(
+                lambda _names: self._enqueue(self._on_topic_deletions)
+            )
+        )
+
+    async def stop(self) -> None:
+        """Stop the consumer; give up ``/controller`` if we hold it (a clean handover)."""
+        for watch in self._watches:
+            watch.cancel()
+        seat = self._seat
+        self._resign("stopping")
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if seat is not None:
+            with contextlib.suppress(ZkError):
+                await self.zk.resign_controller(seat)
+
+    async def stop_without_resigning(self) -> None:
+        """Stop the consumer only, as if the process died (tests, fault injection)."""
+        for watch in self._watches:
+            watch.cancel()
+        self._resign("stopped")
+        for task in (self._task, self._rebalance_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    @property
+    def is_active(self) -> bool:
+        return self._seat is not None
+
+    @property
+    def controller_epoch(self) -> ControllerEpoch | None:
+        return None if self._seat is None else self._seat.controller_epoch
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState | None:
+        """The cached state of ``tp`` (active controller only)."""
+        return self._states.get(tp) if self._seat is not None else None
+
+    # -- the event queue ----------------------------------------------------------------------
+
+    def _enqueue(self, handler: Callable[[], Awaitable[None]]) -> None:
+        self._queue.put_nowait(handler)
+
+    async def _run(self) -> None:
+        while True:
+            handler = await self._queue.get()
+            try:
+                await handler()
+            except ZkError:
+                log.exception("controller %s: ZooKeeper failed", self.broker_id)
+                await self._move_controller("ZooKeeper error")
+            except Exception:
+                log.exception("controller %s: handler failed", self.broker_id)
+                await self._move_controller("handler error")
+
+    async def _move_controller(self, why: str) -> None:
+        """Kafka's triggerControllerMove: give the seat up in ZooKeeper, not just locally.
+
+        Only dropping local state would leave ``/controller`` held by a controller that no
+        longer acts. If ZooKeeper cannot be reached to delete it, we look again shortly: the
+        node is then either gone (an election follows) or still ours (we take it back and
+        reload everything, ``_on_controller_change``).
+        """
+        seat = self._seat
+        self._resign(why)
+        if seat is not None:
+            with contextlib.suppress(ZkError):
+                await self.zk.resign_controller(seat)
+        asyncio.get_running_loop().call_later(
+            RECHECK_AFTER_ERROR_S, self._enqueue, self._on_controller_change
+        )
+
+    def _on_session_event(self, event: SessionEvent, _broker_epoch: int | None) -> None:
+        if event is SessionEvent.EXPIRED:
+            # Our ephemeral /controller went with the session.
+            self._resign("session expired")
+        elif event is SessionEvent.REESTABLISHED:
+            self._enqueue(self._on_controller_change)
+
+    def _resign(self, why: str) -> None:
+        if self._seat is not None:
+            log.info("controller %s resigns (%s)", self.broker_id, why)
+        self._seat = None
+        self._live.clear()
+        self._assignments.clear()
+        self._states.clear()
+        self._deleting.clear()
+        self._shutting_down.clear()
+        for watch in self._topic_watches.values():
+            watch.cancel()
+        self._topic_watches.clear()
+
+    # -- election and failover ----------------------------------------------------------------
+
+    async def _on_controller_change(self) -> None:
+        current = await self.zk.get_controller()
+        if current is not None and current != self.broker_id:
+            self._resign(f"broker {current} is the controller")
+            return
+        if current == self.broker_id and self._seat is not None:
+            return
+        if current is None or self._seat is None:
+            result = await self.zk.try_become_controller(self.broker_id)
+            if result.seat is None:
+                self._resign(f"broker {result.current_controller} won")
+                return
+            self._seat = result.seat
+            log.info(
+                "broker %s is the controller (epoch %s)",
+                self.broker_id,
+                result.seat.controller_epoch,
+            )
+            await self._on_failover()
+
+    async def _on_failover(self) -> None:
+        """Kafka's onControllerFailover: load everything, repair, tell everyone."""
+        self._live = await self.zk.get_live_brokers()
+        topics = await self.zk.get_topics()
+        await self._load_topics(topics)
+        # Topics that were created while there was no controller.
+        await self._create_missing_states(sorted(self._assignments))
+        # Brokers that died while there was no controller: their partitions.
+        changed = await self._handle_dead_replicas()
+        changed |= await self._elect_offline(self._live.keys())
+        self._send_leader_and_isr(self._states.keys(), to=self._live.keys())
+        self._send_update_metadata(self._states.keys(), to=self._live.keys())
+        self._deleting.clear()
+        await self._on_topic_deletions()
+
+    async def _load_topics(self, topics: Iterable[str]) -> None:
+        found = await self.zk.get_topic_assignments(topics)
+        for topic, (stored, version) in found.items():
+            assignment = stored
+            if stored.topic_id is None:
+                # A topic from before topic ids: give it one (Kafka 2.8+ does the same).
+                with_id = replace(stored, topic_id=uuid.uuid4())
+                if await self.zk.set_topic_assignment(topic, with_id, version, self._seat):
+                    assignment = with_id
+                else:
+                    again = await self.zk.get_topic_assignment(topic)
+                    assignment = again if again is not None else stored
+            self._assignments[topic] = assignment
+            if topic not in self._topic_watches:
+                self._topic_watches[topic] = await self.zk.watch_topic(
+                    topic, self._partition_modifications_handler(topic)
+                )
+        tps = [TopicPartition(t, p) for t, a in self._assignments.items() for p in a.partitions]
+        self._states.update(await self.zk.get_partition_states(tps))
+
+    def _partition_modifications_handler(
+        self, topic: str
+    ) -> Callable[[TopicAssignment | None], None]:
+        async def handle() -> None:
+            await self._on_partition_modifications(topic)
+
+        return lambda _assignment: self._enqueue(handle)
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        """Partitions added to an existing topic: states for the new ones, then tell brokers."""
+        if self._seat is None or topic not in self._assignments or topic in self._deleting:
+            return
+        found = await self.zk.get_topic_assignments([topic])
+        if topic not in found:
+            return  # being deleted; the topics watch handles it
+        assignment = found[topic][0]
+        known = self._assignments[topic]
+        if assignment.topic_id != known.topic_id and known.topic_id is not None:
+            log.error("topic id of %s changed in ZooKeeper; keeping %s", topic, known.topic_id)
+            return
+        added = set(assignment.partitions) - set(known.partitions)
+        if not added:
+            return
+        self._assignments[topic] = replace(assignment, topic_id=known.topic_id)
+        created = await self._create_missing_states([topic])
+        self._send_leader_and_isr(created, new=created)
+        self._send_update_metadata(created)
+
+    def _replicas(self, tp: TopicPartition) -> tuple[BrokerId, ...]:
+        assignment = self._assignments.get(tp.topic)
+        return () if assignment is None else assignment.partitions.get(tp.partition, ())
+
+    async def _unclean_allowed(self, topics: Iterable[str]) -> dict[str, bool]:
+        out: dict[str, bool] = {}
+        for topic in set(topics):
+            value = (await self.zk.get_topic_config(topic)).get(UNCLEAN_CONFIG)
+            out[topic] = self.default_unclean if value is None else value.strip() == "true"
+        return out
+
+    # -- writing states -----------------------------------------------------------------------
+
+    async def _write_decided(
+        self,
+        decide: Callable[[TopicPartition, PartitionState], LeaderAndIsr | None],
+        candidates: Iterable[TopicPartition],
+    ) -> set[TopicPartition]:
+        """Decide each candidate from its cached state and CAS-write the decided ones.
+
+        A lost CAS (the cache was stale) re-reads those partitions and decides again.
+        Returns the partitions whose state changed.
+        """
+        changed: set[TopicPartition] = set()
+        todo = [tp for tp in candidates if tp in self._states]
+        for _ in range(MAX_CAS_ROUNDS):
+            seat = self._seat
+            if seat is None or not todo:
+                break
+            writes: dict[TopicPartition, PartitionState] = {}
+            for tp in todo:
+                current = self._states[tp]
+                decided = decide(tp, current)
+                if decided is None:
+                    continue
+                writes[tp] = PartitionState(
+                    leader=decided.leader,
+                    leader_epoch=LeaderEpoch(decided.leader_epoch),
+                    isr=decided.isr,
+                    controller_epoch=seat.controller_epoch,
+                    # The CAS: the version we decided from.
+                    partition_epoch=current.partition_epoch,
+                )
+            results = await self.zk.update_partition_states(writes, seat)
+            retry: list[TopicPartition] = []
+            for tp, result in results.items():
+                if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
+                    self._states[tp] = result.state
+                    changed.add(tp)
+                elif result.outcome is StateWriteOutcome.BAD_VERSION:
+                    retry.append(tp)
+                elif result.outcome is StateWriteOutcome.CONTROLLER_MOVED:
+                    self._resign("controller epoch moved")
+                    return changed
+                else:
+                    log.warning("state of %s vanished while writing (%s)", tp, result.outcome)
+            fresh = await self.zk.get_partition_states(retry)
+            self._states.update(fresh)
+            todo = [tp for tp in retry if tp in fresh]
+        return changed
+
+    async def _handle_dead_replicas(self) -> set[TopicPartition]:
+        """Every partition with a dead leader or a dead ISR member: rule 10, one batch."""
+        live = set(self._live)
+        electable = live - self._shutting_down
+        affected = [
+            tp
+            for tp, state in self._states.items()
+            if (state.leader != NO_BROKER and state.leader not in live)
+            or any(r not in live for r in state.isr)
+        ]
+        if not affected:
+            return set()
+        unclean = await self._unclean_allowed(tp.topic for tp in affected)
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            current = _as_leader_and_isr(state)
+            outcome: LeaderAndIsr | None = None
+            # Apply each dead replica in turn (leader first, so the election sees the rest).
+            dead = sorted(
+                {r for r in (state.leader, *state.isr) if r != NO_BROKER and r not in live},
+                key=lambda r: r != state.leader,
+            )
+            for broker in dead:
+                step = decisions.on_broker_failure(
+                    self._replicas(tp),
+                    current,
+                    broker,
+                    electable,
+                    unclean_allowed=unclean[tp.topic],
+                )
+                if step is not None:
+                    current, _ = step
+                    outcome = current
+            if outcome is not None and outcome.leader_epoch > state.leader_epoch + 1:
+                # Several failure steps each bumped the epoch; one leader change is one epoch.
+                outcome = replace(outcome, leader_epoch=state.leader_epoch + 1)
+            return outcome
+
+        return await self._write_decided(decide, affected)
+
+    async def _elect_offline(self, started: Collection[BrokerId]) -> set[TopicPartition]:
+        """Offline partitions (leader -1) that a live broker can now lead (rule 9)."""
+        live = set(self._live) - self._shutting_down
+        offline = [
+            tp
+            for tp, state in self._states.items()
+            if state.leader == NO_BROKER and any(r in started for r in self._replicas(tp))
+        ]
+        if not offline:
+            return set()
+        unclean = await self._unclean_allowed(tp.topic for tp in offline)
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            step = decisions.on_broker_startup(
+                self._replicas(tp),
+                _as_leader_and_isr(state),
+                live,
+                unclean_allowed=unclean[tp.topic],
+            )
+            return None if step is None else step[0]
+
+        return await self._write_decided(decide, offline)
+
+    # -- telling brokers ----------------------------------------------------------------------
+
+    def _info(self, tp: TopicPartition, *, is_new: bool = False) -> PartitionInfo:
+        assignment = self._assignments[tp.topic]
+        return PartitionInfo(
+            topic_partition=tp,
+            topic_id=assignment.topic_id,
+            replicas=assignment.partitions.get(tp.partition, ()),
+            state=self._states[tp],
+            is_new=is_new,
+        )
+
+    def _send_leader_and_isr(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        to: Collection[BrokerId] | None = None,
+        new: Collection[TopicPartition] = (),
+    ) -> None:
+        """One LeaderAndIsr per live replica broker, with all of its partitions."""
+        seat = self._seat
+        if seat is None:
+            return
+        per_broker: dict[BrokerId, list[PartitionInfo]] = {}
+        for tp in sorted(partitions):
+            if tp not in self._states or tp.topic not in self._assignments:
+                continue
+            info = self._info(tp, is_new=tp in new)
+            for replica in info.replicas:
+                if replica in self._live and (to is None or replica in to):
+                    per_broker.setdefault(replica, []).append(info)
+        for broker_id, infos in sorted(per_broker.items()):
+            leaders = {i.state.leader for i in infos}
+            live_leaders = [self._live[b] for b in sorted(leaders) if b in self._live]
+            self.sender.leader_and_isr(
+                self._live[broker_id], seat.controller_epoch, infos, live_leaders
+            )
+
+    def _send_update_metadata(
+        self, partitions: Iterable[TopicPartition], *, to: Collection[BrokerId] | None = None
+    ) -> None:
+        """UpdateMetadata with ``partitions`` and the live brokers, to every live broker."""
+        seat = self._seat
+        if seat is None:
+            return
+        infos = [
+            self._info(tp)
+            for tp in sorted(partitions)
+            if tp in self._states and tp.topic in self._assignments
+        ]
+        brokers = [self._live[b] for b in sorted(self._live)]
+        for broker in brokers:
+            if to is None or broker.broker_id in to:
+                self.sender.update_metadata(broker, seat.controller_epoch, infos, brokers)
+
+    # -- broker changes -----------------------------------------------------------------------
+
+    async def _on_brokers_change(self) -> None:
+        if self._seat is None:
+            return
+        old = self._live
+        new = await self.zk.get_live_brokers()
+        dead = {b for b in old if b not in new}
+        bounced = {b for b in old if b in new and new[b].broker_epoch != old[b].broker_epoch}
+        started = {b for b in new if b not in old} | bounced
+        if not dead and not started:
+            return
+        log.info(
+            "controller %s: brokers dead %s, started %s (bounced %s)",
+            self.broker_id,
+            sorted(dead),
+            sorted(started),
+            sorted(bounced),
+        )
+        self._shutting_down -= dead | bounced
+        changed: set[TopicPartition] = set()
+        if dead or bounced:
+            # A bounced broker lost its in-memory state: a failure, then a start (Kafka).
+            self._live = {b: v for b, v in new.items() if b not in bounced}
+            changed |= await self._handle_dead_replicas()
+        self._live = dict(new)
+        if not self.is_active:  # a write found the controller epoch moved
+            return
+        changed |= await self._elect_offline(started)
+        # Started brokers learn everything; the rest learn the new broker list and changes.
+        if started:
+            self._send_update_metadata(self._states.keys(), to=started)
+            self._send_leader_and_isr(self._states.keys(), to=started)
+        others = set(self._live) - started
+        self._send_leader_and_isr(changed, to=others)
+        self._send_update_metadata(changed, to=others)
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def _on_topics_change(self) -> None:
+        if self._seat is None:
+            return
+        topics = await self.zk.get_topics()
+        new_topics = sorted(topics - self._assignments.keys())
+        gone = set(self._assignments) - topics
+        for topic in gone:
+            self._forget_topic(topic)
+        if not new_topics:
+            return
+        await self._load_topics(new_topics)
+        created = await self._create_missing_states(new_topics)
+        self._send_leader_and_isr(created, new=created)
+        self._send_update_metadata(created)
+
+    async def _create_missing_states(self, topics: Sequence[str]) -> set[TopicPartition]:
+        """Initial states for partitions without one (rule 5 of the module docstring)."""
+        seat = self._seat
+        if seat is None:
+            return set()
+        initial: dict[TopicPartition, PartitionState] = {}
+        for topic in topics:
+            for partition, replicas in sorted(self._assignments[topic].partitions.items()):
+                tp = TopicPartition(topic, partition)
+                if tp in self._states:
+                    continue
+                live_replicas = tuple(r for r in replicas if r in self._live)
+                initial[tp] = PartitionState(
+                    leader=live_replicas[0] if live_replicas else NO_BROKER,
+                    leader_epoch=LeaderEpoch(0),
+                    isr=live_replicas,
+                    controller_epoch=seat.controller_epoch,
+                    partition_epoch=PartitionEpoch(0),
+                )
+        if not initial:
+            return set()
+        results = await self.zk.create_partition_states(initial, seat)
+        created: set[TopicPartition] = set()
+        exists: list[TopicPartition] = []
+        for tp, result in results.items():
+            if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
+                self._states[tp] = result.state
+                created.add(tp)
+            elif result.outcome is StateWriteOutcome.NODE_EXISTS:
+                exists.append(tp)
+            elif result.outcome is StateWriteOutcome.CONTROLLER_MOVED:
+                self._resign("controller epoch moved")
+                return created
+        self._states.update(await self.zk.get_partition_states(exists))
+        return created | set(exists)
+
+    def _forget_topic(self, topic: str) -> None:
+        self._assignments.pop(topic, None)
+        watch = self._topic_watches.pop(topic, None)
+        if watch is not None:
+            watch.cancel()
+        for tp in [tp for tp in self._states if tp.topic == topic]:
+            del self._states[tp]
+
+    async def _on_topic_deletions(self) -> None:
+        seat = self._seat
+        if seat is None:
+            return
+        marked = await self.zk.get_topics_marked_for_deletion()
+        for topic in sorted(marked - self._deleting):
+            self._deleting.add(topic)
+            assignment = self._assignments.get(topic)
+            if assignment is not None:
+                per_broker: dict[BrokerId, list[TopicPartition]] = {}
+                for partition, replicas in sorted(assignment.partitions.items()):
+                    for replica in replicas:
+                        per_broker.setdefault(replica, []).append(TopicPartition(topic, partition))
+                for broker_id, tps in sorted(per_broker.items()):
+                    if broker_id in self._live:
+                        self.sender.stop_replica(
+                            self._live[broker_id], seat.controller_epoch, tps, delete=True
+                        )
+            await self.zk.delete_topic_znodes(topic, seat)
+            self._forget_topic(topic)
+            # Brokers drop the topic from their metadata: an UpdateMetadata without it.
+            self._send_update_metadata(())
+        self._deleting &= marked
+
+    # -- AlterPartition -----------------------------------------------------------------------
+
+    async def alter_partition(
+        self,
+        proposal: AlterPartitionProposal,
+        *,
+        broker_epoch: int = -1,
+    ) -> AlterPartitionResult:
+        """AlterPartition (API 56) for one partition, processed in the controller's queue."""
+        future: asyncio.Future[AlterPartitionResult] = asyncio.get_running_loop().create_future()
+
+        async def handle() -> None:
+            try:
+                result = await self._alter_partition(proposal, broker_epoch)
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    async def _alter_partition(
+        self, proposal: AlterPartitionProposal, broker_epoch: int
+    ) -> AlterPartitionResult:
+        tp = proposal.topic_partition
+        for _ in range(MAX_CAS_ROUNDS):
+            seat = self._seat
+            if seat is None:
+                return AlterPartitionResult(ErrorCode.NOT_CONTROLLER)
+            current = self._states.get(tp)
+            if current is None:
+                return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            leader = self._live.get(proposal.leader_id)
+            error, decided = decisions.alter_partition(
+                _as_leader_and_isr(current),
+                proposal,
+                self._replicas(tp),
+                set(self._live),
+                broker_epoch=broker_epoch,
+                registered_broker_epoch=-1 if leader is None else leader.broker_epoch,
+            )
+            if error is not ErrorCode.NONE:
+                return AlterPartitionResult(error, current)
+            write = PartitionState(
+                leader=decided.leader,
+                leader_epoch=LeaderEpoch(decided.leader_epoch),
+                isr=decided.isr,
+                controller_epoch=seat.controller_epoch,
+                partition_epoch=current.partition_epoch,
+            )
+            result = (await self.zk.update_partition_states({tp: write}, seat))[tp]
+            if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
+                self._states[tp] = result.state
+                # Kafka (ZK mode) tells everyone about the new ISR.
+                self._send_update_metadata([tp])
+                return AlterPartitionResult(ErrorCode.NONE, result.state)
+            if result.outcome is StateWriteOutcome.CONTROLLER_MOVED:
+                self._resign("controller epoch moved")
+                return AlterPartitionResult(ErrorCode.NOT_CONTROLLER)
+            if result.outcome is not StateWriteOutcome.BAD_VERSION:
+                return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            # The cache was stale: read and decide again.
+            self._states.update(await self.zk.get_partition_states([tp]))
+        return AlterPartitionResult(ErrorCode.INVALID_UPDATE_VERSION, self._states.get(tp))
+
+    # -- controlled shutdown (rule 12) --------------------------------------------------------
+
+    async def controlled_shutdown(
+        self, broker_id: BrokerId, broker_epoch: int = -1
+    ) -> ControlledShutdownResult:
+        """ControlledShutdown (API 7): move ``broker_id``'s leaderships away before it stops.
+
+        Its leaderships go to another live ISR member (new leader epoch; it hears of that in
+        a LeaderAndIsr like every replica); as a follower it leaves the ISR (never emptying
+        one) and gets StopReplica (no delete) for those partitions. ``remaining`` lists the
+        partitions it still leads (no other ISR member): the broker retries, then stops
+        anyway (Kafka's behaviour).
+        """
+        future: asyncio.Future[ControlledShutdownResult] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def handle() -> None:
+            try:
+                result = await self._controlled_shutdown(broker_id, broker_epoch)
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    async def _controlled_shutdown(
+        self, broker_id: BrokerId, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        seat = self._seat
+        if seat is None:
+            return ControlledShutdownResult(ErrorCode.NOT_CONTROLLER)
+        broker = self._live.get(broker_id)
+        if broker is None:
+            return ControlledShutdownResult(ErrorCode.BROKER_NOT_AVAILABLE)
+        if broker_epoch not in (-1, broker.broker_epoch):
+            return ControlledShutdownResult(ErrorCode.STALE_BROKER_EPOCH)
+        self._shutting_down.add(broker_id)
+        live = set(self._live)
+        hosted = [
+            tp
+            for tp in sorted(self._states)
+            if broker_id in self._replicas(tp) and len(self._replicas(tp)) > 1
+        ]
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            step = decisions.on_controlled_shutdown(
+                self._replicas(tp), _as_leader_and_isr(state), broker_id, live, self._shutting_down
+            )
+            return None if step is None else step[0]
+
+        led_before = {tp for tp in hosted if self._states[tp].leader == broker_id}
+        changed = await self._write_decided(decide, hosted)
+        if not self.is_active:
+            return ControlledShutdownResult(ErrorCode.NOT_CONTROLLER)
+        # Kafka: the new leaderships go to every live replica, the leaving broker included
+        # (it must stop acting as leader now); for what it only followed, it gets
+        # StopReplica without deletion (Kafka's OfflineReplica transition).
+        self._send_leader_and_isr(changed & led_before)
+        self._send_leader_and_isr(changed - led_before, to=set(self._live) - {broker_id})
+        followed = [tp for tp in hosted if tp not in led_before and tp in changed]
+        if followed:
+            self.sender.stop_replica(broker, seat.controller_epoch, followed, delete=False)
+        self._send_update_metadata(changed)
+        remaining = tuple(tp for tp in hosted if self._states[tp].leader == broker_id)
+        return ControlledShutdownResult(ErrorCode.NONE, remaining)
+
+    # -- preferred leader election (rule 9, last sentence) ----------------------------------
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders (API 43, PREFERRED): leadership back to each partition's first replica.
+
+        ``None`` means every partition (what ``auto.leader.rebalance.enable`` does). Per
+        partition: NONE (moved), ELECTION_NOT_NEEDED (already there),
+        PREFERRED_LEADER_NOT_AVAILABLE (it is not live or not in the ISR),
+        UNKNOWN_TOPIC_OR_PARTITION, or NOT_CONTROLLER.
+        """
+        wanted = None if partitions is None else list(partitions)
+        future: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def handle() -> None:
+            try:
+                result = await self._elect_preferred(wanted)
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    async def _elect_preferred(
+        self, wanted: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ErrorCode]:
+        if self._seat is None:
+            return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
+        tps = sorted(self._states) if wanted is None else wanted
+        live = set(self._live) - self._shutting_down
+        errors: dict[TopicPartition, ErrorCode] = {}
+        movable: list[TopicPartition] = []
+        for tp in tps:
+            state = self._states.get(tp)
+            if state is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            decided = decisions.elect_preferred_leader(
+                self._replicas(tp), _as_leader_and_isr(state), live
+            )
+            if isinstance(decided, ErrorCode):
+                errors[tp] = decided
+            else:
+                movable.append(tp)
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            current = _as_leader_and_isr(state)
+            decided = decisions.elect_preferred_leader(self._replicas(tp), current, live)
+            return (
+                None
+                if isinstance(decided, ErrorCode)
+                else decisions.apply_election(current, decided)
+            )
+
+        changed = await self._write_decided(decide, movable)
+        if not self.is_active:
+            return {tp: errors.get(tp, ErrorCode.NOT_CONTROLLER) for tp in tps}
+        self._send_leader_and_isr(changed)
+        self._send_update_metadata(changed)
+        for tp in movable:
+            # Lost every CAS round, or the state changed under us so that it was not needed.
+            errors[tp] = ErrorCode.NONE if tp in changed else ErrorCode.ELECTION_NOT_NEEDED
+        return {tp: errors[tp] for tp in tps}
+
+    # -- auto.leader.rebalance.enable -------------------------------------------------------
+
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.leader_imbalance_check_interval_ms / 1000.0)
+            self._enqueue(self._auto_rebalance)
+
+    async def _auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, when more than
+        ``leader.imbalance.per.broker.percentage`` of the partitions it should lead are led
+        elsewhere, elect it back where it is live and in the ISR."""
+        if self._seat is None:
+            return
+        live = set(self._live) - self._shutting_down
+        by_preferred: dict[BrokerId, list[TopicPartition]] = {}
+        for tp in self._states:
+            replicas = self._replicas(tp)
+            if replicas and tp.topic not in self._deleting:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        candidates: list[TopicPartition] = []
+        for broker, tps in sorted(by_preferred.items()):
+            if broker not in live:
+                continue
+            imbalanced = [tp for tp in tps if self._states[tp].leader != broker]
+            ratio = len(imbalanced) / len(tps)
+            if ratio * 100 > self.leader_imbalance_per_broker_percentage:
+                candidates += [tp for tp in imbalanced if broker in self._states[tp].isr]
+        if candidates:
+            log.info(
+                "controller %s: preferred leader rebalance of %d partitions",
+                self.broker_id,
+                len(candidates),
+            )
+            await self._elect_preferred(sorted(candidates))
