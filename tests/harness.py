@@ -109,12 +109,20 @@ class BrokerProcess:
         ]
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting (``wait_ready`` waits)."""
         self.write_config()
         output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _signal
         self._output = output
         self.process = subprocess.Popen(
             self.command(), stdout=output, stderr=subprocess.STDOUT, cwd=self.directory
         )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -232,7 +240,9 @@ class BrokerCluster:
     def start(self) -> BrokerCluster:
         try:
             for b in self.brokers:
-                b.start()
+                b.launch()
+            for b in self.brokers:
+                b.wait_ready()
             self.wait_for_live(len(self.brokers))
         except BaseException:
             self.stop()
