@@ -11,9 +11,7 @@ from tests.harness import BrokerCluster
 
 
 @pytest.fixture
-def new_cluster(
-    tmp_path: Path, zk_connect: str
-) -> Iterator[Callable[..., BrokerCluster]]:
+def new_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., BrokerCluster]]:
     """Factory: ``new_cluster(size=3, overrides={...})``; every broker is stopped by PID."""
     made: list[BrokerCluster] = []
 

@@ -4,7 +4,6 @@ ask a leader for its replicas' state (DescribeQuorum), compare replicas' log fil
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -177,5 +176,3 @@ def log_bytes(log_dir: Path, topic: str, partition: int = 0) -> bytes:
     """The concatenated segment files of one replica (written by the leader, copied as is)."""
     directory = log_dir / f"{topic}-{partition}"
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
-
-
