@@ -207,13 +207,15 @@ def wait_until(
     while time.monotonic() < deadline:
         try:
             result = predicate()
-        except Exception as exc:  # noqa: BLE001 - a broker may be down meanwhile: retry
+        except Exception as exc:
             last_error = exc
             result = None
         if result is not None and result is not False:
             return result
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what} (last error: {last_error})"
+    )
 
 
 class BrokerCluster:
@@ -270,7 +272,7 @@ class BrokerCluster:
 
     def metadata(self, topics: list[str] | None = None, via: BrokerProcess | None = None) -> Any:
         """Metadata as one (live) broker answers it (tidelog's own client)."""
-        from tidelog.client import BlockingClient  # noqa: PLC0415
+        from tidelog.client import BlockingClient
 
         source = via or self.alive[0]
         with BlockingClient(source.bootstrap, request_timeout_s=5.0) as client:
