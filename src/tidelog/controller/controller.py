@@ -78,6 +78,8 @@ from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
 log = logging.getLogger(__name__)
 
 UNCLEAN_CONFIG: Final = "unclean.leader.election.enable"
+#: The leader UpdateMetadata names for a partition of a deleted topic (Kafka's).
+LEADER_DURING_DELETE: Final = BrokerId(-2)
 #: How often a lost partition-state CAS is re-read and decided again before giving up.
 MAX_CAS_ROUNDS: Final = 5
 #: After a failed handler, when to look at ``/controller`` again.
@@ -866,10 +868,20 @@ class Controller:
                         self.sender.stop_replica(
                             self._live[broker_id], seat.controller_epoch, tps, delete=True
                         )
+            # Kafka's LeaderDuringDelete (-2) in UpdateMetadata tells every broker, also
+            # those without a replica, to drop the topic from its metadata.
+            deleted = [
+                replace(
+                    self._info(tp), state=replace(self._states[tp], leader=LEADER_DURING_DELETE)
+                )
+                for tp in sorted(self._states)
+                if tp.topic == topic and topic in self._assignments
+            ]
             await self.zk.delete_topic_znodes(topic, seat)
             self._forget_topic(topic)
-            # Brokers drop the topic from their metadata: an UpdateMetadata without it.
-            self._send_update_metadata(())
+            brokers = [self._live[b] for b in sorted(self._live)]
+            for broker in brokers:
+                self.sender.update_metadata(broker, seat.controller_epoch, deleted, brokers)
         self._deleting &= marked
 
     # -- AlterPartition -----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import ClientError
 from tidelog.controller.controller import (
+    LEADER_DURING_DELETE,
     Controller,
     PartitionInfo,
     create_partitions,
@@ -793,6 +794,10 @@ class ClusterNode:
         new_topics = set()
         for ps in request.partition_states:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
+            if ps.leader == LEADER_DURING_DELETE:
+                self.metadata.remove_topic(tp.topic)
+                self._configs_loaded.discard(tp.topic)
+                continue
             if ps.topic_name not in self.metadata.topics:
                 new_topics.add(ps.topic_name)
             self.metadata.update_partition(

@@ -126,16 +126,22 @@ def test_topic_admin_goes_through_zookeeper(shared_cluster: BrokerCluster) -> No
     for p in range(4):
         shared_cluster.wait_for_leader("grow", p)
     assert sorted(shared_cluster.partition("grow", 3).replicas) == [0, 1, 2]
-    admin.delete_topics(["grow"])["grow"].result(timeout=30)
+    # A topic with its only replica on broker 0: the others learn of its deletion too.
+    admin.create_topics([NewTopic("solo", num_partitions=1, replica_assignment=[[0]])])[
+        "solo"
+    ].result(timeout=30)
+    shared_cluster.wait_for_leader("solo")
+    admin.delete_topics(["grow", "solo"])["grow"].result(timeout=30)
 
     def gone_everywhere() -> bool:
         return all(
-            "grow" not in shared_cluster.metadata(via=b).topics
+            not {"grow", "solo"} & set(shared_cluster.metadata(via=b).topics)
             and not list(b.log_dir.glob("grow-*"))
+            and not list(b.log_dir.glob("solo-*"))
             for b in shared_cluster.brokers
         )
 
-    wait_until(gone_everywhere, 60, "topic grow deleted on every broker")
+    wait_until(gone_everywhere, 60, "topics grow and solo deleted on every broker")
 
 
 def test_auto_creation_uses_default_replication_factor(shared_cluster: BrokerCluster) -> None:
