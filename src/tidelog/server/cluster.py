@@ -46,8 +46,8 @@ from tidelog.controller.controller import (
     create_partitions,
     create_topic,
 )
-from tidelog.controller.zk import LiveBroker, ZkClient, ZkError
-from tidelog.controller.znodes import BrokerRegistration, EndPoint
+from tidelog.controller.zk import LiveBroker, Watch, ZkClient, ZkError
+from tidelog.controller.znodes import CONFIG_CHANGES_PATH, BrokerRegistration, EndPoint
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
@@ -571,6 +571,8 @@ class ClusterNode:
         self._controller_conn: BrokerConnection | None = None
         #: Topics whose config overrides were read from ZooKeeper.
         self._configs_loaded: set[str] = set()
+        self._config_changed = asyncio.Event()
+        self._config_watch: Watch | None = None
         replica_manager.alter_partition_sink = self.propose
         metadata.on_configs_changed = self._write_topic_config
         # Kafka's replica.lag.time.max.ms, for the shrink timer.
@@ -608,6 +610,43 @@ class ClusterNode:
         )
         await self.controller.start()
         self._tasks.append(asyncio.get_running_loop().create_task(self._shrink_loop()))
+        # Topic config changes made through any broker (Kafka's config change notifications).
+        self._config_watch = await self.zk.watch_children(
+            CONFIG_CHANGES_PATH, lambda _children: self._config_changed.set()
+        )
+        self._tasks.append(asyncio.get_running_loop().create_task(self._config_loop()))
+
+    async def _config_loop(self) -> None:
+        """Re-read the overrides of every known topic after a change notification and apply
+        the ones that differ (log settings, ``min.insync.replicas``)."""
+        while True:
+            await self._config_changed.wait()
+            self._config_changed.clear()
+            zk = self.zk
+            if zk is None:
+                continue
+            for topic in sorted(self.metadata.topics):
+                try:
+                    raw = await zk.get_topic_config(topic)
+                except ZkError:
+                    log.exception("reading the config of topic %s failed", topic)
+                    continue
+                parsed, problem = validate_topic_configs(dict(raw))
+                if problem:
+                    log.warning("topic %s has a bad config in ZooKeeper: %s", topic, problem)
+                    continue
+                overrides = {k: v for k, v in parsed.items() if v is not None}
+                info = self.metadata.topics.get(topic)
+                if info is None or dict(info.configs) == overrides:
+                    continue
+                self.metadata.topics[topic] = TopicInfo(
+                    info.name, info.topic_id, info.num_partitions, overrides
+                )
+                self._configs_loaded.add(topic)
+                self.replica_manager.update_topic_config(
+                    topic, effective_topic_config(self.config, overrides)
+                )
+                log.info("topic %s config overrides now %s", topic, overrides)
 
     async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
         """Rule 12: ask the controller to move our leaderships away, bounded in time."""
@@ -652,6 +691,8 @@ class ClusterNode:
         return _error(response.error_code), len(response.remaining_partitions)
 
     async def stop(self) -> None:
+        if self._config_watch is not None:
+            self._config_watch.cancel()
         for task in self._tasks:
             task.cancel()
         for task in list(self.background):

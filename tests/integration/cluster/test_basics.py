@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 from kio.schema.describe_quorum.v2 import request as dq
 
 from tests.harness import BrokerCluster, BrokerProcess, free_port, wait_until
@@ -164,3 +171,27 @@ def test_30_partitions_spread_evenly(shared_cluster: BrokerCluster) -> None:
         return all(len(list(b.log_dir.glob("wide-*"))) == 30 for b in shared_cluster.brokers)
 
     wait_until(hosted_everywhere, 60, "30 replica logs on every broker")
+
+
+def test_topic_config_change_reaches_every_broker(shared_cluster: BrokerCluster) -> None:
+    create_topic(shared_cluster, "conf")
+    admin = AdminClient({"bootstrap.servers": shared_cluster.broker(0).bootstrap})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "conf",
+        incremental_configs=[
+            ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    def everywhere() -> bool:
+        for b in shared_cluster.brokers:
+            via = AdminClient({"bootstrap.servers": b.bootstrap})
+            target = ConfigResource(ConfigResource.Type.TOPIC, "conf")
+            configs = via.describe_configs([target])[target].result(timeout=10)
+            if configs["min.insync.replicas"].value != "3":
+                return False
+        return True
+
+    wait_until(everywhere, 30, "min.insync.replicas=3 on every broker")
