@@ -285,6 +285,7 @@ class Broker:
             self._server.close()
         if self.node is not None:
             await self.node.stop()
+            log.info("left the cluster")
         for task in self._tasks:
             task.cancel()
         # Parked requests answer now, with what they have. Their answers travel through two
@@ -296,7 +297,10 @@ class Broker:
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            except TimeoutError:
+                log.warning("connections still closing after 5 s; going on")
         for hosted in self.replica_manager.partitions.values():
             hosted.log.flush()
         self.replica_manager.checkpoint()

@@ -31,7 +31,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -691,21 +691,23 @@ class ClusterNode:
         return _error(response.error_code), len(response.remaining_partitions)
 
     async def stop(self) -> None:
+        """Stop fetching, leave the controller race, close the session. Each step is
+        bounded, so a stuck peer cannot hold the shutdown (the logs are flushed after)."""
         if self._config_watch is not None:
             self._config_watch.cancel()
         for task in self._tasks:
             task.cancel()
         for task in list(self.background):
             task.cancel()
-        await self.fetchers.stop()
+        await _bounded("the fetchers", self.fetchers.stop())
         if self.controller is not None:
-            await self.controller.stop()
-        await self.sender.close()
-        await self.client.close()
+            await _bounded("the controller", self.controller.stop())
+        await _bounded("the control channels", self.sender.close())
+        await _bounded("the client", self.client.close())
         if self._controller_conn is not None:
-            await self._controller_conn.close()
+            await _bounded("the controller connection", self._controller_conn.close())
         if self.zk is not None:
-            await self.zk.close()
+            await _bounded("the ZooKeeper session", self.zk.close())
 
     # -- control-plane handlers (called by ClusterApis) ----------------------------------
 
@@ -1073,6 +1075,17 @@ class ClusterNode:
             if ok:
                 return
             await asyncio.sleep(0.05)
+
+
+async def _bounded(what: str, step: Awaitable[None], timeout_s: float = 5.0) -> None:
+    try:
+        await asyncio.wait_for(step, timeout_s)
+    except TimeoutError:
+        log.warning("stopping %s took more than %.0f s; going on", what, timeout_s)
+    except Exception:
+        log.exception("stopping %s failed", what)
+    else:
+        log.debug("stopped %s", what)
 
 
 def _error(value: int) -> ErrorCode:
