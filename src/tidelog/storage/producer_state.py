@@ -347,7 +347,7 @@ class ProducerStateManager:
                 return LeaderAppendCheck(error=error, message=message)
             base = current if current is not None else ProducerStateEntry(pid, -1, ())
             updates[pid] = base.with_batch(batch.producer_epoch, batch.metadata())
-        return LeaderAppendCheck(updates=MappingProxyType(updates))
+        return LeaderAppendCheck(updates=updates)
 
     def commit(self, updates: Mapping[int, ProducerStateEntry]) -> None:
         """Install the entries of a successful ``check_leader_append`` after the write."""
