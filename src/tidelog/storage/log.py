@@ -869,7 +869,9 @@ class Log:
         if a producer's batch was cut (cheap check; none for non-idempotent logs)."""
         leo = self.log_end_offset
         if self.producer_state.delete_snapshots(above=leo):
-            self._dir_dirty = True
+            # Durably gone before new data can land below their offsets: a stale snapshot
+            # that came back after a crash would describe batches that no longer exist.
+            fsync_directory(self.directory)
         if self.producer_state.needs_reload_after_truncation(leo):
             self._rebuild_producer_state(max_snapshot_offset=leo)
 
@@ -888,7 +890,8 @@ class Log:
         self._segments = []
         self._bases = []
         self.producer_state.clear()
-        self.producer_state.delete_all_snapshots()
+        if self.producer_state.delete_snapshots(below=2**63 - 1):
+            fsync_directory(self.directory)  # as in _truncate_producer_state
         self._roll_first(offset)
         self._log_start_offset = offset
         self._recovery_point = offset

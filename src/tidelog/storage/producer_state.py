@@ -462,9 +462,6 @@ class ProducerStateManager:
                 deleted += 1
         return deleted
 
-    def delete_all_snapshots(self) -> None:
-        self.delete_snapshots(below=2**63 - 1, above=-1)
-
 
 __all__ = [
     "MAX_BATCHES_TO_RETAIN",

@@ -406,3 +406,57 @@ def test_snapshot_round_trip_and_defects() -> None:
         decode_snapshot(b"XXXX" + data[4:])
     with pytest.raises(CorruptSnapshotError, match="short"):
         decode_snapshot(data[:5])
+
+
+# ------------------------------------------------------------ other codecs, LogManager
+
+
+def kafka_python_batch(pid: int, epoch: int, seq: int, n: int) -> bytes:
+    """An idempotent batch from kafka-python's independent encoder."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        batch_size=1 << 20,
+    )
+    for i in range(n):
+        builder.append(i, timestamp=TS + i, key=None, value=b"kp%d" % i, headers=[])
+    return bytes(builder.build())
+
+
+def test_batches_from_kafka_python_are_deduplicated(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    first = kafka_python_batch(42, 1, 0, 3)
+    assert log.append_as_leader(first, leader_epoch=0, now_ms=TS).last_offset == 2
+    retry = log.append_as_leader(first, leader_epoch=0, now_ms=TS)
+    assert retry.duplicate
+    assert (retry.first_offset, retry.last_offset) == (0, 2)
+    assert retry.max_timestamp == TS + 2
+    gap = log.append_as_leader(kafka_python_batch(42, 1, 4, 1), leader_epoch=0, now_ms=TS)
+    assert gap.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    log.close()
+
+
+def test_log_manager_restart_keeps_producer_state(tmp_path: Path) -> None:
+    from tidelog.model import TopicPartition
+    from tidelog.storage.log_manager import LogManager
+
+    tp = TopicPartition("t", 0)
+    manager = LogManager([tmp_path], LogConfig(), now_ms=TS)
+    log = manager.get_or_create_log(tp, LogConfig())
+    log.append_as_leader(pbatch(1, 0, 0, 2), leader_epoch=0, now_ms=TS)
+    expected = state(log)
+    manager.close()
+    manager = LogManager([tmp_path], LogConfig(), now_ms=TS)
+    log2 = manager.get_log(tp)
+    assert log2 is not None
+    assert state(log2) == expected
+    retry = log2.append_as_leader(pbatch(1, 0, 0, 2), leader_epoch=0, now_ms=TS)
+    assert retry.duplicate
+    assert retry.first_offset == 0
+    manager.close()
