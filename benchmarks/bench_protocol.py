@@ -32,7 +32,13 @@ def bench(name: str, fn: Callable[[], object], number: int = 20000) -> float:
 
 
 def main() -> None:
-    warm_up()
+    import time
+
+    started = time.perf_counter()
+    count = warm_up()
+    print(
+        f"warm_up: {count} request schemas (+ responses) in {time.perf_counter() - started:.2f} s"
+    )
     records = b"\x00" * 1024
     topic_id = uuid.uuid4()
 
@@ -151,6 +157,13 @@ def main() -> None:
         ),
     )[4:]
     bench("decode_request Produce v10, 1 MiB", lambda: decode_request(big), number=500)
+
+    from tidelog.protocol.codec import decode_response
+
+    (fetch_wire,) = encode_fetch_response(1, 16, fast_fetch)
+    assert isinstance(fetch_wire, bytes)
+    payload = fetch_wire[4:]
+    bench("decode_response Fetch v16, 1 KiB (client side)", lambda: decode_response(1, 16, payload))
 
 
 if __name__ == "__main__":

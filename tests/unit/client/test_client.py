@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,6 +28,9 @@ from tidelog.client.errors import NoCompatibleVersionError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey, narrow_versions
+from tidelog.protocol.codec import api_versions_response, decode_request, encode_response
+from tidelog.protocol.errors import InvalidResponseError
+from tidelog.protocol.framing import FrameDecoder, frame
 
 from .fake_broker import FakeBroker
 
@@ -267,3 +271,37 @@ def _metadata_topic(name: str) -> Any:
     from kio.schema.metadata.v12.request import MetadataRequestTopic
 
     return MetadataRequestTopic(topic_id=None, name=name)
+
+
+def test_an_undecodable_response_fails_that_request_only() -> None:
+    async def main() -> None:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            decoder = FrameDecoder()
+            while data := await reader.read(65536):
+                for payload in decoder.feed(data):
+                    header, _body = decode_request(payload)
+                    if header.api_key == ApiKey.API_VERSIONS:
+                        writer.write(
+                            encode_response(header, api_versions_response(header.api_version))
+                        )
+                    else:  # the right correlation id, then garbage
+                        writer.write(frame(struct.pack(">i", header.correlation_id) + b"\xff" * 3))
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = await BrokerConnection.connect("127.0.0.1", port)
+        try:
+            request = MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+            with pytest.raises(InvalidResponseError, match="cannot decode API 3 v12 response"):
+                await conn.send(request)
+            assert not conn.is_closed
+        finally:
+            await conn.close()
+            server.close()
+
+    asyncio.run(main())
