@@ -109,3 +109,44 @@ def read_all(bootstrap: str, topic: str, partition: int) -> list[Any]:
                 continue
             out.extend(records)
             offset = records[-1].offset + 1
+
+
+def create_partitions(bootstrap: str, topic: str, count: int) -> None:
+    """CreatePartitions (API 37) v1: grow ``topic`` to ``count`` partitions."""
+    import datetime
+
+    from kio.schema.create_partitions.v1 import request as m
+
+    with BlockingClient(bootstrap) as client:
+        response = client.send(
+            m.CreatePartitionsRequest(
+                topics=(m.CreatePartitionsTopic(name=topic, count=count, assignments=None),),
+                timeout=datetime.timedelta(seconds=30),
+                validate_only=False,
+            )
+        )
+    assert all(r.error_code == 0 for r in response.results), response
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """DeleteRecords (API 21) v1: move the log start offset of one partition to ``before``."""
+    import datetime
+
+    from kio.schema.delete_records.v1 import request as m
+
+    with BlockingClient(bootstrap) as client:
+        response = client.send(
+            m.DeleteRecordsRequest(
+                topics=(
+                    m.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=(
+                            m.DeleteRecordsPartition(partition_index=partition, offset=before),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            )
+        )
+    codes = [p.error_code for t in response.topics for p in t.partitions]
+    assert codes == [0], response
