@@ -10,6 +10,8 @@ from tests.harness import BrokerProcess
 from tests.spark.conftest import create_topic, produce, read_all, unique
 from tidelog.client import Record
 
+PySparkException = pytest.importorskip("pyspark.errors").PySparkException
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
@@ -133,3 +135,85 @@ def test_batch_read_offset_ranges_and_min_partitions(spark: Any, broker: BrokerP
         .load()
     )
     assert {bytes(r.value).decode() for r in assign.collect()} == {f"1:{i}" for i in range(100)}
+
+
+def _error_text(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    return str(excinfo.value)
+
+
+def test_bad_options_fail_with_a_message_naming_them(spark: Any, broker: BrokerProcess) -> None:
+    topic = create_topic(broker.bootstrap, unique("badopts"))
+    with pytest.raises(PySparkException) as info:
+        (
+            spark.read.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("assign", f'{{"{topic}": [0]}}')
+            .load()
+            .collect()
+        )
+    assert (
+        "exactly one of the options 'subscribe', 'subscribePattern', 'assign' must be given "
+        "(got 'subscribe', 'assign')"
+    ) in _error_text(info)
+
+    with pytest.raises(PySparkException) as info:
+        (
+            spark.read.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffset", "earliest")  # typo of startingOffsets
+            .load()
+            .collect()
+        )
+    assert "unknown option 'startingoffset' for a tidelog batch read" in _error_text(info)
+
+    df = spark.createDataFrame([("k", 1)], "key string, amount int")
+    with pytest.raises(PySparkException) as info:
+        (
+            df.write.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+    assert "the data to write has no 'value' column" in _error_text(info)
+
+    with pytest.raises(PySparkException) as info:
+        (
+            spark.readStream.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("endingOffsets", "latest")
+            .load()
+            .writeStream.format("console")
+            .start()
+            .processAllAvailable()
+        )
+    assert "option 'endingOffsets' is for batch queries only" in _error_text(info)
+
+
+def test_deleted_offsets_follow_fail_on_data_loss(spark: Any, broker: BrokerProcess) -> None:
+    from tests.spark.conftest import delete_records
+
+    topic = create_topic(broker.bootstrap, unique("loss"))
+    produce(broker.bootstrap, topic, 0, [Record(str(i).encode()) for i in range(100)])
+    delete_records(broker.bootstrap, topic, 0, 50)
+
+    def read(fail_on_data_loss: str) -> Any:
+        return (
+            spark.read.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", f'{{"{topic}": {{"0": 10}}}}')
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+        )
+
+    with pytest.raises(PySparkException) as info:
+        read("true").collect()
+    assert f"{topic}-0: offsets [10, 50) were deleted (log start offset is now 50)" in (
+        _error_text(info)
+    )
+    assert "set the option 'failOnDataLoss' to false" in _error_text(info)
+    assert sorted(r.offset for r in read("false").collect()) == list(range(50, 100))
