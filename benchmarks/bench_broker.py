@@ -15,6 +15,7 @@ The broker is a real process on a free loopback port, started and stopped by PID
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -68,7 +69,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, size: int, seconds: float) -> tuple[int, float]:
+def produce(
+    bootstrap: str, topic: str, size: int, seconds: float, partition: int = 0
+) -> tuple[int, float]:
     """Send for ``seconds``; return (acknowledged records, elapsed until the last ack)."""
     producer = Producer(
         {
@@ -90,7 +93,7 @@ def produce(bootstrap: str, topic: str, size: int, seconds: float) -> tuple[int,
     while time.perf_counter() < stop:
         for _ in range(1000):
             try:
-                producer.produce(topic, value, partition=0)
+                producer.produce(topic, value, partition=partition)
                 sent += 1
             except BufferError:
                 producer.poll(0.01)
@@ -102,7 +105,61 @@ def produce(bootstrap: str, topic: str, size: int, seconds: float) -> tuple[int,
     return sent, elapsed
 
 
-def catch_up(bootstrap: str, topic: str, expected: int) -> float:
+def produce_parallel(
+    bootstrap: str, topic: str, size: int, seconds: float, processes: int
+) -> tuple[int, float]:
+    """``processes`` producer processes, one partition each; (total records, longest time)."""
+    if processes == 1:
+        return produce(bootstrap, topic, size, seconds)
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        results = pool.starmap(
+            produce, [(bootstrap, topic, size, seconds, p) for p in range(processes)]
+        )
+    return sum(r[0] for r in results), max(r[1] for r in results)
+
+
+def request_rate(host: str, port: int, topic: str, seconds: float) -> float:
+    """Small pipelined Produce requests (one 100 B record, acks=1) on one connection, up
+    to 500 in flight: the broker's per-request cost, since the client only writes
+    pre-encoded bytes. Returns answered requests per second."""
+    import socket
+
+    from kio.index import load_request_schema
+
+    from tidelog.protocol.codec import RequestHeader, encode_request
+    from tidelog.protocol.framing import FrameDecoder
+    from tidelog.server.messages import build
+
+    records = build_batch([Record(value=b"x" * 100)], base_timestamp_ms=1)
+    body = build(
+        load_request_schema(0, 9),
+        {
+            "acks": 1,
+            "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    frame = encode_request(RequestHeader(0, 9, 1, "bench"), body)
+    burst = frame * 100
+    decoder = FrameDecoder(1 << 30)
+    answered = sent = 0
+    with socket.create_connection((host, port)) as sock:
+        start = time.perf_counter()
+        stop = start + seconds
+        while True:
+            now = time.perf_counter()
+            if now < stop and sent - answered <= 400:
+                sock.sendall(burst)
+                sent += 100
+                continue
+            if answered >= sent:
+                break
+            answered += len(decoder.feed(sock.recv(1 << 20)))
+        elapsed = time.perf_counter() - start
+    return answered / elapsed
+
+
+def catch_up(bootstrap: str, topic: str, expected: int, partitions: int = 1) -> float:
     """Read the partition from the earliest offset to ``expected`` records; seconds taken."""
     consumer = Consumer(
         {
@@ -114,7 +171,7 @@ def catch_up(bootstrap: str, topic: str, expected: int) -> float:
             "queued.max.messages.kbytes": 1_048_576,
         }
     )
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
     deadline = start + 300
@@ -134,6 +191,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--sizes", default="100,10240")
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        help="producer processes in parallel (one partition each), to find the broker's limit",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
         directory = Path(tmp)
@@ -150,24 +213,37 @@ def main() -> int:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for size in (int(s) for s in args.sizes.split(",")):
                 topic = f"bench-{size}"
-                admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+                admin.create_topics([NewTopic(topic, args.producers, 1)])[topic].result(10)
                 pid = broker.process.pid if broker.process else 0
                 cpu0 = cpu_seconds(pid)
-                sent, elapsed = produce(broker.bootstrap, topic, size, args.seconds)
+                sent, elapsed = produce_parallel(
+                    broker.bootstrap, topic, size, args.seconds, args.producers
+                )
                 cpu1 = cpu_seconds(pid)
                 rate = sent / elapsed
                 print(
-                    f"produce {size:>6} B acks=1 ({args.event_loop}): {rate:10.0f} records/s "
-                    f"{rate * size / MB:8.1f} MB/s  ({sent} records in {elapsed:.1f} s, "
-                    f"broker CPU {(cpu1 - cpu0) / elapsed:.0%})"
+                    f"produce {size:>6} B acks=1 x{args.producers} ({args.event_loop}): "
+                    f"{rate:10.0f} records/s {rate * size / MB:8.1f} MB/s  "
+                    f"({sent} records in {elapsed:.1f} s, broker CPU {(cpu1 - cpu0) / elapsed:.0%})"
                 )
-                took = catch_up(broker.bootstrap, topic, sent)
+                took = catch_up(broker.bootstrap, topic, sent, args.producers)
                 cpu2 = cpu_seconds(pid)
                 print(
                     f"catch-up {size:>5} B ({args.event_loop}):       "
                     f"{sent / took:10.0f} records/s {sent * size / took / MB:8.1f} MB/s  "
                     f"({took:.1f} s, broker CPU {(cpu2 - cpu1) / took:.0%})"
                 )
+            topic = "bench-requests"
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+            pid = broker.process.pid if broker.process else 0
+            cpu0 = cpu_seconds(pid)
+            started = time.perf_counter()
+            rate = request_rate(broker.host, broker.port, topic, args.seconds)
+            cpu = (cpu_seconds(pid) - cpu0) / (time.perf_counter() - started)
+            print(
+                f"pipelined 1-record Produce requests ({args.event_loop}): {rate:8.0f} requests/s"
+                f"  (broker CPU {cpu:.0%})"
+            )
             del admin
         finally:
             broker.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -280,3 +281,24 @@ def test_acks_all_long_poll_timeout_and_init_producer_id(broker: BrokerProcess) 
     )
     assert body.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     raw.close()
+
+
+def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(broker: BrokerProcess) -> None:
+    raw = Raw(broker)
+    topic = f"minisr-{uuid.uuid4().hex[:8]}"
+    assert create(raw, topic, **{"min.insync.replicas": "2"}).error_code == ErrorCode.NONE
+    refused = produce(raw, topic, 0, batch(b"all"), acks=-1)
+    assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS  # the ISR is this broker alone
+    assert produce(raw, topic, 0, batch(b"one"), acks=1).base_offset == 0
+    part = fetch(raw, topic, 0, 0)
+    assert b"one" in part.records
+    assert b"all" not in part.records  # refused before the append: nothing written
+    raw.close()
+
+
+def test_idle_connections_are_closed(new_broker: Callable[..., BrokerProcess]) -> None:
+    broker = new_broker({"connections.max.idle.ms": "500"})
+    idle = Raw(broker)
+    assert idle.is_closed_by_peer()  # within the 10 s read timeout; nothing was pending
+    idle.close()
+    assert broker.alive()

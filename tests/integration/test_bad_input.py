@@ -148,6 +148,22 @@ def test_bad_batches_get_kafka_errors_and_write_nothing(
     assert produce(raw, "bad/name", 0, good).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert produce(raw, topic, 0, good, acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
     raw.close()
+    # acks=0 gets no response, so a failed acks=0 produce closes the connection (as Kafka).
+    raw = Raw(broker)
+    _cid, frame = raw.encode(
+        ApiKey.PRODUCE,
+        PRODUCE_V,
+        {
+            "acks": 0,
+            "timeout": 1000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": bytes(corrupt)}]}
+            ],
+        },
+    )
+    raw.send_bytes(frame)
+    assert raw.is_closed_by_peer()
+    raw.close()
     assert_still_serving(broker, topic, values)
 
 

@@ -115,3 +115,50 @@ def test_invalid_config_stops_start_up_naming_the_key(tmp_path: object) -> None:
             process.start(timeout=30)
         assert "exited with 2" in str(info.value)
         assert expected in str(info.value)
+
+
+def test_sigterm_answers_parked_long_polls_before_closing(
+    new_broker: Callable[..., BrokerProcess],
+) -> None:
+    from tests.integration.rawclient import FETCH_V, Raw, batch, create, produce
+    from tidelog.protocol.apis import ApiKey
+    from tidelog.protocol.codec import decode_response
+
+    broker = new_broker()
+    raw = Raw(broker)
+    assert create(raw, "parked").error_code == 0
+    assert produce(raw, "parked", 0, batch(b"x")).error_code == 0
+    correlation_id, frame = raw.encode(
+        ApiKey.FETCH,
+        FETCH_V,
+        {
+            "replica_id": -1,
+            "max_wait": 60_000,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": "parked",
+                    "partitions": [
+                        {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20}
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    raw.send_bytes(frame)
+    time.sleep(0.5)  # let the fetch park (nothing above offset 1 yet)
+    assert broker.stop() == 0
+    answer = raw.recv_frame()
+    assert answer is not None  # answered (empty), not just dropped
+    got_id, body = decode_response(ApiKey.FETCH, FETCH_V, answer)
+    assert got_id == correlation_id
+    part = body.responses[0].partitions[0]
+    assert (part.error_code, part.high_watermark, part.records) == (0, 1, b"")
+    assert raw.recv_frame() is None  # then the connection is closed
+    raw.close()

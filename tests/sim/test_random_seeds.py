@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.testing.soak import replay_command, run_seed
+from tidelog.testing.soak import SeedResult, replay_command, run_seed
 
 pytestmark = pytest.mark.sim
 
@@ -44,11 +44,27 @@ def test_checker_catches_unclean_election_losses() -> None:
     assert any(r.lost_acked for r in caught)
 
 
+def first_failing_seeds(count: int, limit: int, **flags: bool) -> list[SeedResult]:
+    """The first ``count`` failing seeds below ``limit`` (deterministic, so cheap to find)."""
+    found: list[SeedResult] = []
+    for seed in range(limit):
+        result = run_seed(seed, **flags)
+        if not result.ok:
+            found.append(result)
+            if len(found) == count:
+                break
+    return found
+
+
 def test_checker_catches_hw_truncation_losses() -> None:
-    results = [run_seed(seed, old_hw_truncation=True) for seed in range(300)]
-    caught = [r for r in results if not r.ok]
-    assert caught, "the pre-KIP-101 rule lost nothing in 300 seeds"
+    """Seed 002's window is narrow (about 1 seed in 250 hits it); the sweep finds it."""
+    caught = first_failing_seeds(2, 2000, old_hw_truncation=True)
+    assert caught, "the pre-KIP-101 rule lost nothing in 2000 seeds"
+    loss_kinds = {"committed-data-lost", "log-matching", "acked-lost"}
+    assert all(r.violations[0].kind in loss_kinds for r in caught)
     assert any(r.lost_acked for r in caught)
+    # The same seeds with leader epochs keep every invariant.
+    assert all(run_seed(r.seed).ok for r in caught)
 
 
 def test_checker_catches_power_loss_losses() -> None:

@@ -229,3 +229,35 @@ def test_same_seed_same_run() -> None:
     assert a.trace == b.trace
     assert a.stats == b.stats
     assert len(a.trace) > 5
+
+
+# ---- a zombie leader: a GC pause longer than the ZooKeeper session ---------------------
+
+
+def test_zombie_leader_cannot_acknowledge_acks_all() -> None:
+    """The leader freezes past its session; the controller elects broker 1. Produces queued
+    at the frozen leader are appended when it wakes, but acks=all cannot complete — the HW
+    waits for the ISR, which includes the new leader, and the zombie's AlterPartition is
+    fenced — so only acks=1 writes are acknowledged and then lost, as Kafka documents."""
+    config = SimConfig(brokers=3, replication_factor=3, min_insync_replicas=2, net_delay_ms=(2, 2))
+    sim = Simulation(config, seed=7)
+    sim.run_for(50)
+    before = [produce_acked(sim) for _ in range(3)]
+    sim.pause(B0, 600, session_expires=True)
+    all_rid = sim.produce(TP, -1)  # both reach the frozen leader and wait in its queue
+    one_rid = sim.produce(TP, 1)
+    sim.run_for(config.zookeeper_session_timeout_ms + 20)
+    assert sim.states[TP].leader == B1  # elected while broker 0 is frozen
+    assert sim.states[TP].leader_epoch == 1
+    after = produce_acked(sim)  # the new leader takes writes
+    sim.run_until(sim.brokers[B0].paused_until)  # the zombie wakes, still leader of epoch 0
+    assert sim.brokers[B0].partitions[TP].is_leader
+    assert log(sim, B0)[-2:] == [all_rid, one_rid]  # it appended both
+    assert sim.run_until_true(lambda: all_rid in sim.outcomes, 2000)
+    assert sim.outcomes[all_rid] is not ErrorCode.NONE  # never acknowledged
+    assert sim.outcomes[one_rid] is ErrorCode.NONE  # acks=1: the zombie answered ...
+    sim.settle(1000)
+    assert sim.brokers[B0].partitions[TP].leader_id == B1
+    assert one_rid not in log(sim, B0)  # ... and the record was truncated away
+    assert log(sim, B0) == log(sim, B1) == log(sim, B2) == [*before, after]
+    assert sim.checker.violations == []

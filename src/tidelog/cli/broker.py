@@ -57,9 +57,14 @@ def run(args: argparse.Namespace) -> int:
     for key in sorted(config.ignored):
         logging.getLogger("tidelog.broker").info("ignoring Kafka setting %s (no effect here)", key)
 
-    if args.event_loop == "uvloop":
-        return uvloop.run(run_broker(config))
-    return asyncio.run(run_broker(config))
+    try:
+        if args.event_loop == "uvloop":
+            return uvloop.run(run_broker(config))
+        return asyncio.run(run_broker(config))
+    except OSError as exc:
+        # Port in use, log dir not writable, ...: a local fault, said plainly.
+        print(f"tidelog broker: cannot start: {exc}", file=sys.stderr)
+        return 1
 
 
 COMMANDS["broker"] = ("run one tidelog broker", add_arguments, run)

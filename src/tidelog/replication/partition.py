@@ -170,11 +170,13 @@ class ReplicaState:
             or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms
         )
 
-    def reset(self, *, now_ms: int, leader_log_end_offset: int, in_sync: bool) -> None:
-        """A new leader epoch: the LEO is unknown until the follower fetches again."""
+    def reset(self, *, now_ms: int, in_sync: bool) -> None:
+        """A new leader epoch (Kafka's resetReplicaState): the LEO is unknown until the
+        follower fetches again; an ISR member counts as caught up now (so it gets a full
+        ``replica.lag.time.max.ms`` to fetch), any other follower as never."""
         self.log_end_offset = UNKNOWN_OFFSET
-        self.last_fetch_leader_log_end_offset = leader_log_end_offset
-        self.last_fetch_time_ms = now_ms if in_sync else 0
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = now_ms if in_sync else 0
 
 
@@ -255,7 +257,7 @@ class Partition:
                 r: ReplicaState(broker_id=r) for r in replicas if r != self.local_broker_id
             }
             for r, rs in self.replica_states.items():
-                rs.reset(now_ms=now_ms, leader_log_end_offset=log_end_offset, in_sync=r in isr_set)
+                rs.reset(now_ms=now_ms, in_sync=r in isr_set)
         else:
             # Same epoch, newer partition state (e.g. the controller removed a dead follower):
             # keep follower progress; a smaller ISR may let the HW move.

@@ -43,14 +43,13 @@ from tidelog.server.config import (
 )
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
-from tidelog.server.network import Response
+from tidelog.server.network import CloseConnection, Response
 from tidelog.server.replica_manager import (
     FetchRequestPartition,
     FetchResult,
     ProduceResult,
     ReplicaManager,
     effective_topic_config,
-    now_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -302,6 +301,12 @@ class KafkaApis:
             return Response([frame])
 
         if acks == 0:
+            failed = [tp for tp, (r, _req) in appended.items() if r.error != ErrorCode.NONE]
+            failed += list(early)
+            if failed:
+                # Kafka closes the connection when an acks=0 produce fails: the client has no
+                # other way to learn of it, and reconnecting makes it refresh its metadata.
+                raise CloseConnection(f"acks=0 produce to {failed[0]} failed")
             return None
         results = {tp: result for tp, (result, _req) in appended.items()}
         results.update(early)
@@ -346,7 +351,12 @@ class KafkaApis:
                     continue
                 tp = TopicPartition(name, int(part.partition))
                 requests.append(
-                    FetchRequestPartition(tp, int(part.fetch_offset), int(part.partition_max_bytes))
+                    FetchRequestPartition(
+                        tp,
+                        int(part.fetch_offset),
+                        int(part.partition_max_bytes),
+                        int(getattr(part, "current_leader_epoch", -1)),
+                    )
                 )
                 keys.append((name, topic_id))
         max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
@@ -393,8 +403,16 @@ class KafkaApis:
             if not future.done():
                 future.set_result(make_response(results))
 
+        # replica_id: a top-level field before v15, inside replica_state from v15 (KIP-903).
+        replica_state = getattr(body, "replica_state", None)
+        replica_id = int(
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(body, "replica_id", -1)
+        )
         self.replica_manager.fetch(
             requests,
+            replica_id=replica_id,
             max_bytes=max_bytes,
             min_bytes=min_bytes if not unknown else 0,
             max_wait_ms=max_wait_ms,
@@ -413,15 +431,27 @@ class KafkaApis:
             for part in topic.partitions:
                 tp = TopicPartition(topic.name, int(part.partition_index))
                 partitions.append(
-                    {"partition_index": tp.partition, **self._list_offset(tp, int(part.timestamp))}
+                    {
+                        "partition_index": tp.partition,
+                        **self._list_offset(
+                            tp,
+                            int(part.timestamp),
+                            int(getattr(part, "current_leader_epoch", -1)),
+                        ),
+                    }
                 )
             topics.append({"name": topic.name, "partitions": partitions})
         return self._respond(header, {"topics": topics})
 
-    def _list_offset(self, tp: TopicPartition, timestamp: int) -> dict[str, Any]:
+    def _list_offset(
+        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int
+    ) -> dict[str, Any]:
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        error = hosted.partition.validate_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return {"error_code": error}
         the_log = hosted.log
         hw = hosted.partition.high_watermark
         epoch = hosted.partition.leader_epoch
@@ -836,4 +866,4 @@ class KafkaApis:
         )
 
 
-__all__ = ["KafkaApis", "now_ms"]
+__all__ = ["KafkaApis"]

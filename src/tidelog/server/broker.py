@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import (
     RequestHeader,
@@ -167,6 +167,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
         log.info(
             "tidelog broker %d serving on %s:%d (%d topics)",
             self.config.broker_id,
@@ -208,6 +209,20 @@ class Broker:
             except OSError:
                 log.exception("flush failed")
 
+    async def _idle_connections_loop(self) -> None:
+        """Kafka's ``connections.max.idle.ms``: close connections idle that long (-1: never)."""
+        max_idle_ms = self.config.get_int("connections.max.idle.ms")
+        if max_idle_ms < 0:
+            return
+        max_idle_s = max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max_idle_s, 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.is_idle(now, max_idle_s):
+                    log.info("closing connection from %s: idle for %d ms", conn.peer, max_idle_ms)
+                    conn.close()
+
     def request_stop(self) -> None:
         self._stopping.set()
 
@@ -224,9 +239,12 @@ class Broker:
             self._server.close()
         for task in self._tasks:
             task.cancel()
-        # Parked requests answer now, with what they have.
+        # Parked requests answer now, with what they have. Their answers travel through two
+        # layers of future callbacks (handler -> dispatcher -> connection), each one loop
+        # iteration, before they are written: let those run before closing the sockets.
         self.replica_manager.shutdown()
-        await asyncio.sleep(0)
+        for _ in range(5):
+            await asyncio.sleep(0)
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:
@@ -245,4 +263,4 @@ async def run_broker(config: BrokerConfig) -> int:
     return 0
 
 
-__all__ = ["Broker", "Dispatcher", "ErrorCode", "run_broker"]
+__all__ = ["Broker", "Dispatcher", "run_broker"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.replication.partition import Partition
+from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config import LONG_MAX, BrokerConfig
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.storage.log import FetchSlice, Log, LogConfig
@@ -82,6 +82,8 @@ class FetchRequestPartition:
     tp: TopicPartition
     fetch_offset: int
     max_bytes: int
+    #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
+    current_leader_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -111,30 +113,47 @@ class ReplicaManager:
         topic_id: uuid.UUID,
         topic_config: Mapping[str, object],
         high_watermark: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        partition_epoch: int = 0,
+        replicas: Sequence[BrokerId] | None = None,
+        isr: Sequence[BrokerId] | None = None,
     ) -> HostedPartition:
-        """Host ``tp`` as its only replica and leader (single broker: ISR = {self})."""
+        """Host ``tp`` as leader. Alone (the defaults) this broker is the only replica and the
+        ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
+        a controller passes the epochs, replicas and ISR it decided."""
+        existing = self.partitions.get(tp)
         the_log = self.log_manager.get_or_create_log(tp, log_config_for(topic_config), topic_id)
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
-        partition = Partition(
-            tp,
-            self.broker_id,
-            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
-            min_insync_replicas=min_isr,
-        )
+        if existing is not None:
+            partition = existing.partition
+            partition.min_insync_replicas = min_isr
+        else:
+            partition = Partition(
+                tp,
+                self.broker_id,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_isr,
+            )
         cache = the_log.leader_epoch_cache
-        latest = cache.latest_epoch() if hasattr(cache, "latest_epoch") else None
-        leader_epoch = latest if isinstance(latest, int) and latest >= 0 else 0
+        if leader_epoch is None:
+            latest = cache.latest_epoch()
+            leader_epoch = latest if latest is not None and latest >= 0 else 0
+        now = now_ms()
         partition.make_leader(
             leader_epoch=leader_epoch,
-            partition_epoch=0,
-            replicas=[self.broker_id],
-            isr=[self.broker_id],
+            partition_epoch=partition_epoch,
+            replicas=list(replicas) if replicas is not None else [self.broker_id],
+            isr=list(isr) if isr is not None else [self.broker_id],
             log_end_offset=the_log.log_end_offset,
             high_watermark=the_log.log_end_offset if high_watermark is None else high_watermark,
-            now_ms=now_ms(),
+            now_ms=now,
             epoch_cache=cache,
         )
+        # Kafka's leader moves the HW at once when it can (alone: to the log end offset, so
+        # records past a stale checkpointed HW are readable right after a restart).
+        partition.maybe_increment_high_watermark(now)
         hosted = HostedPartition(the_log, partition, topic_id)
         self.partitions[tp] = hosted
         return hosted
@@ -210,8 +229,11 @@ class ReplicaManager:
 
     # --- fetch -----------------------------------------------------------------------
 
-    def read(self, requests: Sequence[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
-        """Rule 3: read up to the high watermark; the first non-empty read may exceed limits."""
+    def read(
+        self, requests: Sequence[FetchRequestPartition], max_bytes: int, replica_id: int = -1
+    ) -> list[FetchResult]:
+        """Rule 3: consumers read up to the high watermark, follower replicas (``replica_id``
+        >= 0) up to the log end offset; the first non-empty read may exceed the limits."""
         results = []
         budget = max_bytes
         got_any = False
@@ -223,13 +245,13 @@ class ReplicaManager:
             hw = hosted.partition.high_watermark
             the_log = hosted.log
             records = None
-            error = ErrorCode.NONE
-            if budget > 0 or not got_any:
+            error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
+            if error == ErrorCode.NONE and (budget > 0 or not got_any):
                 try:
                     records = the_log.read(
                         request.fetch_offset,
                         max(0, min(request.max_bytes, budget)),
-                        max_offset=hw,
+                        max_offset=hw if replica_id < 0 else None,
                         min_one_batch=not got_any,
                     )
                 except KafkaError as exc:
@@ -248,10 +270,43 @@ class ReplicaManager:
         min_bytes: int,
         max_wait_ms: int,
         respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
     ) -> None:
-        """Rule 4: answer now if enough is there (or on any error), else park."""
-        op = DelayedFetch(self, requests, max_bytes, min_bytes, max_wait_ms, respond)
+        """Rule 4: answer now if enough is there (or on any error), else park.
+
+        A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
+        end offset (rule 2) - before any wait, so the HW can move and release acks=all
+        produces at once (Kafka's fetchMessages -> updateFollowerFetchState).
+        """
+        if replica_id >= 0:
+            self.update_follower_fetch_state(BrokerId(replica_id), requests)
+        op = DelayedFetch(self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id)
         self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
+
+    def update_follower_fetch_state(
+        self, replica_id: BrokerId, requests: Sequence[FetchRequestPartition]
+    ) -> None:
+        now = now_ms()
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if hosted is None or not hosted.partition.is_leader:
+                continue
+            result = hosted.partition.update_follower_fetch_state(
+                replica_id,
+                fetch_offset=request.fetch_offset,
+                leader_log_end_offset=hosted.log.log_end_offset,
+                now_ms=now,
+            )
+            if result.high_watermark_moved:
+                self.produce_purgatory.check_and_complete(request.tp)
+                self.fetch_purgatory.check_and_complete(request.tp)
+            if result.proposal is not None:
+                self.on_alter_partition(result.proposal)
+
+    def on_alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        """An ISR change for the controller (AlterPartition, rule 5). A broker running with a
+        controller replaces this; alone, the ISR never changes (only this broker is in it)."""
+        log.warning("ISR change %s proposed but no controller is attached", proposal)
 
     def shutdown(self) -> None:
         self.produce_purgatory.complete_all()
@@ -306,7 +361,7 @@ class DelayedProduce(DelayedOperation):
 class DelayedFetch(DelayedOperation):
     """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable."""
 
-    __slots__ = ("_manager", "_max_bytes", "_min_bytes", "_requests", "_respond")
+    __slots__ = ("_manager", "_max_bytes", "_min_bytes", "_replica_id", "_requests", "_respond")
 
     def __init__(  # noqa: PLR0917
         self,
@@ -316,9 +371,11 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         max_wait_ms: int,
         respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
     ) -> None:
         super().__init__(max_wait_ms)
         self._manager = manager
+        self._replica_id = replica_id
         self._requests = requests
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
@@ -331,13 +388,19 @@ class DelayedFetch(DelayedOperation):
             if hosted is None:
                 return self.force_complete()
             the_log = hosted.log
-            hw = hosted.partition.high_watermark
+            # Followers may read up to the log end offset, consumers up to the HW.
+            hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
+            if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
+                return self.force_complete()  # fenced / not leader: answer the error now
             if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
                 return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
             if request.fetch_offset < hw:
                 try:
                     piece = the_log.read(
-                        request.fetch_offset, request.max_bytes, max_offset=hw, min_one_batch=True
+                        request.fetch_offset,
+                        request.max_bytes,
+                        max_offset=hw if self._replica_id < 0 else None,
+                        min_one_batch=True,
                     )
                 except KafkaError:
                     return self.force_complete()
@@ -348,7 +411,7 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        self._respond(self._manager.read(self._requests, self._max_bytes))
+        self._respond(self._manager.read(self._requests, self._max_bytes, self._replica_id))
 
 
 def effective_topic_config(

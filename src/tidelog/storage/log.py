@@ -65,7 +65,7 @@ from tidelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
-from tidelog.storage.record_scan import first_record_at_or_after
+from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -339,6 +339,10 @@ class Log:
             epoch_starts += result.epoch_starts
             if result.error is not None:
                 if result.next_offset < recovery_point:
+                    # The scan rewrote this segment's indexes; drop them so the next open
+                    # rebuilds (and re-checks) again instead of trusting a partial index.
+                    seg.offset_index.path.unlink(missing_ok=True)
+                    seg.time_index.path.unlink(missing_ok=True)
                     raise CorruptLogError(
                         seg.log_path, result.valid_size, result.next_offset, result.error
                     )
@@ -361,8 +365,6 @@ class Log:
                     later.delete_files()
                 del segments[i + 1 :]
             i += 1
-        if segments and segments[-1].is_empty and len(segments) > 1:
-            pass  # an empty active segment after a roll is normal
         return epoch_starts
 
     def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
@@ -644,19 +646,51 @@ class Log:
         return b"" if fetched is None else fetched.read_bytes()
 
     def latest_timestamp(self) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the batch carrying the largest timestamp (ListOffsets -3).
+        """``(offset, timestamp)`` of the first record carrying the largest timestamp at or
+        after the log start offset (ListOffsets -3, KIP-734), or None if there is none.
 
-        The offset is the last offset of that batch (Kafka's "shallow" offset of the max
-        timestamp, as kept in the time index); ties go to the earliest batch.
+        Segments know the batch holding their max timestamp, so normally one batch is
+        decoded; only a segment straddling the log start is searched batch by batch.
         """
         with self._lock:
-            best: tuple[int, int] | None = None
+            self._check_open()
+            start = self._log_start_offset
+            best: tuple[int, int] | None = None  # (timestamp, offset)
             for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[1]):
-                    if seg.offset_of_max_timestamp < self._log_start_offset:
-                        continue
-                    best = (seg.offset_of_max_timestamp, seg.max_timestamp)
-            return best
+                if seg.next_offset <= start or seg.max_timestamp < 0:
+                    continue
+                if best is not None and seg.max_timestamp <= best[0]:
+                    continue
+                found = seg.find_batch(seg.offset_of_max_timestamp)
+                candidate: tuple[int, int] | None = None
+                if found is not None and found[1].base_offset >= start:
+                    position, header = found
+                    hit = first_record_at_or_after(
+                        seg.read_bytes(position, header.size), seg.max_timestamp
+                    )
+                    if hit is not None:
+                        candidate = (hit[1], hit[0])
+                else:
+                    candidate = self._max_record_from(seg, start)
+                if candidate is not None and (best is None or candidate[0] > best[0]):
+                    best = candidate
+            return None if best is None else (best[1], best[0])
+
+    def _max_record_from(self, seg: LogSegment, start: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record at or after ``start`` carrying the
+        largest timestamp among this segment's records from ``start`` on."""
+        found = seg.find_batch(start)
+        if found is None:
+            return None
+        best: tuple[int, int] | None = None
+        for position, header in seg.headers_from(found[0]):
+            if best is not None and header.max_timestamp <= best[0]:
+                continue
+            batch = seg.read_bytes(position, header.size)
+            for offset, timestamp in record_offsets_and_timestamps(batch):
+                if offset >= start and (best is None or timestamp > best[0]):
+                    best = (timestamp, offset)
+        return best
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.
@@ -886,7 +920,8 @@ class Log:
         """fsync the segments holding offsets below ``target``, then move the recovery
         point there unless a truncation happened meanwhile."""
         with self._lock:
-            self._check_open()
+            if self._closed:
+                return  # closed or deleted meanwhile (a flush thread racing with close)
             segments = [
                 s
                 for s in self._segments
@@ -899,10 +934,15 @@ class Log:
             if target >= self.log_end_offset:
                 self._unflushed_messages = 0
                 self._last_flush_ms = now_ms
-        for seg in dict.fromkeys(segments):
-            seg.flush()
-        if dir_dirty:
-            fsync_directory(self.directory)
+        try:
+            for seg in dict.fromkeys(segments):
+                seg.flush()
+            if dir_dirty:
+                fsync_directory(self.directory)
+        except OSError:
+            if self._is_closed():  # another thread closed the log meanwhile
+                return  # the files went away under us: nothing left to make durable
+            raise
         with self._lock:
             if generation == self._truncations:
                 self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
@@ -955,6 +995,9 @@ class Log:
 
     @property
     def closed(self) -> bool:
+        return self._closed
+
+    def _is_closed(self) -> bool:
         return self._closed
 
     def _check_open(self) -> None:

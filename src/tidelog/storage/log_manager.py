@@ -50,6 +50,7 @@ class LogManager:
         self._high_watermarks: dict[TopicPartition, int] = {}
         #: Logs refused at load because flushed data failed validation.
         self.offline_logs: dict[TopicPartition, CorruptLogError] = {}
+        self._offline_checkpoints: dict[TopicPartition, tuple[int, int, int | None]] = {}
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._load_dir(log_dir, now_ms)
@@ -84,6 +85,13 @@ class LogManager:
                 logger.error("log %s is offline: %s", tp, exc)
                 self.offline_logs[tp] = exc
                 self._dir_of[tp] = log_dir
+                # Keep its checkpoint entries: losing the recovery point would make the next
+                # start-up treat the damaged flushed data as an unflushed tail and truncate it.
+                self._offline_checkpoints[tp] = (
+                    recovery_points.get(tp, 0),
+                    log_starts.get(tp, 0),
+                    self._high_watermarks.get(tp),
+                )
                 continue
             self._logs[tp] = log
             self._dir_of[tp] = log_dir
@@ -151,6 +159,7 @@ class LogManager:
         self._topic_ids.pop(tp, None)
         self._high_watermarks.pop(tp, None)
         self.offline_logs.pop(tp, None)
+        self._offline_checkpoints.pop(tp, None)
         if log is not None:
             log.delete()
         elif log_dir is not None:
@@ -172,15 +181,20 @@ class LogManager:
                 self._high_watermarks[tp] = hw
         for log_dir in self.log_dirs:
             tps = [tp for tp, d in self._dir_of.items() if d == log_dir and tp in self._logs]
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-                {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
-            )
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {tp: self._logs[tp].recovery_point for tp in tps}
-            )
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: self._logs[tp].log_start_offset for tp in tps}
-            )
+            offline = {
+                tp: saved
+                for tp, saved in self._offline_checkpoints.items()
+                if self._dir_of.get(tp) == log_dir
+            }
+            hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
+            hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
+            recovery = {tp: self._logs[tp].recovery_point for tp in tps}
+            recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
+            starts = {tp: self._logs[tp].log_start_offset for tp in tps}
+            starts.update({tp: start for tp, (_, start, _) in offline.items()})
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
 
     # ------------------------------------------------------------------ periodic work
 

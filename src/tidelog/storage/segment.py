@@ -33,6 +33,9 @@ TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
+_FIRST_HEADER_CHUNK: Final = 8 * 1024
+#: A verify_from_offset above every offset: framing checks only.
+_NO_VERIFY: Final = 2**63
 #: Buffers per pwritev call (Linux IOV_MAX is 1024).
 _IOV_MAX: Final = 1024
 
@@ -279,6 +282,11 @@ class LogSegment:
         self._dirty = True
         if position == 0:
             self.rolling_base_ms = None
+        # The max timestamp and the index state may have come from removed batches:
+        # recompute them from the last index entry on (headers only, no CRC).
+        result = self.scan(verify_from_offset=_NO_VERIFY, full=False)
+        if result.error is not None:
+            raise AssertionError(f"{self.log_path}: valid prefix failed a rescan: {result.error}")
         return removed
 
     # ------------------------------------------------------------------ appends
@@ -332,11 +340,15 @@ class LogSegment:
         pos = position
         buf = b""
         buf_start = position
+        # The first read is small (a lookup usually lands within index.interval.bytes of
+        # the batch wanted, and big batches need one header each); later ones are larger.
+        chunk = _FIRST_HEADER_CHUNK
         while pos < end:
             at = pos - buf_start
             if len(buf) - at < BATCH_HEADER_SIZE:
-                buf = os.pread(self.fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = os.pread(self.fd, min(chunk, end - pos), pos)
                 buf_start, at = pos, 0
+                chunk = _SCAN_CHUNK
             header = parse_header_only(buf, at)
             yield pos, header
             pos += header.size

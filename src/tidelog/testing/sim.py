@@ -17,8 +17,10 @@ Model (what is real and what is simulated):
   AlterPartition requests go through the same compare-and-set on ``partition_epoch``.
 - **Network** between brokers and from clients: random delay (so reordering), drops, and
   partitions between any two brokers. Fetches time out and are retried.
-- **Pauses** (a GC pause, seed 003/004): the broker processes nothing until it resumes; its
-  ZooKeeper session survives the pause (no zombie leaders are modelled).
+- **Pauses** (a GC pause, seed 003/004): the broker processes nothing until it resumes. A
+  pause longer than the ZooKeeper session may expire it (``session_expires``): the
+  controller moves the leaderships, and the broker wakes as a zombie leader until it
+  re-registers with a new broker epoch (KIP-380) and hears the new state.
 - **Clients**: producers with acks 0/1/-1 send to the controller's current leader; a consumer
   per partition reads below the HW from the leader.
 
@@ -66,6 +68,7 @@ class SimConfig:
     net_drop_rate: float = 0.0
     controller_delay_ms: tuple[int, int] = (1, 5)
     flush_interval_ms: int = 100
+    zookeeper_session_timeout_ms: int = 150  # a longer pause may expire the session
     unclean_leader_election: bool = False
     truncate_to_hw_on_follow: bool = False  # the pre-KIP-101 rule (seed 002); sim only
 
@@ -161,7 +164,9 @@ class PendingProduce:
 class SimBroker:
     broker_id: BrokerId
     alive: bool = True
-    incarnation: int = 0
+    incarnation: int = 0  # bumps on crash and restart: messages to an old one are lost
+    broker_epoch: int = 0  # KIP-380: bumps on every registration (restart, re-registration)
+    session_expired: bool = False
     paused_until: int = 0
     backlog: list[tuple[Callable[..., None], tuple[object, ...]]] = field(default_factory=list)
     logs: dict[TopicPartition, SimLog] = field(default_factory=dict)
@@ -205,8 +210,9 @@ class Simulation:
         }
         # --- controller state (ZooKeeper's znodes) ---
         self.live: set[BrokerId] = set(self.brokers)
-        # broker -> registered broker epoch (KIP-380; the incarnation in this model)
+        # broker -> broker epoch of its current registration (KIP-380)
         self.broker_epochs: dict[BrokerId, int] = dict.fromkeys(self.brokers, 0)
+        self._registrations = 0
         self.assignment: dict[TopicPartition, tuple[BrokerId, ...]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.next_record_id = 1
@@ -355,7 +361,7 @@ class Simulation:
 
     def _controller_broker_startup(self, broker: BrokerId) -> None:
         self.live.add(broker)
-        self.broker_epochs[broker] = self.brokers[broker].incarnation
+        self.broker_epochs[broker] = self.brokers[broker].broker_epoch
         for tp, replicas in self.assignment.items():
             if broker not in replicas:
                 continue
@@ -538,7 +544,7 @@ class Simulation:
                 proposal = p.maybe_shrink_isr(self.now_ms)
                 if proposal is not None:
                     self.to_controller(
-                        self._controller_alter_partition, broker, b.incarnation, proposal
+                        self._controller_alter_partition, broker, b.broker_epoch, proposal
                     )
             self._expire_purgatory(b, tp)
         half = self.config.replica_lag_time_max_ms // 2
@@ -709,7 +715,7 @@ class Simulation:
         )  # fmt: skip
         if result.proposal is not None:
             self.to_controller(
-                self._controller_alter_partition, req.leader, b.incarnation, result.proposal
+                self._controller_alter_partition, req.leader, b.broker_epoch, result.proposal
             )
         if result.high_watermark_moved:
             self._after_hw(b, req.tp)
@@ -843,6 +849,7 @@ class Simulation:
         b.purgatory.clear()
         b.backlog.clear()
         b.paused_until = 0
+        b.session_expired = False
         if lose_unflushed:
             for tp, log in b.logs.items():
                 if log.flushed < log.log_end_offset:
@@ -859,6 +866,7 @@ class Simulation:
             return
         b.alive = True
         b.incarnation += 1
+        b.broker_epoch = self._register()
         for log in b.logs.values():
             # Recovery: the epoch cache never runs past the log (Kafka truncates it on load).
             log.cache.truncate_from_end(log.log_end_offset)
@@ -868,7 +876,15 @@ class Simulation:
         self._start_timers(b)
         self._controller_broker_startup(broker)
 
-    def pause(self, broker: BrokerId, duration_ms: int) -> None:
+    def _register(self) -> int:
+        self._registrations += 1
+        return self._registrations
+
+    def pause(self, broker: BrokerId, duration_ms: int, *, session_expires: bool = False) -> None:
+        """A process pause (GC). With ``session_expires`` a pause longer than
+        ``zookeeper.session.timeout.ms`` expires the broker's session: the controller treats it
+        as dead and moves its leaderships while it is frozen; on waking it is a *zombie* — it
+        still believes it leads — until it re-registers and hears the new state."""
         b = self.brokers[broker]
         if not b.alive:
             return
@@ -878,6 +894,16 @@ class Simulation:
         b.paused_until = until
         self.log(f"b{broker} PAUSE until {until}")
         self.to_broker(until, broker, self._resume, broker)
+        if session_expires and duration_ms > self.config.zookeeper_session_timeout_ms:
+            at = self.now_ms + self.config.zookeeper_session_timeout_ms
+            self.schedule(at, self._session_expiry, broker, b.incarnation)
+
+    def _session_expiry(self, broker: BrokerId, incarnation: int) -> None:
+        b = self.brokers[broker]
+        if b.alive and b.incarnation == incarnation and b.paused_until > self.now_ms:
+            b.session_expired = True
+            self.log(f"b{broker} SESSION EXPIRED (paused)")
+            self._controller_broker_failure(broker)
 
     def _resume(self, broker: BrokerId) -> None:
         b = self.brokers[broker]
@@ -887,14 +913,21 @@ class Simulation:
         self.log(f"b{broker} RESUME ({len(backlog)} queued)")
         for fn, args in backlog:
             self.to_broker(self.now_ms, broker, fn, *args)
+        if b.session_expired:
+            # The ZooKeeper client reconnects with a new session and re-registers.
+            b.session_expired = False
+            b.broker_epoch = self._register()
+            self.log(f"b{broker} RE-REGISTERS")
+            self.to_controller(self._controller_broker_startup, broker)
 
-    def block(self, a: BrokerId, b: BrokerId) -> None:
-        """Partition the network between two brokers (both directions)."""
+    def block(self, a: int, b: int) -> None:
+        """Partition the network between two nodes, both directions (brokers by id, or
+        ``CLIENT`` for the producers and consumers)."""
         self.blocked.add((a, b))
         self.blocked.add((b, a))
         self.log(f"net b{a} X b{b}")
 
-    def heal(self, a: BrokerId, b: BrokerId) -> None:
+    def heal(self, a: int, b: int) -> None:
         self.blocked.discard((a, b))
         self.blocked.discard((b, a))
         self.log(f"net b{a} <-> b{b}")

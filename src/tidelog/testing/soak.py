@@ -87,7 +87,9 @@ def schedule_faults(
             )
             sim.schedule(at + rng.randint(5, 150), sim.restart, b)
         elif kind == "pause":
-            sim.schedule(at, sim.pause, b, rng.randint(20, 3 * lag))
+            duration = rng.randint(20, 3 * lag)
+            expires = rng.random() < 0.5
+            sim.schedule(at, lambda b=b, d=duration, e=expires: sim.pause(b, d, session_expires=e))
         elif kind == "block":
             other = rng.choice([x for x in brokers if x != b])
             sim.schedule(at, sim.block, b, other)

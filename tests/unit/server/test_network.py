@@ -163,3 +163,45 @@ def test_file_regions_are_sent_exactly() -> None:
         right.close()
 
     asyncio.run(scenario())
+
+
+def test_frame_assembler_splits_any_chunking_like_the_decoder() -> None:
+    import random
+
+    import pytest
+
+    from tidelog.protocol.errors import FrameTooLargeError
+    from tidelog.server.network import FrameAssembler
+
+    rng = random.Random(7)
+    payloads = [os.urandom(rng.choice([0, 1, 5, 300, 70_000, 300_000])) for _ in range(30)]
+    stream = b"".join(frame(p) for p in payloads)
+    for _ in range(20):
+        assembler = FrameAssembler(1 << 20)
+        got: list[bytes] = []
+        pos = 0
+        while pos < len(stream):
+            step = rng.choice([1, 3, 4, 100, 65536, 200_000])
+            got += assembler.feed(stream[pos : pos + step])
+            pos += step
+        assert got == payloads
+    assembler = FrameAssembler(1000)
+    assert assembler.feed(frame(b"ok")) == [b"ok"]
+    with pytest.raises(FrameTooLargeError):
+        assembler.feed(struct.pack(">i", 1001) + b"x" * 10)
+
+
+def test_idle_only_without_pending_answers() -> None:
+    async def scenario() -> None:
+        dispatcher = Dispatcher()
+        conn = Connection(dispatcher, 1 << 20)
+        conn.connection_made(FakeTransport())
+        conn.data_received(frame(b"wait"))
+        later = conn.last_active + 1000
+        assert not conn.is_idle(later, 10)  # an answer is still owed
+        dispatcher.futures[0].set_result(None)
+        await asyncio.sleep(0)
+        assert conn.is_idle(conn.last_active + 11, 10)
+        assert not conn.is_idle(conn.last_active + 9, 10)
+
+    asyncio.run(scenario())

@@ -374,6 +374,12 @@ def test_offset_for_timestamp_is_record_level(tmp_path: Path, codec: Compression
     assert log.offset_for_timestamp(BASE_TS + 7091) == (80, BASE_TS + 8000)
     assert log.offset_for_timestamp(BASE_TS + 9091) is None
     assert log.latest_timestamp() == (99, BASE_TS + 9090)
+    # A batch whose newest record is not its last one: the record's own offset counts.
+    unordered = build_batch(
+        3, compression=int(codec), value_size=200, base_ts=BASE_TS + 10**6, ts_step=-5
+    )
+    log.append_as_leader(unordered, leader_epoch=0, now_ms=0)
+    assert log.latest_timestamp() == (100, BASE_TS + 10**6)
     log.delete_records_before(35)
     assert log.offset_for_timestamp(0) == (35, BASE_TS + 3050)
 
@@ -384,3 +390,50 @@ def test_log_delete_removes_the_directory(tmp_path: Path) -> None:
     log.delete()
     assert not (tmp_path / "t-0").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
+    import threading
+
+    log = new_log(tmp_path, segment_bytes=3000, index_interval_bytes=200)
+    stop = threading.Event()
+    flushes = 0
+
+    def flusher() -> None:
+        nonlocal flushes
+        while not stop.is_set():
+            log.flush()
+            flushes += 1
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        for i in range(150):
+            log.append_as_leader(build_batch(2, seed=i % 7), leader_epoch=i // 50, now_ms=i)
+            assert log.recovery_point <= log.log_end_offset
+    finally:
+        stop.set()
+        thread.join()
+    assert flushes > 0
+    expected = read_all(log)
+    log.close_without_flush()
+    reopened = Log.open(
+        tmp_path / "t-0",
+        LogConfig(segment_bytes=3000, index_interval_bytes=200),
+        now_ms=0,
+        recovery_point=0,
+    )
+    assert read_all(reopened) == expected
+    assert reopened.log_end_offset == 300
+    reopened.close()
+
+
+def test_truncation_forgets_timestamps_of_removed_batches(tmp_path: Path) -> None:
+    # Found by the stateful test: the segment kept the max timestamp of a truncated batch.
+    log = new_log(tmp_path)
+    log.append_as_leader(build_batch(1, base_ts=100), leader_epoch=0, now_ms=0)
+    log.append_as_leader(build_batch(1, base_ts=9000), leader_epoch=0, now_ms=0)
+    log.truncate_to(1)
+    log.append_as_leader(build_batch(1, base_ts=50), leader_epoch=0, now_ms=0)
+    assert log.latest_timestamp() == (0, 100)
+    assert log.offset_for_timestamp(101) is None

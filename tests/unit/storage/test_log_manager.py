@@ -87,6 +87,10 @@ def test_corrupt_flushed_log_is_offline_and_never_served(tmp_path: Path) -> None
     assert "offset 0" in str(info.value)
     restarted.close()
     assert segment.read_bytes() == raw  # left for the operator, not truncated
+    again = LogManager([tmp_path], LogConfig(), now_ms=0)  # and still refused next time
+    assert again.get_log(TP_A) is None
+    assert TP_A in again.offline_logs
+    again.close()
 
 
 def test_topic_id_mismatch_and_config_update(tmp_path: Path) -> None:

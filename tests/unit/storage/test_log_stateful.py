@@ -16,6 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from kafka.record.default_records import DefaultRecordBatch
 
 from tidelog.protocol.records import parse_header, stamp_batch
 from tidelog.replication.epoch import LeaderEpochCache
@@ -28,6 +29,8 @@ POOL = [
     build_batch(n, value_size=size, seed=i, base_ts=1_000 * i)
     for i, (n, size) in enumerate([(1, 40), (2, 90), (3, 150), (5, 60), (1, 700), (4, 200)])
 ]
+#: (offset delta, timestamp) of each record of each pool batch, decoded by kafka-python.
+POOL_RECORDS = [[(r.offset, r.timestamp) for r in DefaultRecordBatch(raw)] for raw in POOL]
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=300, file_delete_delay_ms=0)
 
 
@@ -37,6 +40,7 @@ class ModelBatch:
     last: int
     epoch: int
     data: bytes
+    records: list[tuple[int, int]]  # (offset, timestamp)
 
 
 def stamped(raw: bytes, base: int, epoch: int) -> bytes:
@@ -74,15 +78,22 @@ class LogMachine(RuleBasedStateMachine):
     def model_bytes(self) -> bytes:
         return b"".join(b.data for b in self.batches if b.last >= self.start)
 
-    def model_append(self, raw: bytes, epoch: int) -> None:
+    def model_append(self, pool_index: int, epoch: int) -> None:
+        raw = POOL[pool_index]
         base = self.leo
         header = parse_header(raw)
         latest = self.epochs.latest_epoch()
         if latest is None or epoch > latest:
             self.epochs.assign(epoch, base)
+        records = [(base + delta, ts) for delta, ts in POOL_RECORDS[pool_index]]
         self.batches.append(
-            ModelBatch(base, base + header.last_offset_delta, epoch, stamped(raw, base, epoch))
+            ModelBatch(
+                base, base + header.last_offset_delta, epoch, stamped(raw, base, epoch), records
+            )
         )
+
+    def model_records(self) -> list[tuple[int, int]]:
+        return [r for b in self.batches for r in b.records if r[0] >= self.start]
 
     # ------------------------------------------------------------------ rules
 
@@ -94,7 +105,7 @@ class LogMachine(RuleBasedStateMachine):
         info = self.log.append_as_leader(raw, leader_epoch=self.epoch, now_ms=self.tick())
         first = self.leo
         for i in picks:
-            self.model_append(POOL[i], self.epoch)
+            self.model_append(i, self.epoch)
         assert info.first_offset == first
         assert info.last_offset == self.leo - 1
         assert info.num_batches == len(picks)
@@ -111,7 +122,7 @@ class LogMachine(RuleBasedStateMachine):
             base += parse_header(POOL[i]).last_offset_delta + 1
         self.log.append_as_follower(bytes(raw), now_ms=self.tick())
         for i in picks:
-            self.model_append(POOL[i], self.epoch)
+            self.model_append(i, self.epoch)
 
     @rule(data=st.data(), max_bytes=st.integers(0, 4000), bounded=st.booleans())
     def read(self, data: st.DataObject, max_bytes: int, bounded: bool) -> None:
@@ -140,6 +151,20 @@ class LogMachine(RuleBasedStateMachine):
             size += len(b.data)
         assert fetched.first_offset == taken[0].base
         assert got == b"".join(b.data for b in taken)
+
+    @rule(timestamp=st.integers(-1, 6000))
+    def offset_for_timestamp(self, timestamp: int) -> None:
+        expected = next(((o, t) for o, t in self.model_records() if t >= timestamp), None)
+        assert self.log.offset_for_timestamp(timestamp) == expected
+
+    @rule()
+    def latest_timestamp(self) -> None:
+        records = self.model_records()
+        expected = None
+        if records:
+            top = max(t for _, t in records)
+            expected = next((o, t) for o, t in records if t == top)
+        assert self.log.latest_timestamp() == expected
 
     @rule(data=st.data())
     def truncate_to(self, data: st.DataObject) -> None:

@@ -115,7 +115,7 @@ def test_torn_tail_is_truncated_to_the_intact_prefix(
 ) -> None:
     # Recovery point at the start of the damaged segment: everything from there on is
     # re-validated (as after an unclean stop with the active segment unflushed).
-    segment = data.draw(st.sampled_from(template.segments[1:]), label="segment")
+    segment = data.draw(st.sampled_from(template.segments), label="segment")
     size = (template.directory / segment).stat().st_size
     cut = data.draw(st.integers(0, size - 1), label="cut")
     directory = fresh_copy(template)
@@ -151,7 +151,7 @@ def test_torn_tail_is_truncated_to_the_intact_prefix(
 def test_flipped_byte_truncates_from_the_damaged_batch(
     template: Template, data: st.DataObject
 ) -> None:
-    segment = data.draw(st.sampled_from(template.segments[1:]), label="segment")
+    segment = data.draw(st.sampled_from(template.segments), label="segment")
     batch = data.draw(st.sampled_from(template.batches_in(segment)), label="batch")
     offset_in_batch = data.draw(
         st.integers(0, batch.size - 1).filter(lambda i: i not in EPOCH_FIELD), label="byte"

@@ -1,0 +1,127 @@
+"""The replica manager on real storage and the real replication core (no network): the
+leader side of acks=all with followers, long-poll wake-ups, and fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from tidelog.client.records import Record, build_batch
+from tidelog.errors import ErrorCode
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.server.config import load_broker_config
+from tidelog.server.replica_manager import (
+    FetchRequestPartition,
+    FetchResult,
+    ProduceResult,
+    ReplicaManager,
+    effective_topic_config,
+    log_config_for,
+    now_ms,
+)
+from tidelog.storage.log_manager import LogManager
+
+TP = TopicPartition("t", 0)
+
+
+def manager(tmp_path: Path) -> ReplicaManager:
+    config = load_broker_config({"log.dirs": str(tmp_path)})
+    logs = LogManager(
+        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
+    )
+    return ReplicaManager(config, logs)
+
+
+def batch(value: bytes) -> bytes:
+    return build_batch([Record(value=value)], base_timestamp_ms=1)
+
+
+def test_acks_all_waits_for_every_isr_follower(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        rm = manager(tmp_path)
+        config = effective_topic_config(rm.config, {"min.insync.replicas": 2})
+        ids = [BrokerId(0), BrokerId(1), BrokerId(2)]
+        rm.make_leader(TP, uuid.uuid4(), config, leader_epoch=3, replicas=ids, isr=ids)
+        appended = rm.append_records({TP: batch(b"a")}, acks=-1)
+        assert appended[TP][0].error == ErrorCode.NONE
+        answers: list[dict[TopicPartition, ProduceResult]] = []
+        rm.wait_for_acks(appended, 10_000, answers.append)
+        assert answers == []  # followers' LEOs are unknown: the HW cannot pass the batch
+
+        consumer: list[list[FetchResult]] = []
+        rm.fetch(
+            [FetchRequestPartition(TP, 0, 1 << 20)],
+            max_bytes=1 << 20,
+            min_bytes=1,
+            max_wait_ms=10_000,
+            respond=consumer.append,
+        )
+        assert consumer == []  # a consumer sees nothing above the HW (still 0)
+
+        def follower_fetch(replica: int) -> list[FetchResult]:
+            got: list[list[FetchResult]] = []
+            rm.fetch(
+                [FetchRequestPartition(TP, 1, 1 << 20, current_leader_epoch=3)],
+                max_bytes=1 << 20,
+                min_bytes=0,
+                max_wait_ms=0,
+                respond=got.append,
+                replica_id=replica,
+            )
+            return got[0]
+
+        follower_fetch(1)
+        assert answers == []  # one of two followers caught up: HW = min over the ISR
+        follower_fetch(2)
+        assert [a[TP].error for a in answers] == [ErrorCode.NONE]
+        assert rm.partitions[TP].partition.high_watermark == 1
+        assert len(consumer) == 1  # the HW move woke the parked consumer fetch
+        assert consumer[0][0].records is not None
+        rm.shutdown()
+        rm.log_manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_fenced_and_unknown_leader_epochs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        rm = manager(tmp_path)
+        rm.make_leader(TP, uuid.uuid4(), effective_topic_config(rm.config, {}), leader_epoch=5)
+        rm.append_records({TP: batch(b"a")}, acks=1)
+        results = rm.read(
+            [
+                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=4),
+                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=6),
+                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=5),
+                FetchRequestPartition(TP, 0, 1000),
+            ],
+            1 << 20,
+        )
+        assert [r.error for r in results] == [
+            ErrorCode.FENCED_LEADER_EPOCH,
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
+            ErrorCode.NONE,
+            ErrorCode.NONE,
+        ]
+        rm.log_manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_restart_hw_follows_the_log_not_a_stale_checkpoint(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        rm = manager(tmp_path)
+        topic_id = uuid.uuid4()
+        rm.make_leader(TP, topic_id, effective_topic_config(rm.config, {}))
+        rm.append_records({TP: batch(b"a")}, acks=1)
+        rm.append_records({TP: batch(b"b")}, acks=1)
+        rm.log_manager.close()  # checkpoints nothing of the HW (as after a crash)
+        again = manager(tmp_path)
+        hosted = again.make_leader(
+            TP, topic_id, effective_topic_config(again.config, {}), high_watermark=0
+        )
+        assert hosted.partition.high_watermark == 2  # alone in the ISR: HW = LEO at once
+        again.log_manager.close()
+
+    asyncio.run(scenario())
