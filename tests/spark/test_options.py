@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+pytest.importorskip("pyarrow")  # the spark extra (scripts/bootstrap.sh spark)
+
 from tidelog.client import Record, build_batch, decode_records
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import Compression
@@ -220,3 +222,16 @@ def test_column_decoder_agrees_with_the_client_decoder(compression: Compression)
         110
     )
     assert cut.offsets == list(range(105, 110))
+
+
+def test_write_encoder_matches_the_client_batch_builder() -> None:
+    from tidelog.spark.connector import encode_batch
+
+    records = [
+        (None if i % 3 == 0 else f"key-{i}".encode(), None if i == 5 else b"v" * (i * 300), h)
+        for i, h in enumerate([(), [("a", b"1"), ("b", None)], ()] * 30)
+    ]
+    expected = build_batch(
+        [Record(value=v, key=k, headers=h) for k, v, h in records], base_timestamp_ms=1234
+    )
+    assert encode_batch(records, 1234) == expected

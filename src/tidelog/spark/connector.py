@@ -32,8 +32,6 @@ from tidelog.client import (
     ClientConnectionError,
     ClientTimeoutError,
     FetchRequestPartition,
-    Record,
-    build_batch,
 )
 from tidelog.errors import ErrorCode, TidelogError
 from tidelog.model import TopicPartition
@@ -600,6 +598,75 @@ def _report_loss(options: ReadOptions, message: str) -> None:
 # --- writes ------------------------------------------------------------------------------
 
 
+def _encode_varint(value: int) -> bytes:
+    value = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+#: Zigzag varints of -1 .. 16383 (lengths, offset deltas, counts): the common case.
+_VARINTS: Final = [_encode_varint(v) for v in range(-1, 1 << 14)]
+
+
+def _varint(value: int) -> bytes:
+    return _VARINTS[value + 1] if -1 <= value < (1 << 14) else _encode_varint(value)
+
+
+PendingRecord = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+
+
+def encode_batch(records: Sequence[PendingRecord], timestamp_ms: int) -> bytes:
+    """One uncompressed v2 batch of ``(key, value, headers)`` records, all stamped
+    ``timestamp_ms`` (CreateTime). The same bytes ``tidelog.client.build_batch`` writes,
+    built with table-driven varints: the write path's hot loop."""
+    parts: list[bytes] = []
+    append = parts.append
+    varint = _varint
+    null = _VARINTS[0]
+    for delta, (key, value, headers) in enumerate(records):
+        fields = [
+            b"\x00\x00",  # attributes, timestampDelta 0
+            varint(delta),
+            null if key is None else varint(len(key)) + key,
+            null if value is None else varint(len(value)) + value,
+            varint(len(headers)),
+        ]
+        for header_key, header_value in headers:
+            raw_key = header_key.encode()
+            fields.append(varint(len(raw_key)) + raw_key)
+            fields.append(
+                null if header_value is None else varint(len(header_value)) + header_value
+            )
+        body = b"".join(fields)
+        append(varint(len(body)))
+        append(body)
+    payload = b"".join(parts)
+    header = bytearray(
+        _BATCH_HEAD.pack(
+            0,
+            BATCH_HEADER_SIZE - 12 + len(payload),
+            -1,
+            2,
+            0,
+            0,
+            len(records) - 1,
+            timestamp_ms,
+            timestamp_ms,
+            -1,
+            -1,
+            -1,
+            len(records),
+        )
+    )
+    crc = crc32c.crc32c(payload, crc32c.crc32c(bytes(header[CRC_START:])))
+    struct.pack_into(">I", header, 17, crc)
+    return bytes(header) + payload
+
+
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 (the Java client's ``Utils.murmur2``), as a signed 32-bit int."""
     m = 0x5BD1E995
@@ -660,7 +727,7 @@ class Producer:
         self.batch_bytes = batch_bytes
         self.now_ms = now_ms
         self._num_partitions: dict[str, int] = {}
-        self._pending: dict[TopicPartition, list[Record]] = {}
+        self._pending: dict[TopicPartition, list[PendingRecord]] = {}
         self._pending_bytes = 0
         self._round_robin = 0
         #: Records acknowledged per partition (what a task's commit message reports).
@@ -710,7 +777,7 @@ class Producer:
                 self._round_robin += 1
         tp = TopicPartition(topic, partition)
         pending = self._pending.setdefault(tp, [])
-        pending.append(Record(value=value, key=key, headers=tuple(headers)))
+        pending.append((key, value, headers))
         self._pending_bytes += (len(value) if value else 0) + (len(key) if key else 0) + 24
         if len(pending) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
             self.flush()
@@ -728,10 +795,10 @@ class Producer:
                 # Cut batches near batch_bytes so none exceeds the broker's message.max.bytes.
                 size, end = 0, start
                 while end < len(records) and (end == start or size < self.batch_bytes):
-                    r = records[end]
-                    size += (len(r.value) if r.value else 0) + (len(r.key) if r.key else 0) + 16
+                    key, value, _headers = records[end]
+                    size += (len(value) if value else 0) + (len(key) if key else 0) + 16
                     end += 1
-                chunks.append(build_batch(records[start:end], base_timestamp_ms=now))
+                chunks.append(encode_batch(records[start:end], now))
                 start = end
             batches[tp] = chunks
         backoff = Backoff(self.retry_timeout_s, "producing")
