@@ -768,13 +768,18 @@ class Producer:
         headers: Sequence[tuple[str, bytes | None]] = (),
         partition: int | None = None,
     ) -> None:
+        n = self.num_partitions(topic)
         if partition is None:
-            n = self.num_partitions(topic)
             if key is not None:
                 partition = default_partition(key, n)
             else:
                 partition = self._round_robin % n
                 self._round_robin += 1
+        elif not 0 <= partition < n:
+            raise ConnectorError(
+                f"a row asks for partition {partition} of topic {topic!r}, which has "
+                f"partitions 0..{n - 1}"
+            )
         tp = TopicPartition(topic, partition)
         pending = self._pending.setdefault(tp, [])
         pending.append((key, value, headers))

@@ -13,6 +13,7 @@ a leader failure could take back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,12 +227,17 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self.offsets.partitions()
         gone = sorted(set(begin) - set(tps))
         if gone:
-            _report_loss(
-                self.options,
-                "partitions " + ", ".join(map(str, gone)) + " no longer exist",
-            )
-            for tp in gone:
-                del begin[tp]
+            # Look again before calling it loss: a restarting broker may briefly not
+            # know a topic. Gone partitions keep their offsets (carried into the end
+            # offsets), so one that comes back is not read again from the start.
+            time.sleep(1.0)
+            tps = self.offsets.partitions()
+            gone = sorted(set(begin) - set(tps))
+            if gone:
+                _report_loss(
+                    self.options,
+                    "partitions " + ", ".join(map(str, gone)) + " no longer exist",
+                )
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target or tp in begin]
         latest = self.offsets.latest(tps)
@@ -256,8 +262,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = latest
         end = latest
         if isinstance(limit, ReadMaxRows):
-            end = rate_limit(begin, latest, limit.max_rows)
-        return to_json(end)
+            end = rate_limit({tp: begin[tp] for tp in latest}, latest, limit.max_rows)
+        return to_json({**{tp: begin[tp] for tp in gone}, **end})
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return to_json(self._latest) if self._latest is not None else None
