@@ -191,6 +191,20 @@ def test_bad_options_fail_with_a_message_naming_them(spark: Any, broker: BrokerP
         )
     assert "the data to write has no 'value' column" in _error_text(info)
 
+    # A failing write task fails the job with the task's reason (abort gets None for it).
+    rows = spark.createDataFrame([("v", 5)], "value string, partition int")
+    with pytest.raises(PySparkException) as info:
+        (
+            rows.write.format("tidelog")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+    assert f"a row asks for partition 5 of topic '{topic}', which has partitions 0..0" in (
+        _error_text(info)
+    )
+
     with pytest.raises(PySparkException) as info:
         (
             spark.readStream.format("tidelog")
