@@ -17,6 +17,8 @@ COMMANDS: dict[str, Command] = {}
 COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.broker",
     "tidelog.cli.cluster",
+    "tidelog.cli.topics",
+    "tidelog.cli.records",
 )
 
 
