@@ -8,6 +8,7 @@ shutdown), ``kill()`` SIGKILL (crash). ``restart()`` keeps the log dirs and the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,8 +16,9 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 READY_TIMEOUT_S = 60.0
 
@@ -158,9 +160,136 @@ class BrokerProcess:
             self._output = None
         return int(process.returncode)
 
+    def pause(self) -> None:
+        """SIGSTOP by PID: the process stops answering but keeps its sockets open."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
     def restart(self, *, crash: bool = False) -> BrokerProcess:
         if crash:
             self.kill()
         else:
             self.stop()
         return self.start()
+
+
+#: Short timeouts for cluster tests (the brief: ~6 s sessions, ~3 s replica lag).
+CLUSTER_TEST_OVERRIDES: Mapping[str, str] = {
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1
+) -> object:
+    """Poll ``predicate`` until it returns something other than None/False (0 counts as an
+    answer: broker 0 is a leader id); fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+        except Exception as exc:  # noqa: BLE001 - a broker may be down meanwhile: retry
+            last_error = exc
+            result = None
+        if result is not None and result is not False:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+class BrokerCluster:
+    """N broker processes sharing one ZooKeeper (``zk_connect``, with its own chroot)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        zk_connect: str,
+        size: int = 3,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
+        props = {"zookeeper.connect": zk_connect, **CLUSTER_TEST_OVERRIDES, **(overrides or {})}
+        self.brokers = [
+            BrokerProcess(directory / f"broker{i}", props, broker_id=i) for i in range(size)
+        ]
+
+    def __enter__(self) -> BrokerCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> BrokerCluster:
+        try:
+            for b in self.brokers:
+                b.start()
+            self.wait_for_live(len(self.brokers))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Every broker stopped by its PID (SIGKILL: teardown need not be graceful)."""
+        for b in self.brokers:
+            if b.process is not None:
+                with contextlib.suppress(OSError):
+                    b.resume()
+                b.kill()
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    @property
+    def alive(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers if b.alive()]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def metadata(self, topics: list[str] | None = None, via: BrokerProcess | None = None) -> Any:
+        """Metadata as one (live) broker answers it (tidelog's own client)."""
+        from tidelog.client import BlockingClient  # noqa: PLC0415
+
+        source = via or self.alive[0]
+        with BlockingClient(source.bootstrap, request_timeout_s=5.0) as client:
+            return client.metadata(topics)
+
+    def wait_for_live(self, n: int, timeout: float = 60.0) -> None:
+        """Until every live broker's metadata lists ``n`` brokers."""
+
+        def ok() -> bool:
+            return all(len(self.metadata(via=b).brokers) == n for b in self.alive)
+
+        wait_until(ok, timeout, f"{n} live brokers in every broker's metadata")
+
+    def partition(self, topic: str, partition: int = 0, via: BrokerProcess | None = None) -> Any:
+        return self.metadata([topic], via=via).topics[topic].partitions[partition]
+
+    def wait_for_leader(
+        self,
+        topic: str,
+        partition: int = 0,
+        *,
+        not_in: tuple[int, ...] = (),
+        timeout: float = 60.0,
+    ) -> int:
+        def leader() -> int | None:
+            p = self.partition(topic, partition)
+            ok = p.leader_id >= 0 and p.leader_id not in not_in
+            return p.leader_id if ok else None
+
+        found = wait_until(leader, timeout, f"a leader of {topic}-{partition} not in {not_in}")
+        assert isinstance(found, int)
+        return found

@@ -1,13 +1,43 @@
-"""Fixtures: one broker process per test module (``broker``), or a fresh one (``new_broker``)."""
+"""Fixtures: one broker process per test module (``broker``), or a fresh one (``new_broker``);
+a real ZooKeeper server per test session (``zookeeper``) with a chroot per test
+(``zk_connect``), shared by the ZooKeeper and cluster tests."""
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from tests.harness import BrokerProcess
+from tidelog.cli.zookeeper import ZooKeeperProcess
+
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper server (Debian's package) for the test session, stopped by its PID."""
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=250)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperProcess, request: pytest.FixtureRequest) -> str:
+    """``zookeeper.connect`` with a chroot of this test's own."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:60]
+    return f"{zookeeper.connect_string}/t{next(_chroots)}-{name}"
+
+
+@pytest.fixture
+def zk_data_dir(zookeeper: ZooKeeperProcess) -> Path:
+    return zookeeper.data_dir
 
 
 @pytest.fixture(scope="module")

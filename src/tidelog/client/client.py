@@ -443,17 +443,20 @@ class Client:
         replica_id: int = -1,
         isolation_level: int = 0,
         node_id: int | None = None,
+        conn: BrokerConnection | None = None,
     ) -> dict[TopicPartition, FetchResult]:
         """Fetch from one broker (the first partition's leader unless ``node_id`` is given).
 
-        ``replica_id`` >= 0 makes it a follower fetch (replication).
+        ``replica_id`` >= 0 makes it a follower fetch (replication); ``conn`` sends on a
+        given connection (a follower's fetcher to its leader).
         """
         if not partitions:
             return {}
         first = next(iter(partitions))
-        conn = await (
-            self.connection(node_id) if node_id is not None else self.leader_connection(first)
-        )
+        if conn is None:
+            conn = await (
+                self.connection(node_id) if node_id is not None else self.leader_connection(first)
+            )
         version = self._version(conn, ApiKey.FETCH)
         m = _schema_module(ApiKey.FETCH, version)
         by_topic: dict[str, list[Any]] = {}
@@ -625,6 +628,7 @@ class Client:
         *,
         replica_id: int = -2,
         node_id: int | None = None,
+        conn: BrokerConnection | None = None,
     ) -> dict[TopicPartition, EpochEndOffset]:
         """``partitions``: tp -> (leader_epoch asked about, current_leader_epoch or -1).
 
@@ -633,9 +637,10 @@ class Client:
         if not partitions:
             return {}
         first = next(iter(partitions))
-        conn = await (
-            self.connection(node_id) if node_id is not None else self.leader_connection(first)
-        )
+        if conn is None:
+            conn = await (
+                self.connection(node_id) if node_id is not None else self.leader_connection(first)
+            )
         version = self._version(conn, ApiKey.OFFSET_FOR_LEADER_EPOCH)
         m = _schema_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
         by_topic: dict[str, list[Any]] = {}

@@ -34,6 +34,7 @@ from tidelog.protocol.responses import (
     encode_fetch_response,
     encode_produce_response,
 )
+from tidelog.replication.truncation import leader_end_offset_for_epoch
 from tidelog.server.config import (
     TOPIC_KEYS,
     BrokerConfig,
@@ -116,6 +117,7 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
 
     @staticmethod
@@ -846,6 +848,41 @@ class KafkaApis:
                 "cluster_authorized_operations": -(2**31),
             },
         )
+
+    # --- OffsetForLeaderEpoch (23) -------------------------------------------------------
+
+    def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Any) -> HandlerResult:
+        """Rule 7, the leader's side: for each partition, the largest epoch <= the one asked
+        and where it ends in this log (``replication.truncation``); fenced like Fetch."""
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, int(part.partition))
+                hosted = self.replica_manager.partitions.get(tp)
+                entry: dict[str, Any] = {"partition": tp.partition}
+                if hosted is None:
+                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif (
+                    error := hosted.partition.validate_leader_epoch(
+                        int(getattr(part, "current_leader_epoch", -1))
+                    )
+                ) != ErrorCode.NONE:
+                    entry["error_code"] = error
+                else:
+                    answer = leader_end_offset_for_epoch(
+                        hosted.log.leader_epoch_cache,
+                        hosted.log.log_end_offset,
+                        int(part.leader_epoch),
+                    )
+                    entry.update(
+                        error_code=ErrorCode.NONE,
+                        leader_epoch=answer.leader_epoch,
+                        end_offset=answer.end_offset,
+                    )
+                partitions.append(entry)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return self._respond(header, {"topics": topics})
 
     # --- InitProducerId (22) ------------------------------------------------------------
 

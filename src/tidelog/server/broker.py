@@ -29,6 +29,8 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis import KafkaApis
+from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
@@ -61,8 +63,19 @@ SERVED_APIS = frozenset(
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.INIT_PRODUCER_ID,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
     }
 )
+#: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
+CLUSTER_APIS = SERVED_APIS | {
+    ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA,
+    ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.ALTER_PARTITION,
+    ApiKey.ELECT_LEADERS,
+    ApiKey.DESCRIBE_QUORUM,
+}
 
 
 class Dispatcher:
@@ -125,6 +138,8 @@ class Broker:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port = -1
+        #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
+        self.node: ClusterNode | None = None
 
     def _open(self) -> None:
         config = self.config
@@ -132,8 +147,11 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         default_log_config = log_config_for(effective_topic_config(config, {}))
         self.log_manager = LogManager(config.log_dirs, default_log_config, now_ms=now_ms())
-        self.metadata = MetadataStore(config.log_dirs[0])
         self.replica_manager = ReplicaManager(config, self.log_manager)
+        if config.get_str("zookeeper.connect"):
+            self._open_cluster()
+            return
+        self.metadata = MetadataStore(config.log_dirs[0])
         self.supported = narrow_versions(only=SERVED_APIS, overrides={ApiKey.FETCH: (4, 16)})
         self.apis = KafkaApis(config, self.metadata, self.replica_manager, self.supported)
         # Logs on disk whose topic is gone (deleted just before a crash) are removed.
@@ -145,6 +163,26 @@ class Broker:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
         self.apis.load_topics(self.log_manager.high_watermarks())
+        warm_up(self.supported)
+        self.dispatcher = Dispatcher(self.apis, self.supported)
+
+    def _open_cluster(self) -> None:
+        """In a cluster nothing is hosted until the controller's LeaderAndIsr says how
+        (rule 10); the checkpointed HWs wait for it."""
+        cache = ClusterMetadataCache(self.config.broker_id)
+        self.metadata = cache
+        self.supported = narrow_versions(
+            only=CLUSTER_APIS,
+            overrides={
+                ApiKey.FETCH: (4, 16),
+                ApiKey.ELECT_LEADERS: (0, 2),
+                ApiKey.DESCRIBE_QUORUM: (0, 2),
+            },
+        )
+        self.node = ClusterNode(
+            self.config, self.replica_manager, cache, self.log_manager.high_watermarks()
+        )
+        self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         warm_up(self.supported)
         self.dispatcher = Dispatcher(self.apis, self.supported)
 
@@ -168,6 +206,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
+        if self.node is not None:
+            await self.node.start(self.bound_port)
         log.info(
             "tidelog broker %d serving on %s:%d (%d topics)",
             self.config.broker_id,
@@ -235,8 +275,12 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
+            await self.node.controlled_shutdown()
         if self._server is not None:
             self._server.close()
+        if self.node is not None:
+            await self.node.stop()
         for task in self._tasks:
             task.cancel()
         # Parked requests answer now, with what they have. Their answers travel through two

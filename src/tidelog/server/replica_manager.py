@@ -104,6 +104,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        #: Where ISR change proposals go (the cluster's AlterPartition sender); None alone.
+        self.alter_partition_sink: Callable[[AlterPartitionProposal], None] | None = None
 
     # --- partition lifecycle ---------------------------------------------------------
 
@@ -157,6 +159,50 @@ class ReplicaManager:
         hosted = HostedPartition(the_log, partition, topic_id)
         self.partitions[tp] = hosted
         return hosted
+
+    def make_follower(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        topic_config: Mapping[str, object],
+        *,
+        leader: BrokerId,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[BrokerId],
+        isr: Sequence[BrokerId],
+        high_watermark: int = 0,
+    ) -> bool:
+        """Host ``tp`` as a follower of ``leader`` (-1: the partition is offline); return
+        whether the leader or leader epoch changed (the fetcher must truncate again, rule 7).
+        Parked produces and fetches on ``tp`` answer now (NOT_LEADER_OR_FOLLOWER)."""
+        existing = self.partitions.get(tp)
+        the_log = self.log_manager.get_or_create_log(tp, log_config_for(topic_config), topic_id)
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        if existing is not None:
+            partition = existing.partition
+            partition.min_insync_replicas = min_isr
+        else:
+            partition = Partition(
+                tp,
+                self.broker_id,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_isr,
+            )
+            partition.high_watermark = min(high_watermark, the_log.log_end_offset)
+        changed = partition.make_follower(
+            leader_id=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            replicas=list(replicas),
+            isr=list(isr),
+            log_end_offset=the_log.log_end_offset,
+        )
+        self.partitions[tp] = HostedPartition(the_log, partition, topic_id)
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        return changed
 
     def update_topic_config(self, topic: str, topic_config: Mapping[str, object]) -> None:
         new_config = log_config_for(topic_config)
@@ -305,7 +351,10 @@ class ReplicaManager:
 
     def on_alter_partition(self, proposal: AlterPartitionProposal) -> None:
         """An ISR change for the controller (AlterPartition, rule 5). A broker running with a
-        controller replaces this; alone, the ISR never changes (only this broker is in it)."""
+        controller sets ``alter_partition_sink``; alone, the ISR never changes."""
+        if self.alter_partition_sink is not None:
+            self.alter_partition_sink(proposal)
+            return
         log.warning("ISR change %s proposed but no controller is attached", proposal)
 
     def shutdown(self) -> None:

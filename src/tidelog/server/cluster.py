@@ -1,0 +1,1033 @@
+"""The broker in a cluster: ZooKeeper, the controller, control RPCs, fetchers, ISR changes.
+
+With ``zookeeper.connect`` set, the broker composition (``tidelog.server.broker``) adds a
+``ClusterNode``. It wires what exists; the rules stay in ``tidelog.replication`` (Partition,
+truncation) and ``tidelog.controller`` (decisions, Controller):
+
+1. Start: open a ZooKeeper session (``zookeeper.session.timeout.ms``), register
+   ``/brokers/ids/<id>`` (the broker epoch is the znode's czxid), start a ``Controller``
+   candidate (one broker wins ``/controller``). No partition is hosted until the controller
+   says so: a LeaderAndIsr makes each replica leader or follower (rule 10).
+2. The controller reaches brokers through ``RpcControllerSender``: one queue and one
+   connection per target broker, requests sent in order, each retried until the target
+   answers or is replaced by a newer incarnation. Brokers fence a stale controller epoch
+   with STALE_CONTROLLER_EPOCH (11) and ignore the request (rule 8).
+3. Followers pull (rule 2): one ``LeaderFetcher`` per leader broker carries every partition
+   this broker follows from it. A partition that became follower first finds its divergence
+   point with OffsetForLeaderEpoch rounds (``replication.truncation``, rule 7), then fetches
+   from its log end offset with ``replica_id`` = own id; the leader's HW caps the
+   follower's HW (rule 3).
+4. ISR changes (rules 4, 5): the leader's ``Partition`` proposes them (on a follower fetch,
+   and every ``replica.lag.time.max.ms``/2); ``AlterPartitionSender`` takes each proposal to
+   the active controller (AlterPartition, API 56) and applies the answer with
+   ``Partition.on_alter_partition_response``. ``Partition`` keeps one change in flight.
+5. Metadata answers come from ``ClusterMetadataCache``, fed by UpdateMetadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidelog.client.client import Client
+from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
+from tidelog.client.connection import BrokerConnection
+from tidelog.client.errors import ClientError
+from tidelog.controller.controller import (
+    Controller,
+    PartitionInfo,
+    create_partitions,
+    create_topic,
+)
+from tidelog.controller.zk import LiveBroker, ZkClient, ZkError
+from tidelog.controller.znodes import BrokerRegistration, EndPoint
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
+from tidelog.protocol import control
+from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
+from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
+from tidelog.server.config import BrokerConfig, validate_topic_configs
+from tidelog.server.metadata import MetadataStore, TopicInfo
+from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+
+log = logging.getLogger(__name__)
+
+#: How long a control request to one broker is retried before it is dropped (the target
+#: is dead: the controller will learn it from ZooKeeper and decide again).
+CONTROL_RETRY_S = 30.0
+
+
+# --- the metadata cache --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CachedBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class ClusterMetadataCache(MetadataStore):
+    """Topics, partition states and live brokers as the controller last told this broker
+    (Kafka's MetadataCache). In memory only: ZooKeeper is the source of truth."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id = ""
+        self.next_producer_id = (broker_id << 40) + random.randrange(1 << 30)
+        self.partitions: dict[TopicPartition, CachedPartition] = {}
+        self.brokers: dict[int, CachedBroker] = {}
+        self.controller_id = -1
+        self.controller_epoch = -1
+
+    def _save(self) -> None:
+        pass
+
+    def allocate_producer_id(self) -> int:
+        self.next_producer_id += 1
+        return self.next_producer_id
+
+    def update_partition(
+        self, tp: TopicPartition, topic_id: uuid.UUID | None, state: CachedPartition
+    ) -> None:
+        self.partitions[tp] = state
+        info = self.topics.get(tp.topic)
+        if info is None:
+            self.topics[tp.topic] = TopicInfo(
+                tp.topic, topic_id or uuid.UUID(int=0), tp.partition + 1, {}
+            )
+        else:
+            self.topics[tp.topic] = TopicInfo(
+                info.name,
+                topic_id if topic_id is not None and topic_id.int else info.topic_id,
+                max(info.num_partitions, tp.partition + 1),
+                info.configs,
+            )
+
+    def remove_topic(self, topic: str) -> None:
+        self.topics.pop(topic, None)
+        for tp in [tp for tp in self.partitions if tp.topic == topic]:
+            del self.partitions[tp]
+
+
+# --- controller -> brokers -----------------------------------------------------------------
+
+
+class _ControlChannel:
+    """The controller's queue to one broker incarnation (Kafka's RequestSendThread)."""
+
+    def __init__(self, broker: LiveBroker, client_id: str) -> None:
+        self.broker = broker
+        self.client_id = client_id
+        self.queue: asyncio.Queue[control.ControlMessage] = asyncio.Queue()
+        self.conn: BrokerConnection | None = None
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        reg = self.broker.registration
+        while True:
+            request = await self.queue.get()
+            deadline = asyncio.get_running_loop().time() + CONTROL_RETRY_S
+            while True:
+                try:
+                    if self.conn is None or self.conn.is_closed:
+                        self.conn = await BrokerConnection.connect(
+                            reg.host or "127.0.0.1", reg.port, client_id=self.client_id
+                        )
+                    await self.conn.send(request, timeout_s=30.0)
+                    break
+                except ClientError as exc:
+                    if self.conn is not None:
+                        await self.conn.close()
+                        self.conn = None
+                    if asyncio.get_running_loop().time() > deadline:
+                        log.warning(
+                            "dropping %s to broker %d: %s",
+                            type(request).__name__,
+                            reg.broker_id,
+                            exc,
+                        )
+                        break
+                    await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        if self.conn is not None:
+            await self.conn.close()
+
+
+class RpcControllerSender:
+    """``ControllerSender`` over the wire: LeaderAndIsr / UpdateMetadata / StopReplica."""
+
+    def __init__(self, broker_id: BrokerId) -> None:
+        self.broker_id = broker_id
+        self._channels: dict[BrokerId, _ControlChannel] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def _channel(self, broker: LiveBroker) -> _ControlChannel:
+        channel = self._channels.get(broker.broker_id)
+        if channel is not None and channel.broker.broker_epoch == broker.broker_epoch:
+            return channel
+        if channel is not None:  # a new incarnation: what was queued for the old one is moot
+            task = asyncio.get_running_loop().create_task(channel.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        channel = _ControlChannel(broker, f"controller-{self.broker_id}")
+        self._channels[broker.broker_id] = channel
+        return channel
+
+    def leader_and_isr(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[PartitionInfo],
+        live_leaders: Sequence[LiveBroker],
+    ) -> None:
+        request = control.LeaderAndIsrRequest(
+            controller_id=self.broker_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker.broker_epoch,
+            partition_states=tuple(
+                control.LeaderAndIsrPartitionState(
+                    topic_name=i.topic_partition.topic,
+                    partition_index=i.topic_partition.partition,
+                    controller_epoch=i.state.controller_epoch,
+                    leader=i.state.leader,
+                    leader_epoch=i.state.leader_epoch,
+                    isr=tuple(i.state.isr),
+                    partition_epoch=i.state.partition_epoch,
+                    replicas=tuple(i.replicas),
+                    is_new=i.is_new,
+                )
+                for i in partitions
+            ),
+            topic_ids=_topic_ids(partitions),
+            live_leaders=tuple(
+                control.LeaderAndIsrLiveLeader(
+                    broker_id=b.broker_id,
+                    host_name=b.registration.host or "127.0.0.1",
+                    port=b.registration.port,
+                )
+                for b in live_leaders
+            ),
+        )
+        self._channel(broker).queue.put_nowait(request)
+
+    def update_metadata(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[PartitionInfo],
+        live_brokers: Sequence[LiveBroker],
+    ) -> None:
+        live = {b.broker_id for b in live_brokers}
+        request = control.UpdateMetadataRequest(
+            controller_id=self.broker_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker.broker_epoch,
+            partition_states=tuple(
+                control.UpdateMetadataPartitionState(
+                    topic_name=i.topic_partition.topic,
+                    partition_index=i.topic_partition.partition,
+                    controller_epoch=i.state.controller_epoch,
+                    leader=i.state.leader,
+                    leader_epoch=i.state.leader_epoch,
+                    isr=tuple(i.state.isr),
+                    partition_epoch=i.state.partition_epoch,
+                    replicas=tuple(i.replicas),
+                    offline_replicas=tuple(r for r in i.replicas if r not in live),
+                )
+                for i in partitions
+            ),
+            live_brokers=tuple(
+                control.UpdateMetadataBroker(
+                    id=b.broker_id,
+                    host=b.registration.host or "127.0.0.1",
+                    port=b.registration.port,
+                    rack=b.registration.rack,
+                )
+                for b in live_brokers
+            ),
+            topic_ids=_topic_ids(partitions),
+        )
+        self._channel(broker).queue.put_nowait(request)
+
+    def stop_replica(
+        self,
+        broker: LiveBroker,
+        controller_epoch: ControllerEpoch,
+        partitions: Sequence[TopicPartition],
+        *,
+        delete: bool,
+    ) -> None:
+        request = control.StopReplicaRequest(
+            controller_id=self.broker_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker.broker_epoch,
+            partitions=tuple(
+                control.StopReplicaPartition(
+                    topic_name=tp.topic,
+                    partition_index=tp.partition,
+                    leader_epoch=-2 if delete else -1,
+                    delete_partition=delete,
+                )
+                for tp in partitions
+            ),
+        )
+        self._channel(broker).queue.put_nowait(request)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+def _topic_ids(partitions: Iterable[PartitionInfo]) -> tuple[control.TopicIdEntry, ...]:
+    ids: dict[str, uuid.UUID] = {}
+    for i in partitions:
+        if i.topic_id is not None:
+            ids[i.topic_partition.topic] = i.topic_id
+    return tuple(control.TopicIdEntry(topic_name=t, topic_id=u) for t, u in sorted(ids.items()))
+
+
+# --- follower fetchers ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FetchState:
+    """One followed partition in a fetcher: truncating first, then fetching (rule 7)."""
+
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+@dataclass(slots=True)
+class LeaderFetcher:
+    """All partitions this broker follows from one leader, on one connection (rule 2)."""
+
+    node: ClusterNode
+    leader_id: int
+    host: str
+    port: int
+    partitions: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    conn: BrokerConnection | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"fetcher-{self.leader_id}"
+        )
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        if self.conn is not None:
+            await self.conn.close()
+
+    async def _run(self) -> None:
+        backoff = self.node.config.get_int("replica.fetch.backoff.ms") / 1000
+        while True:
+            if not self.partitions:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            try:
+                if self.conn is None or self.conn.is_closed:
+                    self.conn = await BrokerConnection.connect(
+                        self.host, self.port, client_id=f"replica-fetcher-{self.node.broker_id}"
+                    )
+                progressed = await self._round(self.conn)
+            except (ClientError, OSError) as exc:
+                log.info("fetcher from broker %d: %s", self.leader_id, exc)
+                if self.conn is not None:
+                    await self.conn.close()
+                    self.conn = None
+                progressed = False
+            except KafkaError:
+                log.exception("fetcher from broker %d failed", self.leader_id)
+                progressed = False
+            if not progressed:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), backoff)
+
+    def _current(self, tp: TopicPartition, state: FetchState) -> bool:
+        """Whether ``state`` still describes how we follow ``tp`` (nothing moved meanwhile)."""
+        if self.partitions.get(tp) is not state:
+            return False
+        hosted = self.node.replica_manager.partitions.get(tp)
+        return (
+            hosted is not None
+            and hosted.partition.leader_id == self.leader_id
+            and hosted.partition.leader_epoch == state.leader_epoch
+        )
+
+    async def _round(self, conn: BrokerConnection) -> bool:
+        rm = self.node.replica_manager
+        client = self.node.client
+        me = self.node.broker_id
+        now = asyncio.get_running_loop().time()
+        truncating = {
+            tp: st
+            for tp, st in self.partitions.items()
+            if st.truncating and st.delayed_until <= now
+        }
+        progressed = False
+        if truncating:
+            asked: dict[TopicPartition, tuple[int, int]] = {}
+            for tp, st in truncating.items():
+                hosted = rm.partitions[tp]
+                latest = hosted.log.leader_epoch_cache.latest_epoch()
+                if latest is None:
+                    # No epoch history: nothing of ours can be proven; keep up to the HW
+                    # (Kafka's fallback for logs without epochs).
+                    hw = hosted.partition.high_watermark
+                    if hosted.log.log_end_offset > hw:
+                        hosted.log.truncate_to(hw)
+                        hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                    st.truncating = False
+                    continue
+                asked[tp] = (latest, st.leader_epoch)
+            answers = await client.offset_for_leader_epoch(asked, replica_id=me, conn=conn)
+            for tp, answer in answers.items():
+                st = truncating[tp]
+                if not self._current(tp, st):
+                    continue
+                if answer.error_code != ErrorCode.NONE:
+                    st.delayed_until = now + 0.2
+                    continue
+                hosted = rm.partitions[tp]
+                decision = follower_truncation_offset(
+                    hosted.log.leader_epoch_cache,
+                    log_end_offset=hosted.log.log_end_offset,
+                    high_watermark=hosted.partition.high_watermark,
+                    leader_answer=EpochEndOffset(answer.leader_epoch, answer.end_offset),
+                )
+                if decision.offset < hosted.log.log_end_offset:
+                    log.info(
+                        "%s: truncating from %d to %d (leader %d, epoch %d)",
+                        tp,
+                        hosted.log.log_end_offset,
+                        decision.offset,
+                        self.leader_id,
+                        st.leader_epoch,
+                    )
+                    hosted.log.truncate_to(decision.offset)
+                    hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                st.truncating = not decision.truncation_completed
+                progressed = True
+        fetching = {
+            tp: st
+            for tp, st in self.partitions.items()
+            if not st.truncating and st.delayed_until <= now
+        }
+        if not fetching:
+            return progressed
+        max_bytes = self.node.config.get_int("replica.fetch.max.bytes")
+        requests = {}
+        for tp, st in fetching.items():
+            hosted = rm.partitions[tp]
+            requests[tp] = ClientFetchPartition(
+                fetch_offset=hosted.log.log_end_offset,
+                partition_max_bytes=max_bytes,
+                current_leader_epoch=st.leader_epoch,
+                log_start_offset=hosted.log.log_start_offset,
+            )
+        results = await client.fetch(
+            requests,
+            max_wait_ms=self.node.config.get_int("replica.fetch.wait.max.ms"),
+            min_bytes=self.node.config.get_int("replica.fetch.min.bytes"),
+            max_bytes=self.node.config.get_int("replica.fetch.response.max.bytes"),
+            replica_id=me,
+            conn=conn,
+        )
+        for tp, result in results.items():
+            fst = fetching.get(tp)
+            if fst is None or not self._current(tp, fst):
+                continue
+            hosted = rm.partitions[tp]
+            if result.error_code == ErrorCode.NONE:
+                if result.records:
+                    try:
+                        hosted.log.append_as_follower(result.records, now_ms=now_ms())
+                    except KafkaError as exc:
+                        log.warning("%s: follower append failed (%s): truncating", tp, exc)
+                        fst.truncating = True
+                        continue
+                    progressed = True
+                hosted.partition.update_follower_high_watermark(
+                    log_end_offset=hosted.log.log_end_offset,
+                    leader_high_watermark=result.high_watermark,
+                )
+            elif result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if 0 <= hosted.log.log_end_offset < result.log_start_offset:
+                    hosted.log.truncate_fully_and_start_at(result.log_start_offset)
+                    hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                else:
+                    fst.truncating = True
+            else:
+                # Not leader (yet), fenced or unknown epoch: the controller's LeaderAndIsr
+                # brings the truth; try again after a short pause.
+                fst.delayed_until = now + 0.2
+        return progressed
+
+
+class ReplicaFetcherManager:
+    """Fetchers keyed by leader broker (Kafka's ReplicaFetcherManager)."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self.fetchers: dict[int, LeaderFetcher] = {}
+
+    def add(self, tp: TopicPartition, leader: int, host: str, port: int, leader_epoch: int) -> None:
+        self.remove(tp)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None and (fetcher.host, fetcher.port) != (host, port):
+            self._drop(leader)
+            fetcher = None
+        if fetcher is None:
+            fetcher = LeaderFetcher(self.node, leader, host, port)
+            self.fetchers[leader] = fetcher
+            fetcher.start()
+        fetcher.partitions[tp] = FetchState(leader_epoch)
+        fetcher.wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(tp, None)
+
+    def _drop(self, leader: int) -> None:
+        fetcher = self.fetchers.pop(leader)
+        task = asyncio.get_running_loop().create_task(fetcher.stop())
+        self.node.background.add(task)
+        task.add_done_callback(self.node.background.discard)
+
+    async def stop(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+
+
+# --- the node ------------------------------------------------------------------------------
+
+
+class ClusterNode:
+    """This broker's cluster side: ZooKeeper session, controller candidate, control-plane
+    handlers, fetchers and ISR proposals. See the module docstring."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        metadata: ClusterMetadataCache,
+        checkpointed_hw: Mapping[TopicPartition, int],
+    ) -> None:
+        self.config = config
+        self.broker_id = BrokerId(config.broker_id)
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.checkpointed_hw = dict(checkpointed_hw)
+        self.client = Client(
+            f"{config.advertised_listener.host}:{config.advertised_listener.port}",
+            client_id=f"broker-{config.broker_id}",
+        )
+        self.fetchers = ReplicaFetcherManager(self)
+        self.background: set[asyncio.Task[Any]] = set()
+        self.broker_epoch = -1
+        self.zk: ZkClient | None = None
+        self.controller: Controller | None = None
+        self.sender = RpcControllerSender(self.broker_id)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._controller_conn: BrokerConnection | None = None
+        #: Topics whose config overrides were read from ZooKeeper.
+        self._configs_loaded: set[str] = set()
+        replica_manager.alter_partition_sink = self.propose
+        # Kafka's replica.lag.time.max.ms, for the shrink timer.
+        self._lag_ms = config.get_int("replica.lag.time.max.ms")
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, port: int) -> None:
+        self.zk = await ZkClient.connect(
+            self.config.get_str("zookeeper.connect"),
+            session_timeout_ms=self.config.get_int("zookeeper.session.timeout.ms"),
+            connection_timeout_s=self.config.get_int("zookeeper.connection.timeout.ms") / 1000,
+        )
+        self.metadata.cluster_id = await self.zk.get_or_create_cluster_id()
+        endpoint = self.config.advertised_listener
+        registration = BrokerRegistration(
+            broker_id=self.broker_id,
+            endpoints=(EndPoint("PLAINTEXT", endpoint.host, endpoint.port or port),),
+            rack=self.config.get_str("broker.rack") or None,
+        )
+        self.broker_epoch = await self.zk.register_broker(registration)
+        log.info("broker %d registered, broker epoch %d", self.broker_id, self.broker_epoch)
+        self.controller = Controller(
+            self.zk,
+            self.broker_id,
+            self.sender,
+            unclean_leader_election_enable=self.config.get_bool("unclean.leader.election.enable"),
+            auto_leader_rebalance_enable=self.config.get_bool("auto.leader.rebalance.enable"),
+        )
+        await self.controller.start()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._shrink_loop()))
+
+    async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
+        """Rule 12: ask the controller to move our leaderships away, bounded in time."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                error, remaining = await asyncio.wait_for(
+                    self._ask_controlled_shutdown(),
+                    max(0.1, deadline - asyncio.get_running_loop().time()),
+                )
+            except (ClientError, OSError, TimeoutError, ZkError) as exc:
+                log.info("controlled shutdown: %s", exc)
+                error, remaining = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+            if error == ErrorCode.NONE and remaining == 0:
+                log.info("controlled shutdown succeeded")
+                # Let the LeaderAndIsr that demotes us arrive before the sockets close.
+                for _ in range(50):
+                    if not any(
+                        h.partition.is_leader and len(h.partition.replicas) > 1
+                        for h in self.replica_manager.partitions.values()
+                    ):
+                        break
+                    await asyncio.sleep(0.1)
+                return
+            await asyncio.sleep(0.5)
+        log.warning("controlled shutdown did not complete in %.0f s; stopping anyway", timeout_s)
+
+    async def _ask_controlled_shutdown(self) -> tuple[ErrorCode, int]:
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            result = await controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+            return result.error, len(result.remaining)
+        conn = await self._connection_to_controller()
+        response = await conn.send(
+            control.ControlledShutdownRequest(
+                broker_id=self.broker_id, broker_epoch=self.broker_epoch
+            ),
+            timeout_s=10.0,
+        )
+        return _error(response.error_code), len(response.remaining_partitions)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in list(self.background):
+            task.cancel()
+        await self.fetchers.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.sender.close()
+        await self.client.close()
+        if self._controller_conn is not None:
+            await self._controller_conn.close()
+        if self.zk is not None:
+            await self.zk.close()
+
+    # -- control-plane handlers (called by ClusterApis) ----------------------------------
+
+    def _fenced(self, controller_epoch: int) -> bool:
+        """Rule 8: a request from a controller older than one we heard from is ignored."""
+        if controller_epoch < self.metadata.controller_epoch:
+            log.info(
+                "ignoring a control request of controller epoch %d (current %d)",
+                controller_epoch,
+                self.metadata.controller_epoch,
+            )
+            return True
+        self.metadata.controller_epoch = controller_epoch
+        return False
+
+    async def _topic_config(self, topic: str) -> dict[str, object]:
+        info = self.metadata.topics.get(topic)
+        if info is None or topic not in self._configs_loaded:
+            raw: dict[str, str] = {}
+            if self.zk is not None:
+                with contextlib.suppress(ZkError):
+                    raw = await self.zk.get_topic_config(topic)
+            parsed, problem = validate_topic_configs(dict(raw))
+            if problem:
+                log.warning("topic %s has a bad config in ZooKeeper: %s", topic, problem)
+            overrides = {k: v for k, v in parsed.items() if v is not None}
+            info = self.metadata.topics.get(topic)
+            if info is not None:
+                self.metadata.topics[topic] = TopicInfo(
+                    info.name, info.topic_id, info.num_partitions, overrides
+                )
+                self._configs_loaded.add(topic)
+            return effective_topic_config(self.config, overrides)
+        return effective_topic_config(self.config, info.configs)
+
+    async def handle_leader_and_isr(
+        self, request: control.LeaderAndIsrRequest
+    ) -> control.LeaderAndIsrResponse:
+        if self._fenced(request.controller_epoch):
+            return control.LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+        topic_ids = {e.topic_name: e.topic_id for e in request.topic_ids}
+        leaders = {b.broker_id: b for b in request.live_leaders}
+        errors: list[control.PartitionError] = []
+        rm = self.replica_manager
+        for ps in request.partition_states:
+            tp = TopicPartition(ps.topic_name, ps.partition_index)
+            topic_id = topic_ids.get(ps.topic_name)
+            if tp not in self.metadata.partitions or tp.topic not in self.metadata.topics:
+                self.metadata.update_partition(
+                    tp,
+                    topic_id,
+                    CachedPartition(
+                        ps.leader, ps.leader_epoch, ps.isr, ps.replicas, ps.partition_epoch
+                    ),
+                )
+            config = await self._topic_config(tp.topic)
+            if topic_id is None:
+                info = self.metadata.topics.get(tp.topic)
+                topic_id = info.topic_id if info is not None else uuid.UUID(int=0)
+            hosted = rm.partitions.get(tp)
+            if hosted is not None and ps.leader_epoch < hosted.partition.leader_epoch:
+                errors.append(_perror(tp, ErrorCode.FENCED_LEADER_EPOCH))
+                continue
+            replicas = [BrokerId(r) for r in ps.replicas]
+            isr = [BrokerId(r) for r in ps.isr]
+            try:
+                if ps.leader == self.broker_id:
+                    self.fetchers.remove(tp)
+                    hw = (
+                        hosted.partition.high_watermark
+                        if hosted is not None
+                        else self.checkpointed_hw.get(tp, 0)
+                    )
+                    rm.make_leader(
+                        tp,
+                        topic_id,
+                        config,
+                        hw,
+                        leader_epoch=ps.leader_epoch,
+                        partition_epoch=ps.partition_epoch,
+                        replicas=replicas,
+                        isr=isr,
+                    )
+                    log.info("%s: leader, epoch %d, ISR %s", tp, ps.leader_epoch, list(ps.isr))
+                else:
+                    changed = rm.make_follower(
+                        tp,
+                        topic_id,
+                        config,
+                        leader=BrokerId(ps.leader),
+                        leader_epoch=ps.leader_epoch,
+                        partition_epoch=ps.partition_epoch,
+                        replicas=replicas,
+                        isr=isr,
+                        high_watermark=self.checkpointed_hw.get(tp, 0),
+                    )
+                    leader = leaders.get(ps.leader)
+                    if ps.leader < 0 or leader is None:
+                        self.fetchers.remove(tp)
+                    elif changed or not self._is_fetching(tp):
+                        self.fetchers.add(
+                            tp, ps.leader, leader.host_name, leader.port, ps.leader_epoch
+                        )
+                        log.info("%s: follower of %d, epoch %d", tp, ps.leader, ps.leader_epoch)
+            except KafkaError as exc:
+                log.error("%s: cannot host the replica: %s", tp, exc)
+                errors.append(_perror(tp, exc.code))
+                continue
+            rm.produce_purgatory.check_and_complete(tp)
+            rm.fetch_purgatory.check_and_complete(tp)
+            errors.append(_perror(tp, ErrorCode.NONE))
+        return control.LeaderAndIsrResponse(partition_errors=tuple(errors))
+
+    def _is_fetching(self, tp: TopicPartition) -> bool:
+        return any(tp in f.partitions for f in self.fetchers.fetchers.values())
+
+    async def handle_update_metadata(
+        self, request: control.UpdateMetadataRequest
+    ) -> control.UpdateMetadataResponse:
+        if self._fenced(request.controller_epoch):
+            return control.UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.metadata.controller_id = request.controller_id
+        self.metadata.brokers = {
+            b.id: CachedBroker(b.id, b.host, b.port, b.rack) for b in request.live_brokers
+        }
+        topic_ids = {e.topic_name: e.topic_id for e in request.topic_ids}
+        new_topics = set()
+        for ps in request.partition_states:
+            tp = TopicPartition(ps.topic_name, ps.partition_index)
+            if ps.topic_name not in self.metadata.topics:
+                new_topics.add(ps.topic_name)
+            self.metadata.update_partition(
+                tp,
+                topic_ids.get(ps.topic_name),
+                CachedPartition(
+                    ps.leader, ps.leader_epoch, ps.isr, ps.replicas, ps.partition_epoch
+                ),
+            )
+        for topic in sorted(new_topics):
+            await self._topic_config(topic)
+        return control.UpdateMetadataResponse()
+
+    def handle_stop_replica(
+        self, request: control.StopReplicaRequest
+    ) -> control.StopReplicaResponse:
+        if self._fenced(request.controller_epoch):
+            return control.StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+        deleted: list[TopicPartition] = []
+        errors = []
+        for p in request.partitions:
+            tp = TopicPartition(p.topic_name, p.partition_index)
+            self.fetchers.remove(tp)
+            if p.delete_partition:
+                deleted.append(tp)
+            errors.append(_perror(tp, ErrorCode.NONE))
+        if deleted:
+            self.replica_manager.delete_partitions(deleted)
+            for topic in {tp.topic for tp in deleted}:
+                self.metadata.remove_topic(topic)
+                self._configs_loaded.discard(topic)
+                log.info("deleted the replicas of topic %s", topic)
+        return control.StopReplicaResponse(partition_errors=tuple(errors))
+
+    # -- ISR changes (rules 4, 5) --------------------------------------------------------
+
+    async def _shrink_loop(self) -> None:
+        interval = max(0.05, self._lag_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for hosted in list(self.replica_manager.partitions.values()):
+                proposal = hosted.partition.maybe_shrink_isr(now)
+                if proposal is not None:
+                    log.info(
+                        "%s: proposing ISR shrink to %s",
+                        hosted.partition.topic_partition,
+                        list(proposal.new_isr),
+                    )
+                    self.propose(proposal)
+
+    def propose(self, proposal: AlterPartitionProposal) -> None:
+        task = asyncio.get_running_loop().create_task(self._alter_partition(proposal))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def _alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        tp = proposal.topic_partition
+        try:
+            error, committed = await asyncio.wait_for(self._send_alter(proposal), 10.0)
+        except (ClientError, OSError, TimeoutError, ZkError) as exc:
+            log.info("%s: AlterPartition failed: %s", tp, exc)
+            error, committed = ErrorCode.REQUEST_TIMED_OUT, None
+        hosted = self.replica_manager.partitions.get(tp)
+        if hosted is None:
+            return
+        if hosted.partition.on_alter_partition_response(proposal, error, committed, now_ms()):
+            self.replica_manager.produce_purgatory.check_and_complete(tp)
+            self.replica_manager.fetch_purgatory.check_and_complete(tp)
+        if error == ErrorCode.NONE and committed is not None:
+            log.info("%s: ISR now %s", tp, list(committed.isr))
+            # Parked acks=all produces may now fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+            self.replica_manager.produce_purgatory.check_and_complete(tp)
+        elif error != ErrorCode.NONE:
+            log.info("%s: AlterPartition answered %s", tp, error.name)
+
+    async def _send_alter(
+        self, proposal: AlterPartitionProposal
+    ) -> tuple[ErrorCode, LeaderAndIsr | None]:
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            result = await controller.alter_partition(proposal, broker_epoch=self.broker_epoch)
+            state = result.state
+            committed = (
+                None
+                if state is None
+                else LeaderAndIsr(
+                    leader=state.leader,
+                    leader_epoch=int(state.leader_epoch),
+                    isr=tuple(state.isr),
+                    partition_epoch=int(state.partition_epoch),
+                )
+            )
+            return result.error, committed
+        tp = proposal.topic_partition
+        info = self.metadata.topics.get(tp.topic)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        conn = await self._connection_to_controller()
+        m = _kio(56, 3, "request")
+        request = m.AlterPartitionRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            topics=(
+                m.TopicData(
+                    topic_id=info.topic_id,
+                    partitions=(
+                        m.PartitionData(
+                            partition_index=tp.partition,
+                            leader_epoch=proposal.leader_epoch,
+                            new_isr_with_epochs=tuple(
+                                m.BrokerState(broker_id=r, broker_epoch=-1)
+                                for r in proposal.new_isr
+                            ),
+                            leader_recovery_state=0,
+                            partition_epoch=proposal.partition_epoch,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = await conn.send(request, timeout_s=10.0)
+        if response.error_code != ErrorCode.NONE:
+            return _error(response.error_code), None
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.partition_index == tp.partition:
+                    error = _error(p.error_code)
+                    return error, LeaderAndIsr(
+                        leader=BrokerId(p.leader_id),
+                        leader_epoch=int(p.leader_epoch),
+                        isr=tuple(BrokerId(r) for r in p.isr),
+                        partition_epoch=int(p.partition_epoch),
+                    )
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+
+    async def _connection_to_controller(self) -> BrokerConnection:
+        controller_id = self.metadata.controller_id
+        if controller_id < 0 or controller_id not in self.metadata.brokers:
+            if self.zk is None:
+                raise ClientError("no controller known")
+            found = await self.zk.get_controller()
+            if found is None:
+                raise ClientError("no controller elected")
+            controller_id = found
+            live = await self.zk.get_live_brokers()
+            if controller_id not in live:
+                raise ClientError(f"controller {controller_id} is not registered")
+            reg = live[BrokerId(controller_id)].registration
+            host, port = reg.host or "127.0.0.1", reg.port
+        else:
+            b = self.metadata.brokers[controller_id]
+            host, port = b.host, b.port
+        conn = self._controller_conn
+        if conn is not None and not conn.is_closed and (conn.host, conn.port) == (host, port):
+            return conn
+        if conn is not None:
+            await conn.close()
+        self._controller_conn = await BrokerConnection.connect(
+            host, port, client_id=f"broker-{self.broker_id}"
+        )
+        return self._controller_conn
+
+    # -- admin through ZooKeeper (CreateTopics, CreatePartitions, DeleteTopics) ----------
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        num_partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str],
+        assignment: Mapping[int, Sequence[BrokerId]] | None,
+        validate_only: bool,
+    ) -> tuple[ErrorCode, str | None, uuid.UUID | None]:
+        assert self.zk is not None
+        result = await create_topic(
+            self.zk,
+            name,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            config=config,
+            assignment=assignment,
+            validate_only=validate_only,
+        )
+        return result.error, result.message, result.topic_id
+
+    async def create_partitions(
+        self,
+        topic: str,
+        count: int,
+        assignment: Sequence[Sequence[BrokerId]] | None,
+        validate_only: bool,
+    ) -> tuple[ErrorCode, str | None]:
+        assert self.zk is not None
+        result = await create_partitions(
+            self.zk, topic, count=count, assignment=assignment, validate_only=validate_only
+        )
+        return result.error, result.message
+
+    async def delete_topic(self, topic: str) -> None:
+        assert self.zk is not None
+        await self.zk.mark_topic_for_deletion(topic)
+
+    async def wait_for_leaders(self, topics: Iterable[str], timeout_s: float) -> None:
+        """Until every partition of ``topics`` has a leader in this broker's cache (or the
+        time is up), so a client that created a topic can use it at once."""
+        wanted = list(topics)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            ok = True
+            for topic in wanted:
+                info = self.metadata.topics.get(topic)
+                if info is None or any(
+                    (p := self.metadata.partitions.get(TopicPartition(topic, i))) is None
+                    or p.leader < 0
+                    for i in range(info.num_partitions)
+                ):
+                    ok = False
+                    break
+            if ok:
+                return
+            await asyncio.sleep(0.05)
+
+
+def _error(value: int) -> ErrorCode:
+    try:
+        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
+    except KeyError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _perror(tp: TopicPartition, error: ErrorCode) -> control.PartitionError:
+    return control.PartitionError(
+        topic_name=tp.topic, partition_index=tp.partition, error_code=int(error)
+    )
+
+
+def _kio(api_key: int, version: int, kind: str) -> Any:
+    import importlib  # noqa: PLC0415 - kio's modules are looked up by API and version
+
+    from kio.index import load_request_schema, load_response_schema  # noqa: PLC0415
+
+    cls = (load_request_schema if kind == "request" else load_response_schema)(api_key, version)
+    return importlib.import_module(cls.__module__)
+
+
+__all__ = [
+    "CachedBroker",
+    "CachedPartition",
+    "ClusterMetadataCache",
+    "ClusterNode",
+    "RpcControllerSender",
+]
