@@ -602,13 +602,34 @@ class LocalCluster:
     # -- teardown -----------------------------------------------------------------------------
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop every broker (SIGTERM, then SIGKILL), then ZooKeeper; keeps the files."""
+        """Stop every broker (SIGTERM to all at once, SIGKILL to those still running after
+        ``timeout_s``), then ZooKeeper; keeps the files."""
         if self.state is None:
             return
         state = self._require_state()
+        running = []
         for info in state.brokers:
+            broker_state = self.broker_state(info.broker_id)
+            if broker_state == "stopped" or info.pid is None:
+                continue
             with contextlib.suppress(ProcessLookupError):
-                self.stop_broker(info.broker_id, timeout_s=timeout_s)
+                if broker_state == "paused":
+                    os.kill(info.pid, signal.SIGCONT)
+                os.kill(info.pid, signal.SIGTERM)
+                running.append(info)
+        deadline = time.monotonic() + timeout_s
+        for info in running:
+            assert info.pid is not None
+            marker = str(info.config_path)
+            if not self._wait_exit(info.pid, marker, max(0.1, deadline - time.monotonic())):
+                log.warning(
+                    "broker %d did not stop within %.0fs: SIGKILL", info.broker_id, timeout_s
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    if process_state(info.pid, marker) != "stopped":
+                        os.kill(info.pid, signal.SIGKILL)
+                self._wait_exit(info.pid, marker, 10.0)
+            self._children.pop(info.pid, None)
         if self._zookeeper is not None:
             self._zookeeper.stop()
             self._zookeeper = None
