@@ -18,7 +18,12 @@ from typing import Any, Final
 
 from kio.index import load_request_schema
 
-from tidelog.client import Client, NoCompatibleVersionError
+from tidelog.client import (
+    Client,
+    ClientConnectionError,
+    ClientTimeoutError,
+    NoCompatibleVersionError,
+)
 from tidelog.client.connection import BrokerConnection
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -256,34 +261,43 @@ class QuorumInfo:
 
 async def describe_quorum(
     client: Client, partitions: Mapping[TopicPartition, int]
-) -> dict[TopicPartition, QuorumInfo]:
+) -> tuple[dict[TopicPartition, QuorumInfo], dict[int, str]]:
     """DescribeQuorum per leader: ``partitions`` maps each partition to its leader's id.
 
-    Raises NoCompatibleVersionError when a leader does not support API 55.
+    Returns the answers and, per leader that could not be asked (down, or not answering),
+    why. Raises NoCompatibleVersionError when a leader does not support API 55.
     """
+    unreachable: dict[int, str] = {}
     by_leader: dict[int, list[TopicPartition]] = {}
     for tp, leader in partitions.items():
         if leader >= 0:
             by_leader.setdefault(leader, []).append(tp)
     result: dict[TopicPartition, QuorumInfo] = {}
     for leader, tps in sorted(by_leader.items()):
-        conn = await client.connection(leader)
+        try:
+            conn = await client.connection(leader)
+        except (ClientConnectionError, ClientTimeoutError) as exc:
+            unreachable[leader] = str(exc)
+            continue
         version = _version(conn, ApiKey.DESCRIBE_QUORUM)
         m = _module(ApiKey.DESCRIBE_QUORUM, version)
         by_topic: dict[str, list[int]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        response = await conn.send(
-            m.DescribeQuorumRequest(
-                topics=tuple(
-                    m.TopicData(
-                        topic_name=t,
-                        partitions=tuple(m.PartitionData(partition_index=p) for p in ps),
-                    )
-                    for t, ps in by_topic.items()
+        request = m.DescribeQuorumRequest(
+            topics=tuple(
+                m.TopicData(
+                    topic_name=t,
+                    partitions=tuple(m.PartitionData(partition_index=p) for p in ps),
                 )
+                for t, ps in by_topic.items()
             )
         )
+        try:
+            response = await conn.send(request)
+        except (ClientConnectionError, ClientTimeoutError) as exc:
+            unreachable[leader] = str(exc)
+            continue
         top_error = _code(response.error_code)
         for t in response.topics:
             for p in t.partitions:
@@ -306,4 +320,4 @@ async def describe_quorum(
                     high_watermark=int(p.high_watermark),
                     replicas=replicas,
                 )
-    return result
+    return result, unreachable

@@ -29,7 +29,14 @@ from tidelog.cli.output import (
     print_json,
     resolve_bootstrap,
 )
-from tidelog.client import LATEST_TIMESTAMP, BlockingClient, NewTopic, NoCompatibleVersionError
+from tidelog.client import (
+    LATEST_TIMESTAMP,
+    BlockingClient,
+    ClientConnectionError,
+    ClientTimeoutError,
+    NewTopic,
+    NoCompatibleVersionError,
+)
 from tidelog.client.client import ClusterMetadata, TopicMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -234,14 +241,23 @@ def describe_topics(
     quorum: dict[TopicPartition, admin.QuorumInfo] = {}
     hws: dict[TopicPartition, int] = {}
     try:
-        quorum = client.run(admin.describe_quorum(client.client, leaders))
+        quorum, unreachable = client.run(admin.describe_quorum(client.client, leaders))
+        notes.extend(
+            f"leader {leader} did not answer DescribeQuorum ({why}); its partitions show no "
+            "HW or replica LEOs"
+            for leader, why in sorted(unreachable.items())
+        )
     except NoCompatibleVersionError as exc:
         notes.append(
             f"per-replica LEO and lag not shown: {exc}; HW is the leader's, from ListOffsets"
         )
         if leaders:
-            offsets = client.list_offsets(dict.fromkeys(leaders, LATEST_TIMESTAMP))
-            hws = {tp: r.offset for tp, r in offsets.items() if r.error_code == ErrorCode.NONE}
+            try:
+                offsets = client.list_offsets(dict.fromkeys(leaders, LATEST_TIMESTAMP))
+            except (ClientConnectionError, ClientTimeoutError) as error:
+                notes.append(f"HW not shown: {error}")
+            else:
+                hws = {tp: r.offset for tp, r in offsets.items() if r.error_code == ErrorCode.NONE}
     now_ms = int(time.time() * 1000)
     result = []
     for t in topics:
