@@ -109,12 +109,20 @@ class BrokerProcess:
         ]
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting (``wait_ready`` waits)."""
         self.write_config()
         output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _signal
         self._output = output
         self.process = subprocess.Popen(
             self.command(), stdout=output, stderr=subprocess.STDOUT, cwd=self.directory
         )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -199,13 +207,15 @@ def wait_until(
     while time.monotonic() < deadline:
         try:
             result = predicate()
-        except Exception as exc:  # noqa: BLE001 - a broker may be down meanwhile: retry
+        except Exception as exc:
             last_error = exc
             result = None
         if result is not None and result is not False:
             return result
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what} (last error: {last_error})"
+    )
 
 
 class BrokerCluster:
@@ -232,7 +242,9 @@ class BrokerCluster:
     def start(self) -> BrokerCluster:
         try:
             for b in self.brokers:
-                b.start()
+                b.launch()
+            for b in self.brokers:
+                b.wait_ready()
             self.wait_for_live(len(self.brokers))
         except BaseException:
             self.stop()
@@ -260,7 +272,7 @@ class BrokerCluster:
 
     def metadata(self, topics: list[str] | None = None, via: BrokerProcess | None = None) -> Any:
         """Metadata as one (live) broker answers it (tidelog's own client)."""
-        from tidelog.client import BlockingClient  # noqa: PLC0415
+        from tidelog.client import BlockingClient
 
         source = via or self.alive[0]
         with BlockingClient(source.bootstrap, request_timeout_s=5.0) as client:

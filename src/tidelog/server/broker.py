@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from tidelog.controller.zk import ZkError
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import (
     RequestHeader,
@@ -188,6 +190,8 @@ class Broker:
 
     async def start(self) -> None:
         self._open()
+        if self.node is not None:
+            await self.node.connect()
         loop = asyncio.get_running_loop()
         endpoint = self.config.listener
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -302,7 +306,13 @@ class Broker:
 
 async def run_broker(config: BrokerConfig) -> int:
     broker = Broker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except ZkError as exc:
+        # ZooKeeper unreachable, or our broker.id held by another live broker: said plainly.
+        print(f"tidelog broker: cannot start: {exc}", file=sys.stderr)
+        await broker.stop()
+        return 1
     await broker.serve_until_stopped()
     return 0
 

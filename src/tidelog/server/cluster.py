@@ -31,7 +31,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,7 @@ from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
 from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
-from tidelog.server.config import BrokerConfig, validate_topic_configs
+from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
 
@@ -95,9 +95,16 @@ class ClusterMetadataCache(MetadataStore):
         self.brokers: dict[int, CachedBroker] = {}
         self.controller_id = -1
         self.controller_epoch = -1
+        #: Called with (topic, overrides) after AlterConfigs changed a topic's overrides.
+        self.on_configs_changed: Callable[[str, Mapping[str, object]], None] | None = None
 
     def _save(self) -> None:
         pass
+
+    def set_configs(self, name: str, configs: Mapping[str, object]) -> None:
+        super().set_configs(name, configs)
+        if self.on_configs_changed is not None:
+            self.on_configs_changed(name, configs)
 
     def allocate_producer_id(self) -> int:
         self.next_producer_id += 1
@@ -564,18 +571,25 @@ class ClusterNode:
         #: Topics whose config overrides were read from ZooKeeper.
         self._configs_loaded: set[str] = set()
         replica_manager.alter_partition_sink = self.propose
+        metadata.on_configs_changed = self._write_topic_config
         # Kafka's replica.lag.time.max.ms, for the shrink timer.
         self._lag_ms = config.get_int("replica.lag.time.max.ms")
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def start(self, port: int) -> None:
+    async def connect(self) -> None:
+        """Open the ZooKeeper session (before the listener opens: no ZooKeeper, no broker)."""
         self.zk = await ZkClient.connect(
             self.config.get_str("zookeeper.connect"),
             session_timeout_ms=self.config.get_int("zookeeper.session.timeout.ms"),
             connection_timeout_s=self.config.get_int("zookeeper.connection.timeout.ms") / 1000,
         )
         self.metadata.cluster_id = await self.zk.get_or_create_cluster_id()
+
+    async def start(self, port: int) -> None:
+        """Register (the listener is up: ``port`` is the bound one) and start competing for
+        the controller seat."""
+        assert self.zk is not None
         endpoint = self.config.advertised_listener
         registration = BrokerRegistration(
             broker_id=self.broker_id,
@@ -596,6 +610,8 @@ class ClusterNode:
 
     async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
         """Rule 12: ask the controller to move our leaderships away, bounded in time."""
+        if self.zk is None or self.broker_epoch < 0:
+            return  # never registered: nothing to hand over
         deadline = asyncio.get_running_loop().time() + timeout_s
         while asyncio.get_running_loop().time() < deadline:
             try:
@@ -941,6 +957,17 @@ class ClusterNode:
         return self._controller_conn
 
     # -- admin through ZooKeeper (CreateTopics, CreatePartitions, DeleteTopics) ----------
+
+    def _write_topic_config(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """AlterConfigs in a cluster: the overrides go to ``/config/topics/<topic>`` (the
+        controller reads ``unclean.leader.election.enable`` there at election time)."""
+        zk = self.zk
+        if zk is None:
+            return
+        raw = {k: config_to_string(v) for k, v in overrides.items()}
+        task = asyncio.get_running_loop().create_task(zk.set_topic_config(topic, raw))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     async def create_topic(
         self,

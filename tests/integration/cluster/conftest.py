@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.harness import BrokerCluster
+from tidelog.cli.zookeeper import ZooKeeperProcess
 
 
 @pytest.fixture
-def new_cluster(
-    tmp_path: Path, zk_connect: str
-) -> Iterator[Callable[..., BrokerCluster]]:
+def new_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., BrokerCluster]]:
     """Factory: ``new_cluster(size=3, overrides={...})``; every broker is stopped by PID."""
     made: list[BrokerCluster] = []
 
@@ -29,4 +28,20 @@ def new_cluster(
 
 @pytest.fixture
 def cluster(new_cluster: Callable[..., BrokerCluster]) -> BrokerCluster:
+    """A fresh three-broker cluster for a test that breaks things."""
     return new_cluster()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperProcess
+) -> Iterator[BrokerCluster]:
+    """One three-broker cluster for the tests of a module that leave it healthy (topics are
+    per test: use unique names)."""
+    directory = tmp_path_factory.mktemp("shared-cluster")
+    chroot = f"{zookeeper.connect_string}/shared-{directory.name}"
+    cluster = BrokerCluster(directory, chroot).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

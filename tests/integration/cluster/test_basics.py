@@ -2,107 +2,144 @@
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from pathlib import Path
 
-from tests.harness import BrokerCluster, wait_until
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kio.schema.describe_quorum.v2 import request as dq
+
+from tests.harness import BrokerCluster, BrokerProcess, free_port, wait_until
+from tests.integration.cluster.helpers import (
+    consume_all,
+    create_topic,
+    describe_quorum,
+    log_bytes,
+    produce,
+    wait_for_replicas_in_sync,
+)
 from tidelog.client import BlockingClient
 from tidelog.errors import ErrorCode
+from tidelog.protocol import control
 
 pytestmark = pytest.mark.integration
 
 
-def create_topic(cluster: BrokerCluster, name: str, partitions: int = 1, rf: int = 3,
-                 config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config or {})]
-    )
-    futures[name].result(timeout=30)
-    for p in range(partitions):
-        cluster.wait_for_leader(name, p)
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes], acks: str = "all") -> list[int]:
-    """Produce and return the offsets acknowledged (failures raise)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
-    offsets: list[int] = []
-    errors: list[object] = []
-
-    def on_delivery(err: object, msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            offsets.append(msg.offset())  # type: ignore[attr-defined]
-
-    for v in values:
-        producer.produce(topic, v, on_delivery=on_delivery)
-    assert producer.flush(60) == 0
-    assert not errors, errors
-    return offsets
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    from confluent_kafka import TopicPartition as CTP  # noqa: PLC0415
-
-    consumer.assign([CTP(topic, 0, 0)])
-    got: list[bytes] = []
-    try:
-        def enough() -> bool:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    got.append(msg.value())
-            return len(got) >= expected
-
-        wait_until(enough, timeout, f"{expected} records from {topic}")
-    finally:
-        consumer.close()
-    return got
-
-
-def test_metadata_lists_every_broker_and_one_controller(cluster: BrokerCluster) -> None:
-    views = [cluster.metadata(via=b) for b in cluster.brokers]
+def test_metadata_lists_every_broker_and_one_controller(shared_cluster: BrokerCluster) -> None:
+    views = [shared_cluster.metadata(via=b) for b in shared_cluster.brokers]
     assert all(sorted(v.brokers) == [0, 1, 2] for v in views)
     controllers = {v.controller_id for v in views}
     assert len(controllers) == 1
     assert controllers.pop() in (0, 1, 2)
 
 
-def test_rf3_topic_replicates_to_every_broker(cluster: BrokerCluster) -> None:
-    create_topic(cluster, "rep")
-    p = cluster.partition("rep")
+def test_rf3_topic_replicates_to_every_broker(shared_cluster: BrokerCluster) -> None:
+    create_topic(shared_cluster, "rep")
+    p = shared_cluster.partition("rep")
     assert sorted(p.replicas) == [0, 1, 2]
     assert sorted(p.isr) == [0, 1, 2]
     values = [f"v{i}".encode() for i in range(200)]
-    offsets = produce(cluster.bootstrap, "rep", values)
+    offsets = produce(shared_cluster.bootstrap, "rep", values)
     assert sorted(offsets) == list(range(200))
-    assert consume_all(cluster.bootstrap, "rep", 200) == values
-
-    def replicas_have_all() -> bool:
-        with BlockingClient(cluster.bootstrap) as client:
-            leader = client.metadata(["rep"]).topics["rep"].partitions[0].leader_id
-            del leader
-        return all(
-            (b.log_dir / "rep-0").is_dir() for b in cluster.brokers
-        )
-
-    wait_until(replicas_have_all, 30, "a log of rep-0 on every broker")
+    assert consume_all(shared_cluster.bootstrap, "rep", 200) == values
+    leo = wait_for_replicas_in_sync(shared_cluster, "rep")
+    assert leo == 200
+    q = describe_quorum(shared_cluster, "rep")
+    assert int(q.high_watermark) == 200
+    assert sorted(int(r.replica_id) for r in q.current_voters) == [0, 1, 2]
+    # Followers append the leader's batches unchanged: the replicas' files are identical.
+    copies = {log_bytes(b.log_dir, "rep") for b in shared_cluster.brokers}
+    assert len(copies) == 1
 
 
-def test_replication_factor_above_live_brokers_is_refused(cluster: BrokerCluster) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+def test_replication_factor_above_live_brokers_is_refused(shared_cluster: BrokerCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": shared_cluster.bootstrap})
     futures = admin.create_topics([NewTopic("too-many", num_partitions=1, replication_factor=4)])
     with pytest.raises(KafkaException) as info:
         futures["too-many"].result(timeout=30)
     error = info.value.args[0]
     assert error.code() == ErrorCode.INVALID_REPLICATION_FACTOR.value
     assert "larger than available brokers: 3" in error.str()
+
+
+def test_stale_controller_epoch_is_refused_and_ignored(shared_cluster: BrokerCluster) -> None:
+    create_topic(shared_cluster, "fence")
+    wait_for_replicas_in_sync(shared_cluster, "fence")
+    p = shared_cluster.partition("fence")
+    follower = next(r for r in p.replicas if r != p.leader_id)
+    stale = control.LeaderAndIsrRequest(
+        controller_id=99,
+        controller_epoch=0,  # the elected controller's epoch is at least 1
+        partition_states=(
+            control.LeaderAndIsrPartitionState(
+                topic_name="fence",
+                partition_index=0,
+                controller_epoch=0,
+                leader=follower,
+                leader_epoch=p.leader_epoch + 5,
+                isr=(follower,),
+                partition_epoch=99,
+                replicas=tuple(p.replicas),
+            ),
+        ),
+        live_leaders=(),
+    )
+    with BlockingClient(shared_cluster.broker(follower).bootstrap) as client:
+        response = client.send(stale)
+    assert response.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    # Ignored: the follower did not make itself leader.
+    with BlockingClient(shared_cluster.broker(follower).bootstrap) as client:
+        answer = client.send(
+            dq.DescribeQuorumRequest(
+                topics=(
+                    dq.TopicData(
+                        topic_name="fence", partitions=(dq.PartitionData(partition_index=0),)
+                    ),
+                )
+            )
+        )
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert shared_cluster.partition("fence").leader_id == p.leader_id
+
+
+def test_unreachable_zookeeper_is_a_clear_start_error(tmp_path: Path) -> None:
+    broker = BrokerProcess(
+        tmp_path / "b",
+        {
+            "zookeeper.connect": f"127.0.0.1:{free_port()}",
+            "zookeeper.connection.timeout.ms": "2000",
+        },
+    )
+    try:
+        with pytest.raises(RuntimeError) as info:
+            broker.start()
+    finally:
+        broker.kill()
+    assert "broker exited with 1" in str(info.value)
+    assert "tidelog broker: cannot start: cannot connect to ZooKeeper" in broker.output()
+
+
+def test_topic_admin_goes_through_zookeeper(shared_cluster: BrokerCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": shared_cluster.bootstrap})
+    create_topic(shared_cluster, "grow", partitions=2)
+    admin.create_partitions([NewPartitions("grow", 4)])["grow"].result(timeout=30)
+    for p in range(4):
+        shared_cluster.wait_for_leader("grow", p)
+    assert sorted(shared_cluster.partition("grow", 3).replicas) == [0, 1, 2]
+    admin.delete_topics(["grow"])["grow"].result(timeout=30)
+
+    def gone_everywhere() -> bool:
+        return all(
+            "grow" not in shared_cluster.metadata(via=b).topics
+            and not list(b.log_dir.glob("grow-*"))
+            for b in shared_cluster.brokers
+        )
+
+    wait_until(gone_everywhere, 60, "topic grow deleted on every broker")
+
+
+def test_auto_creation_uses_default_replication_factor(shared_cluster: BrokerCluster) -> None:
+    # confluent-kafka's producer asks Metadata with allow_auto_topic_creation.
+    produce(shared_cluster.bootstrap, "auto-made", [b"a"], acks="all")
+    p = shared_cluster.partition("auto-made")
+    assert sorted(p.replicas) == [0, 1, 2]  # default.replication.factor=3 in these tests
