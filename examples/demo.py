@@ -282,6 +282,7 @@ class Chaos:
         time.sleep(self.restart_delay_s)
         print(f"\n  restarting broker {victim}", flush=True)
         begin = time.monotonic()
+        self.report["restart_begin"] = begin
         self.cluster.start_broker(victim)
         self.report["restart_seconds"] = time.monotonic() - begin
 
@@ -501,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         watcher_thread.start()
 
         print(f"demo: producing {len(events)} order events (confluent-kafka, acks=all)")
+        watcher.started = time.monotonic()
+        report["t0"] = watcher.started
         deliveries = produce(cluster, events, args.rate, report)
 
         # The restarted broker catches up and rejoins every ISR.
@@ -532,8 +535,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "victim" in report:
             print(
-                f"failover                SIGKILLed broker {report['victim']} "
-                f"(leader of partitions {report['victim_partitions']})"
+                f"failover                t+{report['kill_time'] - report['t0']:.1f}s SIGKILLed "
+                f"broker {report['victim']} (leader of partitions {report['victim_partitions']})"
             )
             stall = report.get("stall_seconds")
             first = report.get("first_ack_after_kill")
@@ -545,11 +548,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             if "restart_seconds" in report:
                 print(
-                    f"                        broker {report['victim']} restarted in "
-                    f"{report['restart_seconds']:.1f}s; ISRs full again: "
+                    f"                        t+{report['restart_begin'] - report['t0']:.1f}s "
+                    f"restarted broker {report['victim']} (serving after "
+                    f"{report['restart_seconds']:.1f}s); ISRs full again: "
                     f"{'yes' if report['isr_restored'] else 'no'}"
                 )
-        print(f"ISR changes seen via describe ({len(watcher.changes)}):")
+        print(f"ISR changes seen via describe ({len(watcher.changes)}, t+ from the first event):")
         for line in watcher.changes:
             print(f"  {line}")
         if ok:
@@ -576,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             watcher_thread.join(5)
         if not args.keep:
             print("demo: tearing the cluster down", flush=True)
-            cluster.stop()
+            cluster.stop(timeout_s=15)
     return 0 if ok else 1
 
 
