@@ -184,7 +184,9 @@ def add_produce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acks", choices=sorted(ACKS), default="all", help="default: all")
     parser.add_argument("--batch-size", type=int, default=500, help="records per batch (max)")
     parser.add_argument("--timeout-ms", type=int, default=30000, help="produce request timeout")
-    parser.add_argument("--retries", type=int, default=10, help="retries on leader changes")
+    parser.add_argument(
+        "--retries", type=int, default=20, help="retries on leader changes (about 40 s in all)"
+    )
 
 
 def run_produce(args: argparse.Namespace) -> int:

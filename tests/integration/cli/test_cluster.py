@@ -2,8 +2,8 @@
 
 One scenario (starting a cluster is the expensive part): up -> status -> create an RF 3
 topic -> produce/consume -> SIGKILL a leader -> describe shows the shrunken ISR and the
-new leader -> start it again -> preferred election moves leadership back -> down, after
-which no recorded process runs.
+new leader -> start it again -> preferred election moves leadership back -> pause/resume
+-> down, after which no recorded process runs.
 """
 
 from __future__ import annotations
@@ -119,6 +119,17 @@ def test_cluster_lifecycle_and_failover(tmp_path: Path, tidelog: Tidelog) -> Non
         assert "Successfully completed leader election (PREFERRED) for partitions" in elected.stdout
         back = _describe(tidelog, d, "orders")
         assert all(p["leader"] == p["replicas"][0] for p in back["partitions"])
+
+        paused = tidelog("cluster", "pause", "3", "--dir", d)
+        assert paused.stdout.strip() == "broker 3 paused (SIGSTOP)"
+        status = json.loads(tidelog("cluster", "status", "--dir", d, "--json").stdout)
+        assert {b["id"]: (b["state"], b["alive"]) for b in status["brokers"]}[3] == (
+            "paused",
+            False,
+        )
+        assert tidelog("cluster", "resume", "3", "--dir", d).returncode == 0
+        status = json.loads(tidelog("cluster", "status", "--dir", d, "--json").stdout)
+        assert {b["id"]: b["state"] for b in status["brokers"]}[3] == "running"
 
         unknown = tidelog("cluster", "kill", "9", "--dir", d)
         assert unknown.returncode == 1
