@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast demo soak chaos bench clean
+.PHONY: all venv lint test test-fast demo soak bench bench-storage clean
 
 all: test
 
@@ -34,6 +34,9 @@ soak: venv
 
 bench: venv
 	$(BIN)/python benchmarks/run.py
+
+bench-storage: venv
+	$(BIN)/python benchmarks/bench_storage.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis build src/*.egg-info

@@ -7,4 +7,7 @@ Public API (see each module's docstring):
     ``PartitionMetadataFile``
   * ``epoch_cache``: ``LeaderEpochFileCache`` (the persisted leader epoch cache)
   * ``errors``: ``StorageError`` and subclasses
+  * ``producer_state``: ``ProducerStateManager`` (idempotent-producer state per partition,
+    ``Log.producer_state``; snapshots ``<offset>.snapshot``)
+  * ``producer_id``: ``ProducerIdManager`` (producer id blocks for InitProducerId)
 """

@@ -27,6 +27,13 @@ Rules:
      rather than silently truncated or served.
   6. Removed segments (retention, truncation) are renamed ``*.deleted`` and their fds stay
      open for ``file.delete.delay.ms`` so FetchSlices handed out just before stay valid.
+  7. Idempotent producers (``tidelog.storage.producer_state``): every batch with a producer
+     id goes through ``producer_state`` — checked on the leader path (a retry of one of the
+     producer's last five batches is answered with its original offsets and not written;
+     sequence and epoch errors come back in ``AppendInfo.error``, nothing written), applied
+     unchecked on the follower path, snapshotted at every roll and at close, rebuilt at open
+     and after a truncation that cut a producer's batch, trimmed when the log start moves.
+     Batches without a producer id cost one header field comparison.
 
 Thread-safety: every public method takes the log's lock; the server calls appends and reads
 from its event loop thread and may run ``flush`` in a worker thread.
@@ -39,8 +46,8 @@ import os
 import shutil
 import struct
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -53,6 +60,7 @@ from tidelog.protocol.records import (
     CRC_START,
     LOG_OVERHEAD,
     MAGIC_V2,
+    NO_PRODUCER_ID,
     CorruptRecordBatchError,
     parse_header,
 )
@@ -65,6 +73,7 @@ from tidelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
+from tidelog.storage.producer_state import ProducerBatch, ProducerStateManager
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import (
     DELETED_SUFFIX,
@@ -81,6 +90,8 @@ _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _STAMP: Final = struct.Struct(">qii")
 #: Offsets inside a segment are stored relative to its base as int32.
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
+#: attributes bit 5: a control batch (transaction marker).
+_CONTROL_FLAG: Final = 0x20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +117,17 @@ class LogConfig:
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
     """What an append wrote; for an empty append ``num_batches == 0`` and
-    ``first_offset == log end offset``, ``last_offset == first_offset - 1``."""
+    ``first_offset == log end offset``, ``last_offset == first_offset - 1``.
+
+    Leader appends of idempotent batches (``tidelog.storage.producer_state``) have two more
+    outcomes, both writing nothing:
+      * ``duplicate``: a retry of a batch already in the log; ``first_offset``,
+        ``last_offset`` and ``max_timestamp`` are the ORIGINAL batch's, the counts are 0.
+        Answer the produce request with NONE and that base offset (for acks=-1 wait until
+        the high watermark passes ``last_offset``, like any append).
+      * ``error`` other than NONE (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+        UNKNOWN_PRODUCER_ID, INVALID_RECORD): offsets -1, counts 0; ``error_message`` says why.
+    """
 
     first_offset: int
     last_offset: int
@@ -114,6 +135,10 @@ class AppendInfo:
     num_batches: int
     num_records: int
     size_bytes: int
+    _: KW_ONLY
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +180,9 @@ class _Batch(NamedTuple):
     partition_leader_epoch: int
     max_timestamp: int
     records_count: int
+    producer_id: int  # NO_PRODUCER_ID (-1) for plain batches and control batches
+    producer_epoch: int
+    base_sequence: int
 
 
 def _validate_batches(
@@ -180,7 +208,9 @@ def _validate_batches(
             if allow_partial_tail:
                 break
             parse_header(view, pos)  # raises: truncated
-        (base, length, epoch, magic, crc, _, delta, _, max_ts, _, _, _, count) = unpack(view, pos)
+        (base, length, epoch, magic, crc, attrs, delta, _, max_ts, pid, p_epoch, seq, count) = (
+            unpack(view, pos)
+        )
         size = length + LOG_OVERHEAD
         if size > remaining and allow_partial_tail and magic == MAGIC_V2 and size >= 0:
             break
@@ -196,7 +226,9 @@ def _validate_batches(
             )
         if crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
             raise CorruptRecordBatchError(f"batch at byte {pos} fails its CRC-32C check")
-        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count))
+        if attrs & _CONTROL_FLAG:
+            pid = NO_PRODUCER_ID  # transaction markers carry no sequence (no transactions here)
+        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq))
         pos += size
     return batches, pos
 
@@ -234,6 +266,8 @@ class Log:
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
         )
+        #: Idempotent-producer state (tidelog.storage.producer_state); loaded by ``open``.
+        self.producer_state = ProducerStateManager(directory)
 
     # ------------------------------------------------------------------ opening
 
@@ -311,6 +345,11 @@ class Log:
         cache.truncate_from_start(log.log_start_offset)
         if not cache.path.exists():
             cache.persist()
+        # Producer state: snapshots of deleted segments or of a truncated tail are stale;
+        # the newest sound one at or below the recovery point is loaded and the batches
+        # after it replayed from their headers (producer_state rule 1 and 4).
+        log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
+        log._rebuild_producer_state(max_snapshot_offset=log._recovery_point)
         if log._recovery_point < log_end_offset:
             # Everything recovered was just validated; make it durable so it is trusted next
             # time (Kafka flushes after recovery too).
@@ -366,6 +405,40 @@ class Log:
                 del segments[i + 1 :]
             i += 1
         return epoch_starts
+
+    def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
+        """Producer state = newest sound snapshot in [first segment base, bound] + replay of
+        the batch headers after it, trimmed at the log start offset (producer_state rule 1)."""
+        state = self.producer_state
+        loaded = state.load_latest_snapshot(
+            min_offset=self._segments[0].base_offset, max_offset=max_snapshot_offset
+        )
+        state.update(
+            self._producer_batches_from(self._segments[0].base_offset if loaded is None else loaded)
+        )
+        state.truncate_head(self._log_start_offset)
+
+    def _producer_batches_from(self, start: int) -> Iterator[ProducerBatch]:
+        """Producer batches at or after ``start`` (a batch boundary), from headers only."""
+        for seg in self._segments:
+            if seg.next_offset <= start:
+                continue
+            position = 0
+            if seg.base_offset < start:
+                found = seg.find_batch(start)
+                if found is None:
+                    continue
+                position = found[0]
+            for _, header in seg.headers_from(position):
+                if header.producer_id >= 0 and not header.is_control:
+                    yield ProducerBatch(
+                        header.producer_id,
+                        header.producer_epoch,
+                        header.base_sequence,
+                        header.base_offset,
+                        header.last_offset,
+                        header.max_timestamp,
+                    )
 
     def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
         starts: list[tuple[int, int, int]] = []
@@ -427,6 +500,9 @@ class Log:
         Raises CorruptRecordBatchError (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT
         for magic 0/1) or RecordTooLargeError (MESSAGE_TOO_LARGE per batch,
         RECORD_LIST_TOO_LARGE for an append above segment.bytes); nothing is written then.
+        Idempotent batches (rule 7) may instead return ``AppendInfo.duplicate`` (the original
+        offsets) or ``AppendInfo.error`` (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+        UNKNOWN_PRODUCER_ID, INVALID_RECORD); nothing is written then either.
         """
         if leader_epoch < 0:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
@@ -452,13 +528,39 @@ class Log:
             pieces: list[bytes | memoryview] = []
             meta: list[tuple[int, int, int]] = []
             max_timestamp = -1
+            producer_batches: list[ProducerBatch] | None = None
             for batch in batches:
                 pos = batch.position
                 pieces.append(_STAMP.pack(offset, batch.size - LOG_OVERHEAD, leader_epoch))
                 pieces.append(view[pos + _STAMP.size : pos + batch.size])
+                if batch.producer_id >= 0:  # the only cost for non-idempotent batches
+                    if producer_batches is None:
+                        producer_batches = []
+                    producer_batches.append(
+                        ProducerBatch(
+                            batch.producer_id,
+                            batch.producer_epoch,
+                            batch.base_sequence,
+                            offset,
+                            offset + batch.last_offset_delta,
+                            batch.max_timestamp,
+                        )
+                    )
                 offset += batch.last_offset_delta + 1
                 meta.append((batch.size, offset - 1, batch.max_timestamp))
                 max_timestamp = max(max_timestamp, batch.max_timestamp)
+            check = None
+            if producer_batches is not None:
+                check = self.producer_state.check_leader_append(producer_batches)
+                if check.duplicate is not None:
+                    dup = check.duplicate
+                    return AppendInfo(
+                        dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True
+                    )
+                if check.error is not ErrorCode.NONE:
+                    return AppendInfo(
+                        -1, -1, -1, 0, 0, 0, error=check.error, error_message=check.message
+                    )
             if latest is None or leader_epoch > latest:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             num_records = offset - first_offset
@@ -471,6 +573,8 @@ class Log:
                 num_records=num_records,
                 now_ms=now_ms,
             )
+            if check is not None:
+                self.producer_state.commit(check.updates)
             return AppendInfo(
                 first_offset, offset - 1, max_timestamp, len(batches), num_records, total
             )
@@ -497,6 +601,7 @@ class Log:
             max_timestamp = -1
             num_records = 0
             new_epochs: list[tuple[int, int]] = []
+            producer_batches: list[ProducerBatch] | None = None
             latest = self.leader_epoch_cache.latest_epoch()
             latest = -1 if latest is None else latest
             for batch in batches:
@@ -514,6 +619,19 @@ class Log:
                 if batch.partition_leader_epoch > latest:
                     latest = batch.partition_leader_epoch
                     new_epochs.append((latest, batch.base_offset))
+                if batch.producer_id >= 0:
+                    if producer_batches is None:
+                        producer_batches = []
+                    producer_batches.append(
+                        ProducerBatch(
+                            batch.producer_id,
+                            batch.producer_epoch,
+                            batch.base_sequence,
+                            batch.base_offset,
+                            expected - 1,
+                            batch.max_timestamp,
+                        )
+                    )
             for epoch, offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, offset)
             first_offset = batches[0].base_offset
@@ -526,6 +644,8 @@ class Log:
                 num_records=num_records,
                 now_ms=now_ms,
             )
+            if producer_batches is not None:
+                self.producer_state.update(producer_batches)  # unchecked (producer_state rule 3)
             return AppendInfo(
                 first_offset, expected - 1, max_timestamp, len(batches), num_records, total
             )
@@ -583,6 +703,9 @@ class Log:
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
         self._segments[-1].on_become_inactive()
+        # The state now covers exactly the offsets below the new segment (Kafka snapshots
+        # on every roll), so a restart replays at most the newer segments.
+        self.producer_state.take_snapshot(base_offset)
         segment = LogSegment(
             self.directory,
             base_offset,
@@ -748,7 +871,19 @@ class Log:
                     self._truncate_fully_locked(self._log_start_offset)
                     return
                 self._recovery_point = min(self._recovery_point, self.log_end_offset)
+                self._truncate_producer_state()
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def _truncate_producer_state(self) -> None:
+        """After a tail truncation: drop snapshots beyond the new end; rebuild the state only
+        if a producer's batch was cut (cheap check; none for non-idempotent logs)."""
+        leo = self.log_end_offset
+        if self.producer_state.delete_snapshots(above=leo):
+            # Durably gone before new data can land below their offsets: a stale snapshot
+            # that came back after a crash would describe batches that no longer exist.
+            fsync_directory(self.directory)
+        if self.producer_state.needs_reload_after_truncation(leo):
+            self._rebuild_producer_state(max_snapshot_offset=leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at ``offset`` (start = end = offset)."""
@@ -764,6 +899,9 @@ class Log:
             self._retire(seg)
         self._segments = []
         self._bases = []
+        self.producer_state.clear()
+        if self.producer_state.delete_snapshots(below=2**63 - 1):
+            fsync_directory(self.directory)  # as in _truncate_producer_state
         self._roll_first(offset)
         self._log_start_offset = offset
         self._recovery_point = offset
@@ -798,6 +936,7 @@ class Log:
                 return
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.truncate_head(offset)
             self._delete_segments(lambda seg, upper: upper <= self._log_start_offset, None)
 
     def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
@@ -863,6 +1002,9 @@ class Log:
         del self._bases[:count]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.truncate_head(self._log_start_offset)
+        # Snapshots of deleted segments go with them (Kafka 2.8+).
+        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
         return count
 
     def _retire(self, seg: LogSegment) -> None:
@@ -953,6 +1095,9 @@ class Log:
             if self._closed:
                 return
             self._segments[-1].on_become_inactive()
+            # A snapshot at the log end: a clean restart replays nothing.
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self._dir_dirty = True
             self.flush()
             for seg in self._segments:
                 seg.close()

@@ -397,13 +397,19 @@ def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
 
     log = new_log(tmp_path, segment_bytes=3000, index_interval_bytes=200)
     stop = threading.Event()
+    flushed_once = threading.Event()
     flushes = 0
 
     def flusher() -> None:
+        # At least one flush always runs: on a loaded machine the appends below may all finish
+        # before this thread is first scheduled.
         nonlocal flushes
-        while not stop.is_set():
+        while True:
             log.flush()
             flushes += 1
+            flushed_once.set()
+            if stop.is_set():
+                return
 
     thread = threading.Thread(target=flusher)
     thread.start()
@@ -411,6 +417,7 @@ def test_flush_in_a_worker_thread_while_appending(tmp_path: Path) -> None:
         for i in range(150):
             log.append_as_leader(build_batch(2, seed=i % 7), leader_epoch=i // 50, now_ms=i)
             assert log.recovery_point <= log.log_end_offset
+        assert flushed_once.wait(timeout=60)
     finally:
         stop.set()
         thread.join()
