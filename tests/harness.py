@@ -85,6 +85,8 @@ class BrokerProcess:
         self.output_path = directory / "broker.out"
         self.process: subprocess.Popen[bytes] | None = None
         self._output = None
+        #: SIGSTOPped (``pause``): running, but answers nothing.
+        self.paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -172,10 +174,12 @@ class BrokerProcess:
         """SIGSTOP by PID: the process stops answering but keeps its sockets open."""
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGSTOP)
+        self.paused = True
 
     def resume(self) -> None:
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGCONT)
+        self.paused = False
 
     def restart(self, *, crash: bool = False) -> BrokerProcess:
         if crash:
@@ -264,7 +268,8 @@ class BrokerCluster:
 
     @property
     def alive(self) -> list[BrokerProcess]:
-        return [b for b in self.brokers if b.alive()]
+        """Brokers running and not paused."""
+        return [b for b in self.brokers if b.alive() and not b.paused]
 
     @property
     def bootstrap(self) -> str:

@@ -108,21 +108,6 @@ def test_rolling_restart_with_controlled_shutdown_fails_no_produce(
     assert set(producer.acked) <= set(consumed)
 
 
-def test_30_partitions_spread_evenly(cluster: BrokerCluster) -> None:
-    create_topic(cluster, "wide", partitions=30)
-    meta = cluster.metadata(["wide"])
-    partitions = meta.topics["wide"].partitions.values()
-    leaders = [p.leader_id for p in partitions]
-    assert {b: leaders.count(b) for b in (0, 1, 2)} == {0: 10, 1: 10, 2: 10}
-    replicas = [r for p in partitions for r in p.replicas]
-    assert {b: replicas.count(b) for b in (0, 1, 2)} == {0: 30, 1: 30, 2: 30}
-
-    def hosted_everywhere() -> bool:
-        return all(len(list(b.log_dir.glob("wide-*"))) == 30 for b in cluster.brokers)
-
-    wait_until(hosted_everywhere, 60, "30 replica logs on every broker")
-
-
 def test_old_leader_answers_not_leader_and_clients_recover(cluster: BrokerCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("moved", num_partitions=1, replica_assignment=[[1, 0, 2]])])[

@@ -143,3 +143,18 @@ def test_auto_creation_uses_default_replication_factor(shared_cluster: BrokerClu
     produce(shared_cluster.bootstrap, "auto-made", [b"a"], acks="all")
     p = shared_cluster.partition("auto-made")
     assert sorted(p.replicas) == [0, 1, 2]  # default.replication.factor=3 in these tests
+
+
+def test_30_partitions_spread_evenly(shared_cluster: BrokerCluster) -> None:
+    create_topic(shared_cluster, "wide", partitions=30)
+    meta = shared_cluster.metadata(["wide"])
+    partitions = meta.topics["wide"].partitions.values()
+    leaders = [p.leader_id for p in partitions]
+    assert {b: leaders.count(b) for b in (0, 1, 2)} == {0: 10, 1: 10, 2: 10}
+    replicas = [r for p in partitions for r in p.replicas]
+    assert {b: replicas.count(b) for b in (0, 1, 2)} == {0: 30, 1: 30, 2: 30}
+
+    def hosted_everywhere() -> bool:
+        return all(len(list(b.log_dir.glob("wide-*"))) == 30 for b in shared_cluster.brokers)
+
+    wait_until(hosted_everywhere, 60, "30 replica logs on every broker")
