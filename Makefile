@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 all: test
 
 venv:
-	@bash scripts/bootstrap.sh
+	@bash scripts/bootstrap.sh spark
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples

@@ -1,1 +1,28 @@
-"""tidelog.spark (see DESIGN.md, Layers)."""
+"""tidelog's PySpark data source: format ``tidelog``, Spark's Kafka connector options.
+
+::
+
+    import tidelog.spark
+    tidelog.spark.register(spark)            # once per SparkSession
+    df = (spark.readStream.format("tidelog")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "orders").load())
+
+See docs/spark.md. Modules: ``options`` (parsing, pure), ``offsets`` (offset JSON,
+admission control, splitting; pure), ``connector`` (driver offsets, executor fetches into
+Arrow, producing; no Spark), ``source`` (the Spark classes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Register the ``tidelog`` format with a SparkSession (PySpark >= 4.2)."""
+    from tidelog.spark.source import TidelogDataSource  # noqa: PLC0415 - imports pyspark
+
+    spark.dataSource.register(TidelogDataSource)
+
+
+__all__ = ["register"]

@@ -1,0 +1,434 @@
+# ruff: noqa: N802, N803  (method names are PySpark's)
+"""The ``tidelog`` Python data source: batch + streaming reads, batch + streaming writes.
+
+Planning (partition discovery, offsets, admission control) runs in Spark's Python
+process on the driver; ``read()`` and ``write()`` run on executors and open their own
+connections. Only option dataclasses, schemas and offset ranges are pickled.
+
+Offsets are Spark's Kafka JSON (``{"topic": {"0": 23}}``, next offset to read); the
+latest offset of a partition is its high watermark, so a query never reads records that
+a leader failure could take back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tidelog.model import TopicPartition
+from tidelog.spark.connector import OffsetReader, Producer, _report_loss, read_range
+from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
+from tidelog.spark.options import (
+    ReadOptions,
+    SparkOptionError,
+    WriteOptions,
+    parse_read_options,
+    parse_write_options,
+)
+
+log = logging.getLogger(__name__)
+
+HEADERS_TYPE = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def read_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema (``headers`` only with ``includeHeaders``)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+class TidelogDataSource(DataSource):
+    """``spark.read(Stream).format("tidelog")`` / ``df.write(Stream).format("tidelog")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidelog"
+
+    def schema(self) -> StructType:
+        raw = str(self.options.get("includeheaders", "false")).strip().lower()
+        return read_schema(raw == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TidelogBatchReader(parse_read_options(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TidelogStreamReader(parse_read_options(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:
+            raise SparkOptionError(
+                "save mode 'overwrite' is not supported by tidelog (a log is appended to): "
+                "use mode 'append'"
+            )
+        options = parse_write_options(self.options)
+        check_write_schema(schema, options)
+        return TidelogBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        options = parse_write_options(self.options)
+        check_write_schema(schema, options)
+        return TidelogStreamWriter(options)
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+class RangePartition(InputPartition):
+    """``[from_offset, until_offset)`` of one partition: one Spark task (plain values)."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
+        super().__init__(None)
+        self.topic = topic
+        self.partition = partition
+        self.from_offset = from_offset
+        self.until_offset = until_offset
+
+
+def _input_partitions(ranges: list[OffsetRange], options: ReadOptions) -> list[RangePartition]:
+    return [
+        RangePartition(r.tp.topic, r.tp.partition, r.from_offset, r.until_offset)
+        for r in split_ranges(ranges, options.min_partitions)
+    ]
+
+
+def _read(
+    options: ReadOptions, schema: StructType, partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, RangePartition)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    return read_range(
+        options,
+        TopicPartition(partition.topic, partition.partition),
+        partition.from_offset,
+        partition.until_offset,
+        arrow_schema,
+    )
+
+
+class TidelogBatchReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        offsets = OffsetReader(self.options)
+        try:
+            tps = offsets.partitions()
+            start = offsets.resolve(self.options.starting, tps, default_latest=False)
+            end = offsets.resolve(self.options.ending, tps, default_latest=True)
+            latest = offsets.latest(tps)
+        finally:
+            offsets.close()
+        ranges = []
+        for tp in tps:
+            until = end[tp]
+            if until > latest[tp]:
+                log.warning(
+                    "endingOffsets of %s is %d, past its high watermark %d: reading to %d",
+                    tp,
+                    until,
+                    latest[tp],
+                    latest[tp],
+                )
+                until = latest[tp]
+            if until < start[tp]:
+                raise SparkOptionError(
+                    f"the starting offset of {tp} ({start[tp]}) is after its ending offset "
+                    f"({until})"
+                )
+            ranges.append(OffsetRange(tp, start[tp], until))
+        return list(_input_partitions(ranges, self.options))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, self.schema, partition)
+
+
+class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader with admission control and ``Trigger.AvailableNow``."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._offsets: OffsetReader | None = None
+        #: AvailableNow: the high watermarks when the query started; never read past them.
+        self._target: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get the reader pickled for read(): no client travels with it.
+        state = dict(self.__dict__)
+        state["_offsets"] = None
+        return state
+
+    @property
+    def offsets(self) -> OffsetReader:
+        if self._offsets is None:
+            self._offsets = OffsetReader(self.options)
+        return self._offsets
+
+    def initialOffset(self) -> dict[str, Any]:
+        tps = self.offsets.partitions()
+        return to_json(self.offsets.resolve(self.options.starting, tps, default_latest=True))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.offsets.latest(self.offsets.partitions())
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = from_json(start)
+        tps = self.offsets.partitions()
+        gone = sorted(set(begin) - set(tps))
+        if gone:
+            # Look again before calling it loss: a restarting broker may briefly not
+            # know a topic. Gone partitions keep their offsets (carried into the end
+            # offsets), so one that comes back is not read again from the start.
+            time.sleep(1.0)
+            tps = self.offsets.partitions()
+            gone = sorted(set(begin) - set(tps))
+            if gone:
+                _report_loss(
+                    self.options,
+                    "partitions " + ", ".join(map(str, gone)) + " no longer exist",
+                )
+        if self._target is not None:
+            tps = [tp for tp in tps if tp in self._target or tp in begin]
+        latest = self.offsets.latest(tps)
+        if self._target is not None:
+            latest = {tp: min(o, self._target.get(tp, o)) for tp, o in latest.items()}
+        new = [tp for tp in tps if tp not in begin]
+        if new:
+            # Spark's Kafka rule: partitions that appear while the query runs start at
+            # their earliest offset.
+            begin.update(self.offsets.earliest(new))
+        for tp in tps:
+            if latest[tp] < begin[tp]:
+                if self.offsets.truncated_below(tp, begin[tp]):
+                    _report_loss(
+                        self.options,
+                        f"{tp}: the log ends at {latest[tp]}, below the offset {begin[tp]} "
+                        "the query had reached (records were taken back)",
+                    )
+                    # Go on from the new end: what is appended there is new data.
+                else:
+                    latest[tp] = begin[tp]  # a restarted broker's stale HW: hold still
+        self._latest = latest
+        end = latest
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit({tp: begin[tp] for tp in latest}, latest, limit.max_rows)
+        return to_json({**{tp: begin[tp] for tp in gone}, **end})
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return to_json(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = from_json(start)
+        until = from_json(end)
+        new = [tp for tp in until if tp not in begin]
+        if new:
+            begin.update(self.offsets.earliest(new))
+        ranges = [
+            OffsetRange(tp, begin[tp], until[tp]) for tp in sorted(until) if until[tp] > begin[tp]
+        ]
+        return _input_partitions(ranges, self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, self.schema, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass  # nothing to release: offsets live in Spark's checkpoint
+
+    def stop(self) -> None:
+        if self._offsets is not None:
+            self._offsets.close()
+            self._offsets = None
+
+
+# --- writing -----------------------------------------------------------------------------
+
+_KEY_TYPES = (BinaryType, StringType)
+
+
+def check_write_schema(schema: StructType, options: WriteOptions) -> None:
+    """Spark's Kafka sink rules: ``value`` required (string or binary); ``key`` (string or
+    binary), ``topic`` (string), ``partition`` (int) and ``headers`` optional; ``topic``
+    column or option required."""
+    types: dict[str, DataType] = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in types:
+        raise SparkOptionError(
+            "the data to write has no 'value' column (required: string or binary); "
+            f"columns: {', '.join(schema.fieldNames())}"
+        )
+    for name in ("value", "key"):
+        if name in types and not isinstance(types[name], _KEY_TYPES):
+            raise SparkOptionError(
+                f"column '{name}' must be string or binary, not {types[name].simpleString()}"
+            )
+    if "topic" in types and not isinstance(types["topic"], StringType):
+        raise SparkOptionError(
+            f"column 'topic' must be a string, not {types['topic'].simpleString()}"
+        )
+    if "topic" not in types and options.topic is None:
+        raise SparkOptionError(
+            "no topic to write to: set the option 'topic' or add a 'topic' column"
+        )
+    if "partition" in types and not isinstance(types["partition"], (IntegerType, LongType)):
+        raise SparkOptionError(
+            f"column 'partition' must be an int, not {types['partition'].simpleString()}"
+        )
+    if "headers" in types and types["headers"].simpleString() != HEADERS_TYPE.simpleString():
+        raise SparkOptionError(
+            f"column 'headers' must be {HEADERS_TYPE.simpleString()}, not "
+            f"{types['headers'].simpleString()}"
+        )
+
+
+@dataclass
+class TidelogCommitMessage(WriterCommitMessage):
+    """What one write task acknowledged: records per ``topic-partition``."""
+
+    written: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.written.values())
+
+
+def _as_bytes(value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)  # type: ignore[call-overload, no-any-return]
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
+    for i, column_name in enumerate(batch.schema.names):
+        if column_name.lower() == name:
+            return list(batch.column(i).to_pylist())
+    return [None] * batch.num_rows
+
+
+def _write_batches(
+    options: WriteOptions, batches: Iterator[pa.RecordBatch]
+) -> TidelogCommitMessage:
+    producer = Producer(
+        options.bootstrap_servers,
+        client_id=options.client_id,
+        request_timeout_ms=options.request_timeout_ms,
+        acks=options.acks,
+        retry_timeout_ms=options.retry_timeout_ms,
+    )
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            values = _column(batch, "value")
+            keys = _column(batch, "key")
+            topics = _column(batch, "topic")
+            partitions = _column(batch, "partition")
+            headers = _column(batch, "headers")
+            for i in range(n):
+                topic = topics[i] or options.topic
+                if topic is None:
+                    raise SparkOptionError("a row has a null 'topic' and no option 'topic' is set")
+                row_headers = headers[i] or ()
+                producer.send(
+                    topic,
+                    _as_bytes(values[i]),
+                    _as_bytes(keys[i]),
+                    [(h["key"], _as_bytes(h["value"])) for h in row_headers],
+                    partitions[i],
+                )
+        producer.flush()
+        return TidelogCommitMessage({str(tp): c for tp, c in producer.written.items()})
+    finally:
+        producer.close()
+
+
+def _log_abort(messages: Sequence[WriterCommitMessage | None], what: str) -> None:
+    failed = sum(1 for m in messages if m is None)
+    written = sum(m.total for m in messages if isinstance(m, TidelogCommitMessage))
+    log.error(
+        "%s aborted: %d of %d write tasks failed; %d records the other tasks wrote stay in "
+        "the log (writes are at-least-once)",
+        what,
+        failed,
+        len(messages),
+        written,
+    )
+
+
+class TidelogBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total = sum(m.total for m in messages if isinstance(m, TidelogCommitMessage))
+        log.info("batch write committed: %d records", total)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _log_abort(messages, "batch write")
+
+
+class TidelogStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # records were acknowledged (acks=all) when the tasks returned
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _log_abort(messages, f"micro-batch {batchId}")

@@ -1,0 +1,152 @@
+"""Fixtures of the Spark tests: ONE SparkSession (local[2]) and one broker per session.
+
+Spark's Python workers must run this interpreter (``PYSPARK_PYTHON``), which has pyarrow
+and tidelog (editable install) — see docs/spark.md. The session's JVM is stopped by its
+PID at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from tests.harness import BrokerProcess
+from tidelog.client import BlockingClient, NewTopic, Record, build_batch, decode_records
+from tidelog.client.client import FetchRequestPartition
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    import tidelog.spark
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tidelog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.log.level", "WARN")
+        .getOrCreate()
+    )
+    tidelog.spark.register(session)
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        yield session
+    finally:
+        session.stop()
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # by PID: the JVM this fixture started
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("spark-broker")).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
+    with BlockingClient(bootstrap) as client:
+        result = client.create_topics([NewTopic(name, partitions, 1)])
+        assert result[name].error_code == ErrorCode.NONE, result
+    return name
+
+
+def produce(
+    bootstrap: str, topic: str, partition: int, records: Sequence[Record], *, timestamp_ms: int = 0
+) -> None:
+    with BlockingClient(bootstrap) as client:
+        for start in range(0, len(records), 1000):
+            batch = build_batch(
+                records[start : start + 1000], base_timestamp_ms=timestamp_ms or None
+            )
+            result = client.produce(TopicPartition(topic, partition), batch, acks=-1)
+            assert result is not None
+            assert result.error_code == ErrorCode.NONE, result
+
+
+def read_all(bootstrap: str, topic: str, partition: int) -> list[Any]:
+    """Every record of one partition up to its high watermark (a direct fetch loop)."""
+    out: list[Any] = []
+    offset = 0
+    with BlockingClient(bootstrap) as client:
+        while True:
+            tp = TopicPartition(topic, partition)
+            result = client.fetch({tp: FetchRequestPartition(offset)}, max_wait_ms=0)[tp]
+            assert result.error_code == ErrorCode.NONE, result
+            records = [r for r in decode_records(result.records) if r.offset >= offset]
+            if not records:
+                if offset >= result.high_watermark:
+                    return out
+                continue
+            out.extend(records)
+            offset = records[-1].offset + 1
+
+
+def create_partitions(bootstrap: str, topic: str, count: int) -> None:
+    """CreatePartitions (API 37) v1: grow ``topic`` to ``count`` partitions."""
+    import datetime
+
+    from kio.schema.create_partitions.v1 import request as m
+
+    with BlockingClient(bootstrap) as client:
+        response = client.send(
+            m.CreatePartitionsRequest(
+                topics=(m.CreatePartitionsTopic(name=topic, count=count, assignments=None),),
+                timeout=datetime.timedelta(seconds=30),
+                validate_only=False,
+            )
+        )
+    assert all(r.error_code == 0 for r in response.results), response
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """DeleteRecords (API 21) v1: move the log start offset of one partition to ``before``."""
+    import datetime
+
+    from kio.schema.delete_records.v1 import request as m
+
+    with BlockingClient(bootstrap) as client:
+        response = client.send(
+            m.DeleteRecordsRequest(
+                topics=(
+                    m.DeleteRecordsTopic(
+                        name=topic,
+                        partitions=(
+                            m.DeleteRecordsPartition(partition_index=partition, offset=before),
+                        ),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+            )
+        )
+    codes = [p.error_code for t in response.topics for p in t.partitions]
+    assert codes == [0], response
