@@ -1,13 +1,676 @@
-"""Placeholder main job: replaced by the Spark pipeline (issue 6) as the layers land."""
+"""tidelog's demo (``make demo``): a replicated cluster survives losing a leader mid-stream.
+
+1. Starts ZooKeeper and 3 brokers under ``./.tidelog`` (``tidelog.cli.launcher``).
+2. Creates ``orders`` (6 partitions, replication factor 3, ``min.insync.replicas=2``).
+3. Produces a known set of e-commerce order events with confluent-kafka, ``acks=all``,
+   keeping its own record of which events the cluster acknowledged (a progress bar shows it).
+4. Midway, SIGKILLs the broker leading partition 0 (the producer stalls until the
+   controller moves leadership), and later restarts it (it catches up and rejoins the ISR).
+5. Reads the topic back with confluent-kafka and checks every acknowledged event was read
+   exactly once, with the bytes that were sent.
+6. Prints a report (events, throughput, how long producers stalled, ISR changes seen through
+   ``tidelog topics describe``'s machinery) and always tears the cluster down.
+
+Exit status 0 when the verification passes, 1 when it fails, 2 when the cluster could not
+be started. ``--events``, ``--dir``, ``--keep`` (leave the cluster running) adjust it.
+"""
 
 from __future__ import annotations
 
+import argparse
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
 import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from tidelog.cli.launcher import ClusterError, LocalCluster
+from tidelog.cli.topics import describe_topics
+from tidelog.cli.zookeeper import ZooKeeperStartError
+from tidelog.client import BlockingClient, ClientError, NewTopic
+from tidelog.errors import ErrorCode
+
+TOPIC = "orders"
+PARTITIONS = 6
+REPLICATION_FACTOR = 3
+PRODUCTS = (
+    ("book", 1299),
+    ("headphones", 5999),
+    ("kettle", 3450),
+    ("lamp", 2400),
+    ("mug", 899),
+    ("backpack", 4599),
+    ("sneakers", 8900),
+    ("tea", 650),
+)
+STATUSES = ("created", "paid", "shipped", "delivered")
 
 
-def main() -> int:
-    print("tidelog demo: nothing to run yet; see README 'What works today'.")
-    return 0
+def generate_events(count: int, seed: int) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs: orders move created -> paid -> shipped -> delivered, keyed by
+    order id so one order's events stay in one partition, in order."""
+    rng = random.Random(seed)
+    events: list[tuple[bytes, bytes]] = []
+    open_orders: list[dict[str, Any]] = []
+    order: dict[str, Any]
+    next_order = 1
+    base_ms = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    for event_id in range(count):
+        if not open_orders or rng.random() < 0.35:
+            product, price = rng.choice(PRODUCTS)
+            order = {
+                "order_id": f"o-{next_order:06d}",
+                "customer": f"c-{rng.randrange(1, 400):04d}",
+                "product": product,
+                "quantity": rng.randint(1, 4),
+                "unit_price_cents": price,
+                "stage": 0,
+            }
+            next_order += 1
+            open_orders.append(order)
+        else:
+            order = rng.choice(open_orders)
+            order["stage"] += 1
+        value = {
+            "event_id": event_id,
+            "order_id": order["order_id"],
+            "status": STATUSES[order["stage"]],
+            "customer": order["customer"],
+            "product": order["product"],
+            "quantity": order["quantity"],
+            "amount_cents": order["quantity"] * order["unit_price_cents"],
+            "event_time_ms": base_ms + event_id * 37,
+        }
+        if order["stage"] == len(STATUSES) - 1:
+            open_orders.remove(order)
+        events.append((order["order_id"].encode(), json.dumps(value, sort_keys=True).encode()))
+    return events
+
+
+def event_id_of(value: bytes) -> int:
+    return int(json.loads(value)["event_id"])
+
+
+# --- watching the cluster -------------------------------------------------------------------
+
+
+@dataclass
+class IsrWatcher:
+    """Polls describe (Metadata + DescribeQuorum) once a second; records ISR/leader changes."""
+
+    bootstrap: str
+    started: float
+    changes: list[str] = field(default_factory=list)
+    last: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    min_isr_seen: int = REPLICATION_FACTOR
+
+    def poll_once(self, client: BlockingClient) -> None:
+        try:
+            topics, _notes = describe_topics(client, [TOPIC])
+            states = [(p.partition, p.leader, p.isr) for p in topics[0].partitions]
+        except ClientError:
+            # A leader that was just killed does not answer DescribeQuorum: the Leader and
+            # Isr columns come from Metadata anyway.
+            md = client.metadata([TOPIC])
+            states = [
+                (p.partition, p.leader_id, p.isr) for p in md.topics[TOPIC].partitions.values()
+            ]
+        for partition, leader, isr in states:
+            now = (leader, tuple(sorted(isr)))
+            before = self.last.get(partition)
+            self.min_isr_seen = min(self.min_isr_seen, len(isr))
+            if before is not None and before != now:
+                t = time.monotonic() - self.started
+                moved = (
+                    f"leader {before[0]} -> {now[0]}" if before[0] != now[0] else f"leader {now[0]}"
+                )
+                self.changes.append(
+                    f"t+{t:5.1f}s  {TOPIC}-{partition}: ISR "
+                    f"[{','.join(map(str, before[1]))}] -> [{','.join(map(str, now[1]))}], {moved}"
+                )
+            self.last[partition] = now
+
+    def run(self) -> None:
+        client: BlockingClient | None = None
+        while not self.stop_event.is_set():
+            try:
+                if client is None:
+                    client = BlockingClient(self.bootstrap, request_timeout_s=3.0)
+                self.poll_once(client)
+            except Exception:  # a watcher must not die: try again next second
+                if client is not None:
+                    client.close()
+                client = None
+            self.stop_event.wait(1.0)
+        if client is not None:
+            client.close()
+
+    def all_in_sync(self) -> bool:
+        return len(self.last) == PARTITIONS and all(
+            len(isr) == REPLICATION_FACTOR for _, isr in self.last.values()
+        )
+
+
+# --- producing -------------------------------------------------------------------------------
+
+
+@dataclass
+class Deliveries:
+    acked: dict[int, int] = field(default_factory=dict)  # event id -> partition
+    failed: dict[int, str] = field(default_factory=dict)
+    times: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def callback(self, err: KafkaError | None, msg: Message) -> None:
+        event_id = event_id_of(msg.value() or b"{}")
+        with self.lock:
+            if err is not None:
+                self.failed[event_id] = err.name()
+            else:
+                self.acked[event_id] = int(msg.partition() or 0)
+                self.times.append(time.monotonic())
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    filled = int(width * done / total) if total else width
+    return "[" + "#" * filled + "-" * (width - filled) + f"] {done}/{total}"
+
+
+def leader_of(bootstrap: str, partition: int) -> int:
+    with BlockingClient(bootstrap) as client:
+        md = client.metadata([TOPIC])
+    leader = md.topics[TOPIC].partitions[partition].leader_id
+    if leader < 0:
+        raise RuntimeError(f"{TOPIC}-{partition} has no leader")
+    return leader
+
+
+def create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
+    with BlockingClient(bootstrap) as client:
+        errors = client.create_topics(
+            [
+                NewTopic(
+                    TOPIC,
+                    num_partitions=PARTITIONS,
+                    replication_factor=REPLICATION_FACTOR,
+                    configs={"min.insync.replicas": "2"},
+                )
+            ]
+        )
+        error = errors[TOPIC]
+        if error.error_code != ErrorCode.NONE:
+            raise RuntimeError(f"cannot create {TOPIC}: {error.error_code.name} {error.message}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            md = client.metadata([TOPIC])
+            t = md.topics.get(TOPIC)
+            if (
+                t is not None
+                and len(t.partitions) == PARTITIONS
+                and all(
+                    p.leader_id >= 0 and len(p.isr) == REPLICATION_FACTOR
+                    for p in t.partitions.values()
+                )
+            ):
+                return
+            time.sleep(0.2)
+    raise RuntimeError(f"{TOPIC} did not get leaders and full ISRs within {timeout_s:.0f}s")
+
+
+class Chaos:
+    """Kills partition 0's leader once ``kill_after`` events are acknowledged; restarts it
+    ``restart_delay_s`` after the controller has moved its leadership (so the shrunken ISR
+    is visible)."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        deliveries: Deliveries,
+        *,
+        kill_after: int,
+        restart_delay_s: float,
+    ) -> None:
+        self.cluster = cluster
+        self.deliveries = deliveries
+        self.kill_after = kill_after
+        self.restart_delay_s = restart_delay_s
+        self.report: dict[str, Any] = {}
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def _acked(self) -> int:
+        with self.deliveries.lock:
+            return len(self.deliveries.acked)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the main thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _run(self) -> None:
+        bootstrap = self.cluster.bootstrap_servers
+        while self._acked() < self.kill_after:
+            time.sleep(0.02)
+        victim = leader_of(bootstrap, 0)
+        self.report["victim"] = victim
+        self.report["victim_partitions"] = victim_partitions(bootstrap, victim)
+        self.report["acked_at_kill"] = self._acked()
+        self.cluster.kill_broker(victim)
+        kill_time = time.monotonic()
+        self.report["kill_time"] = kill_time
+        print(f"\n  SIGKILL broker {victim} (leader of {TOPIC}-0)", flush=True)
+        # Wait for the controller to move leadership (the victim's ZooKeeper session has to
+        # expire first), so the shrunken ISRs are visible before the broker returns.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if leader_of(bootstrap, 0) != victim:
+                    break
+            except (ClientError, RuntimeError):
+                pass  # no leader at this moment, or the broker asked was the dead one
+            time.sleep(0.2)
+        self.report["leader_moved"] = time.monotonic()
+        time.sleep(self.restart_delay_s)
+        print(f"\n  restarting broker {victim}", flush=True)
+        begin = time.monotonic()
+        self.report["restart_begin"] = begin
+        self.cluster.start_broker(victim)
+        self.report["restart_seconds"] = time.monotonic() - begin
+
+
+def produce(
+    cluster: LocalCluster, events: list[tuple[bytes, bytes]], rate: float, report: dict[str, Any]
+) -> Deliveries:
+    """Produce every event at ``rate`` per second while ``Chaos`` kills and restarts a leader."""
+    deliveries = Deliveries()
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "retry.backoff.ms": 200,
+            "topic.metadata.refresh.interval.ms": 1000,
+            # Connection failures to the killed broker are expected: keep the output clean
+            # (delivery errors still reach the callback and the report).
+            "log_level": 2,
+        }
+    )
+    total = len(events)
+    chaos = Chaos(cluster, deliveries, kill_after=total * 2 // 5, restart_delay_s=3.0)
+    chaos_thread = threading.Thread(target=chaos.run, daemon=True)
+    chaos_thread.start()
+    started = time.monotonic()
+    last_draw = 0.0
+
+    tty = sys.stdout.isatty()
+    last_tenth = -1
+
+    def draw(final: bool = False) -> None:
+        nonlocal last_tenth
+        with deliveries.lock:
+            done = len(deliveries.acked)
+        elapsed = time.monotonic() - started
+        line = f"  {progress_bar(done, total)} acknowledged, {elapsed:5.1f}s"
+        if tty:
+            print("\r" + line, end="\n" if final else "", flush=True)
+        elif done * 10 // total > last_tenth or final:
+            # Not a terminal (CI, a log file): one line per tenth instead of redrawing.
+            last_tenth = done * 10 // total
+            print(line, flush=True)
+
+    for i, (key, value) in enumerate(events):
+        due = started + i / rate
+        while (now := time.monotonic()) < due:
+            producer.poll(min(0.05, due - now))
+        while True:
+            try:
+                producer.produce(TOPIC, value=value, key=key, on_delivery=deliveries.callback)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        if time.monotonic() - last_draw > 0.25:
+            last_draw = time.monotonic()
+            draw()
+    deadline = time.monotonic() + 180
+    while producer.flush(0.25) > 0 and time.monotonic() < deadline:
+        draw()
+    draw(final=True)
+    report["produce_seconds"] = time.monotonic() - started
+    chaos.done.wait(120)
+    if chaos.error is not None:
+        raise RuntimeError(f"killing/restarting the leader failed: {chaos.error}")
+    report.update(chaos.report)
+    kill_time = chaos.report.get("kill_time")
+    if kill_time is not None:
+        after = sorted(t for t in deliveries.times if t > kill_time)
+        before = [t for t in deliveries.times if t <= kill_time]
+        # The longest pause between acknowledgements from the kill on: the failover stall.
+        points = [max(before) if before else kill_time, *after]
+        gaps = [b - a for a, b in itertools.pairwise(points)]
+        report["stall_seconds"] = max(gaps) if gaps else None
+        report["first_ack_after_kill"] = (after[0] - kill_time) if after else None
+    return deliveries
+
+
+def victim_partitions(bootstrap: str, broker_id: int) -> list[int]:
+    with BlockingClient(bootstrap) as client:
+        md = client.metadata([TOPIC])
+    return sorted(
+        p.partition for p in md.topics[TOPIC].partitions.values() if p.leader_id == broker_id
+    )
+
+
+# --- consuming and verifying -------------------------------------------------------------------
+
+
+def consume_all(bootstrap: str, timeout_s: float = 120.0) -> tuple[list[bytes], float]:
+    """Every record of the topic up to each partition's high watermark, via confluent-kafka."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tidelog-demo",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    started = time.monotonic()
+    try:
+        ends = {}
+        for p in range(PARTITIONS):
+            _low, high = consumer.get_watermark_offsets(
+                KafkaTopicPartition(TOPIC, p), timeout=30, cached=False
+            )
+            ends[p] = high
+        consumer.assign([KafkaTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        positions = dict.fromkeys(range(PARTITIONS), 0)
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=5000, timeout=0.5):
+                if msg.error() is not None:
+                    error = msg.error()
+                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"consume error: {error}")
+                p = int(msg.partition() or 0)
+                offset = int(msg.offset() or 0)
+                if offset < ends[p]:
+                    values.append(msg.value() or b"")
+                positions[p] = max(positions[p], offset + 1)
+        missing_tail = {p: (positions[p], ends[p]) for p in ends if positions[p] < ends[p]}
+        if missing_tail:
+            raise RuntimeError(f"could not read up to the high watermarks: {missing_tail}")
+    finally:
+        consumer.close()
+    return values, time.monotonic() - started
+
+
+def verify(
+    events: list[tuple[bytes, bytes]], deliveries: Deliveries, values: list[bytes]
+) -> list[str]:
+    """Problems found (empty = every acknowledged event read exactly once, bytes intact)."""
+    problems = []
+    counts = Counter(event_id_of(v) for v in values)
+    by_id = {event_id_of(v): v for v in values}
+    missing = sorted(i for i in deliveries.acked if counts[i] == 0)
+    duplicated = sorted(i for i in deliveries.acked if counts[i] > 1)
+    unknown = sorted(i for i in counts if not 0 <= i < len(events))
+    corrupted = sorted(i for i in deliveries.acked if counts[i] and by_id[i] != events[i][1])
+    if missing:
+        problems.append(f"{len(missing)} acknowledged events never read, e.g. {missing[:5]}")
+    if duplicated:
+        problems.append(
+            f"{len(duplicated)} acknowledged events read twice, e.g. {duplicated[:5]} "
+            "(a batch the killed leader had replicated but not acknowledged was retried by "
+            "the producer; only a broker that de-duplicates idempotent producers' sequence "
+            "numbers avoids this)"
+        )
+    if unknown:
+        problems.append(f"{len(unknown)} records that were never produced, e.g. {unknown[:5]}")
+    if corrupted:
+        problems.append(f"{len(corrupted)} events read with different bytes, e.g. {corrupted[:5]}")
+    return problems
+
+
+# --- the Spark stage ---------------------------------------------------------------------------
+
+
+def run_spark_stage(bootstrap: str, work_dir: Path, orders: int) -> dict[str, Any]:
+    """examples/orders_pipeline.py on this cluster: a Structured Streaming job computes
+    revenue per category per minute from its own ``spark-orders`` topic into a topic and
+    Parquet, verified against a direct computation (``report["ok"]``)."""
+    import orders_pipeline  # noqa: PLC0415 - examples/, next to this file
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    import tidelog.spark  # noqa: PLC0415
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("tidelog-demo")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    tidelog.spark.register(spark)
+    try:
+        report: dict[str, Any] = orders_pipeline.run_pipeline(
+            spark,
+            bootstrap,
+            orders_topic="spark-orders",
+            revenue_topic="spark-revenue",
+            work_dir=work_dir,
+            orders=orders,
+            minutes=5,
+            timeout_s=300.0,
+        )
+    finally:
+        spark.stop()
+    return report
+
+
+def spark_available() -> bool:
+    try:
+        import pyspark  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return (Path(__file__).parent / "orders_pipeline.py").exists()
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--dir", type=Path, default=Path(".tidelog"))
+    parser.add_argument("--events", type=int, default=30000)
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--rate", type=float, default=3000.0, help="events per second")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument(
+        "--no-spark", action="store_true", help="skip the Spark pipeline stage at the end"
+    )
+    parser.add_argument("--spark-orders", type=int, default=5000)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    run_started = time.monotonic()
+
+    directory: Path = args.dir
+    if (directory / "cluster.json").exists():
+        existing = LocalCluster.attach(directory)
+        if existing.is_running():
+            print(
+                f"demo: a cluster is already running in {directory}; stop it first with "
+                f"`tidelog cluster down --dir {directory}`",
+                file=sys.stderr,
+            )
+            return 2
+    shutil.rmtree(directory, ignore_errors=True)  # a fresh cluster: no data from earlier runs
+
+    events = generate_events(args.events, args.seed)
+    cluster = LocalCluster(directory, brokers=3)
+    report: dict[str, Any] = {}
+    watcher: IsrWatcher | None = None
+    watcher_thread: threading.Thread | None = None
+    ok = False
+    try:
+        print(f"demo: starting ZooKeeper + 3 brokers under {directory} ...", flush=True)
+        t0 = time.monotonic()
+        try:
+            cluster.start()
+        except (ClusterError, ZooKeeperStartError) as exc:
+            print(f"demo: cannot start the cluster: {exc}", file=sys.stderr)
+            return 2
+        print(f"  up in {time.monotonic() - t0:.1f}s: {cluster.bootstrap_servers}")
+        create_topic(cluster.bootstrap_servers)
+        print(
+            f"  created {TOPIC}: {PARTITIONS} partitions, RF {REPLICATION_FACTOR}, "
+            "min.insync.replicas=2"
+        )
+        watcher = IsrWatcher(cluster.bootstrap_servers, time.monotonic())
+        with BlockingClient(cluster.bootstrap_servers) as client:
+            watcher.poll_once(client)
+        watcher.started = time.monotonic()
+        watcher_thread = threading.Thread(target=watcher.run, daemon=True)
+        watcher_thread.start()
+
+        print(f"demo: producing {len(events)} order events (confluent-kafka, acks=all)")
+        watcher.started = time.monotonic()
+        report["t0"] = watcher.started
+        deliveries = produce(cluster, events, args.rate, report)
+
+        # The restarted broker catches up and rejoins every ISR.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not watcher.all_in_sync():
+            time.sleep(0.5)
+        report["isr_restored"] = watcher.all_in_sync()
+
+        print("demo: consuming everything back (confluent-kafka) ...")
+        values, consume_seconds = consume_all(cluster.bootstrap_servers)
+        problems = verify(events, deliveries, values)
+        ok = not problems
+
+        spark_report: dict[str, Any] | None = None
+        if args.no_spark:
+            pass
+        elif not spark_available():
+            print("demo: pyspark not installed: skipping the Spark stage (make venv installs it)")
+        else:
+            print(
+                f"demo: Spark: streaming revenue per category per minute over "
+                f"{args.spark_orders} more orders (examples/orders_pipeline.py) ..."
+            )
+            spark_started = time.monotonic()
+            spark_report = run_spark_stage(
+                cluster.bootstrap_servers, directory / "spark", args.spark_orders
+            )
+            spark_report["wall_seconds"] = time.monotonic() - spark_started
+            if not spark_report["ok"]:
+                problems.append(f"the Spark pipeline's output did not verify: {spark_report}")
+                ok = False
+
+        # -- report --
+        acked = len(deliveries.acked)
+        print()
+        print("=== tidelog demo report ===")
+        print(f"events generated        {len(events)}")
+        print(f"acknowledged (acks=all) {acked}")
+        print(f"failed deliveries       {len(deliveries.failed)}")
+        print(
+            f"produce                 {report['produce_seconds']:.1f}s at up to {args.rate:.0f} "
+            f"events/s offered; {acked / report['produce_seconds']:.0f} events/s acknowledged "
+            "(including the failover)"
+        )
+        print(
+            f"consume                 {len(values)} records in {consume_seconds:.1f}s, "
+            f"{len(values) / max(consume_seconds, 1e-9):.0f} records/s"
+        )
+        if "victim" in report:
+            print(
+                f"failover                t+{report['kill_time'] - report['t0']:.1f}s SIGKILLed "
+                f"broker {report['victim']} (leader of partitions {report['victim_partitions']})"
+            )
+            stall = report.get("stall_seconds")
+            first = report.get("first_ack_after_kill")
+            print(
+                "                        producers stalled "
+                + (f"{stall:.1f}s" if stall is not None else "?")
+                + " at most; first ack after the kill "
+                + (f"{first:.1f}s" if first is not None else "never")
+            )
+            if "restart_seconds" in report:
+                print(
+                    f"                        t+{report['restart_begin'] - report['t0']:.1f}s "
+                    f"restarted broker {report['victim']} (serving after "
+                    f"{report['restart_seconds']:.1f}s); ISRs full again: "
+                    f"{'yes' if report['isr_restored'] else 'no'}"
+                )
+        print(f"ISR changes seen via describe ({len(watcher.changes)}, t+ from the first event):")
+        for line in watcher.changes:
+            print(f"  {line}")
+        if spark_report is not None:
+            print(
+                f"spark pipeline          {spark_report['orders_generated']} orders -> "
+                f"{spark_report['windows_parquet']} windows in Parquet (expected "
+                f"{spark_report['windows_expected']}), topic output "
+                f"{'matches' if spark_report['topic_matches'] else 'DIFFERS'}; "
+                f"{spark_report['wall_seconds']:.0f}s with Spark's start-up: "
+                f"{'verified' if spark_report['ok'] else 'NOT verified'}"
+            )
+        if ok:
+            print(
+                f"verification            PASSED: all {acked} acknowledged events read exactly once"
+                + (" and the Spark output matches" if spark_report is not None else "")
+            )
+        else:
+            print("verification            FAILED:")
+            for problem in problems:
+                print(f"  - {problem}")
+        print(f"total run time          {time.monotonic() - run_started:.1f}s")
+    except KeyboardInterrupt:
+        print("\ndemo: interrupted", file=sys.stderr)
+        ok = False
+    except Exception as exc:  # report, then tear down
+        print(f"\ndemo: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        for name, path in cluster.logs() if cluster.state else ():
+            print(f"  log of {name}: {path}", file=sys.stderr)
+        ok = False
+    finally:
+        if watcher is not None:
+            watcher.stop_event.set()
+        if watcher_thread is not None:
+            watcher_thread.join(5)
+        if not args.keep:
+            print("demo: tearing the cluster down", flush=True)
+            cluster.stop(timeout_s=15)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

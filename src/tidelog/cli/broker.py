@@ -16,8 +16,6 @@ import uvloop
 
 from tidelog.cli.main import COMMANDS
 from tidelog.errors import ConfigError
-from tidelog.server.broker import run_broker
-from tidelog.server.config import load_broker_config_file, parse_override
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the server is heavy, and every `tidelog` command builds this parser.
+    from tidelog.server.broker import run_broker  # noqa: PLC0415
+    from tidelog.server.config import load_broker_config_file, parse_override  # noqa: PLC0415
+
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

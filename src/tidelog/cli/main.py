@@ -14,7 +14,12 @@ Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argpar
 COMMANDS: dict[str, Command] = {}
 
 #: Modules that register subcommands (imported lazily, so each may import this module).
-COMMAND_MODULES: tuple[str, ...] = ("tidelog.cli.broker",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "tidelog.cli.broker",
+    "tidelog.cli.cluster",
+    "tidelog.cli.topics",
+    "tidelog.cli.records",
+)
 
 
 def _load_commands() -> None:
@@ -40,7 +45,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return COMMANDS[args.command][2](args)
+    from tidelog.cli.output import CommandError  # noqa: PLC0415 - registered modules load first
+    from tidelog.client.errors import (  # noqa: PLC0415
+        BrokerError,
+        ClientConnectionError,
+        ClientTimeoutError,
+    )
+
+    try:
+        return COMMANDS[args.command][2](args)
+    except CommandError as exc:
+        print(exc.render(args.command), file=sys.stderr)
+        return 1
+    except BrokerError as exc:
+        print(
+            CommandError(str(exc).partition(": ")[2] or exc.code.name, code=exc.code).render(
+                args.command
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    except (ClientConnectionError, ClientTimeoutError) as exc:
+        error = CommandError(
+            f"cannot reach the cluster: {exc}",
+            hint="check --bootstrap-server, or `tidelog cluster status`",
+        )
+        print(error.render(args.command), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":
