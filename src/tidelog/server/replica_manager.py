@@ -253,6 +253,12 @@ class ReplicaManager:
                 log.info("produce to %s refused: %s", tp, exc)
                 results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
                 continue
+            if info.error != ErrorCode.NONE:
+                # An idempotent producer's batch refused by its sequence/epoch checks: nothing
+                # was written, so the answer must be the error (never a success with offsets).
+                log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
+                results[tp] = (ProduceResult(info.error, message=info.error_message), -1)
+                continue
             if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
                 self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)

@@ -125,3 +125,44 @@ def test_restart_hw_follows_the_log_not_a_stale_checkpoint(tmp_path: Path) -> No
         again.log_manager.close()
 
     asyncio.run(scenario())
+
+
+def idempotent_batch(value: bytes, *, epoch: int, sequence: int) -> bytes:
+    return build_batch(
+        [Record(value=value)],
+        base_timestamp_ms=1,
+        producer_id=7,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+
+
+def test_idempotent_outcomes_reach_the_producer(tmp_path: Path) -> None:
+    # A retried batch is answered with its original offset and not written again; a sequence
+    # gap or a fenced epoch is answered with its error and writes nothing.
+    async def scenario() -> None:
+        rm = manager(tmp_path)
+        config = effective_topic_config(rm.config, {})
+        rm.make_leader(
+            TP, uuid.uuid4(), config, leader_epoch=0, replicas=[BrokerId(0)], isr=[BrokerId(0)]
+        )
+        first = rm.append_records({TP: idempotent_batch(b"a", epoch=1, sequence=0)}, acks=1)
+        assert (first[TP][0].error, first[TP][0].base_offset) == (ErrorCode.NONE, 0)
+        second = rm.append_records({TP: idempotent_batch(b"b", epoch=1, sequence=1)}, acks=1)
+        assert (second[TP][0].error, second[TP][0].base_offset) == (ErrorCode.NONE, 1)
+
+        retry = rm.append_records({TP: idempotent_batch(b"a", epoch=1, sequence=0)}, acks=1)
+        assert (retry[TP][0].error, retry[TP][0].base_offset) == (ErrorCode.NONE, 0)
+
+        gap = rm.append_records({TP: idempotent_batch(b"c", epoch=1, sequence=5)}, acks=1)
+        assert gap[TP][0].error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert gap[TP][1] == -1
+
+        rm.append_records({TP: idempotent_batch(b"d", epoch=2, sequence=0)}, acks=1)
+        fenced = rm.append_records({TP: idempotent_batch(b"e", epoch=1, sequence=2)}, acks=1)
+        assert fenced[TP][0].error == ErrorCode.INVALID_PRODUCER_EPOCH
+
+        hosted = rm.partitions[TP]
+        assert hosted.log.log_end_offset == 3  # a, b, d: nothing of the retry or refusals
+
+    asyncio.run(scenario())
