@@ -18,12 +18,14 @@ be started. ``--events``, ``--dir``, ``--keep`` (leave the cluster running) adju
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
 import json
 import os
 import random
 import shutil
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -189,37 +191,39 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "-" * (width - filled) + f"] {done}/{total}"
 
 
-def leader_of(bootstrap: str, partition: int) -> int:
+def leader_of(bootstrap: str, partition: int, topic: str = TOPIC) -> int:
     with BlockingClient(bootstrap) as client:
-        md = client.metadata([TOPIC])
-    leader = md.topics[TOPIC].partitions[partition].leader_id
+        md = client.metadata([topic])
+    leader = md.topics[topic].partitions[partition].leader_id
     if leader < 0:
-        raise RuntimeError(f"{TOPIC}-{partition} has no leader")
+        raise RuntimeError(f"{topic}-{partition} has no leader")
     return leader
 
 
-def create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
+def create_topic(
+    bootstrap: str, timeout_s: float = 60.0, *, topic: str = TOPIC, partitions: int = PARTITIONS
+) -> None:
     with BlockingClient(bootstrap) as client:
         errors = client.create_topics(
             [
                 NewTopic(
-                    TOPIC,
-                    num_partitions=PARTITIONS,
+                    topic,
+                    num_partitions=partitions,
                     replication_factor=REPLICATION_FACTOR,
                     configs={"min.insync.replicas": "2"},
                 )
             ]
         )
-        error = errors[TOPIC]
+        error = errors[topic]
         if error.error_code != ErrorCode.NONE:
-            raise RuntimeError(f"cannot create {TOPIC}: {error.error_code.name} {error.message}")
+            raise RuntimeError(f"cannot create {topic}: {error.error_code.name} {error.message}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            md = client.metadata([TOPIC])
-            t = md.topics.get(TOPIC)
+            md = client.metadata([topic])
+            t = md.topics.get(topic)
             if (
                 t is not None
-                and len(t.partitions) == PARTITIONS
+                and len(t.partitions) == partitions
                 and all(
                     p.leader_id >= 0 and len(p.isr) == REPLICATION_FACTOR
                     for p in t.partitions.values()
@@ -227,7 +231,20 @@ def create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
             ):
                 return
             time.sleep(0.2)
-    raise RuntimeError(f"{TOPIC} did not get leaders and full ISRs within {timeout_s:.0f}s")
+    raise RuntimeError(f"{topic} did not get leaders and full ISRs within {timeout_s:.0f}s")
+
+
+def wait_leader_moved(bootstrap: str, topic: str, partition: int, victim: int) -> None:
+    """Until the controller has moved ``topic-partition``'s leadership off ``victim`` (its
+    ZooKeeper session has to expire first), at most 60s."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if leader_of(bootstrap, partition, topic) != victim:
+                return
+        except (ClientError, RuntimeError):
+            pass  # no leader at this moment, or the broker asked was the dead one
+        time.sleep(0.2)
 
 
 class Chaos:
@@ -269,22 +286,15 @@ class Chaos:
             time.sleep(0.02)
         victim = leader_of(bootstrap, 0)
         self.report["victim"] = victim
-        self.report["victim_partitions"] = victim_partitions(bootstrap, victim)
+        self.report["victim_partitions"] = victim_partitions(bootstrap, victim, TOPIC)
         self.report["acked_at_kill"] = self._acked()
         self.cluster.kill_broker(victim)
         kill_time = time.monotonic()
         self.report["kill_time"] = kill_time
         print(f"\n  SIGKILL broker {victim} (leader of {TOPIC}-0)", flush=True)
-        # Wait for the controller to move leadership (the victim's ZooKeeper session has to
-        # expire first), so the shrunken ISRs are visible before the broker returns.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if leader_of(bootstrap, 0) != victim:
-                    break
-            except (ClientError, RuntimeError):
-                pass  # no leader at this moment, or the broker asked was the dead one
-            time.sleep(0.2)
+        # Wait for the controller to move leadership, so the shrunken ISRs are visible
+        # before the broker returns.
+        wait_leader_moved(bootstrap, TOPIC, 0, victim)
         self.report["leader_moved"] = time.monotonic()
         time.sleep(self.restart_delay_s)
         print(f"\n  restarting broker {victim}", flush=True)
@@ -371,11 +381,11 @@ def produce(
     return deliveries
 
 
-def victim_partitions(bootstrap: str, broker_id: int) -> list[int]:
+def victim_partitions(bootstrap: str, broker_id: int, topic: str) -> list[int]:
     with BlockingClient(bootstrap) as client:
-        md = client.metadata([TOPIC])
+        md = client.metadata([topic])
     return sorted(
-        p.partition for p in md.topics[TOPIC].partitions.values() if p.leader_id == broker_id
+        p.partition for p in md.topics[topic].partitions.values() if p.leader_id == broker_id
     )
 
 
@@ -454,10 +464,102 @@ def verify(
 # --- the Spark stage ---------------------------------------------------------------------------
 
 
-def run_spark_stage(bootstrap: str, work_dir: Path, orders: int) -> dict[str, Any]:
+SPARK_ORDERS_TOPIC = "spark-orders"
+SPARK_REVENUE_TOPIC = "spark-revenue"
+SPARK_PARTITIONS = 3
+
+
+def progress_end(progress: dict[str, Any]) -> float:
+    """When a micro-batch completed (epoch seconds), from its progress report."""
+    start = datetime.datetime.fromisoformat(str(progress["timestamp"]).replace("Z", "+00:00"))
+    return start.timestamp() + progress.get("durationMs", {}).get("triggerExecution", 0) / 1000
+
+
+class SparkChaos:
+    """Runs inside ``run_pipeline`` (its ``during`` hook): once the Parquet query has
+    processed a micro-batch with input, while the generator is still producing, SIGKILLs
+    the broker leading ``spark-orders-0``; restarts it ``restart_delay_s`` after the
+    controller moved that leadership."""
+
+    def __init__(self, cluster: LocalCluster, restart_delay_s: float = 2.0) -> None:
+        self.cluster = cluster
+        self.restart_delay_s = restart_delay_s
+        self.ack_log: list[tuple[float, int]] = []  # (monotonic, orders acknowledged)
+        self.report: dict[str, Any] = {}
+        self.queries: list[Any] = []
+
+    def __call__(self, queries: list[Any], generator: threading.Thread) -> None:
+        self.queries = queries
+        bootstrap = self.cluster.bootstrap_servers
+        deadline = time.monotonic() + 120
+        while not any(p.get("numInputRows", 0) > 0 for p in queries[0].recentProgress):
+            if queries[0].exception() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the streaming query processed no micro-batch with input")
+            time.sleep(0.1)
+        if not generator.is_alive():
+            raise RuntimeError("the generator finished before the query's first micro-batch")
+        victim = leader_of(bootstrap, 0, SPARK_ORDERS_TOPIC)
+        self.report["victim"] = victim
+        self.report["victim_partitions"] = victim_partitions(bootstrap, victim, SPARK_ORDERS_TOPIC)
+        self.report["batches_before_kill"] = len(queries[0].recentProgress)
+        self.report["acked_at_kill"] = self.ack_log[-1][1] if self.ack_log else 0
+        self.cluster.kill_broker(victim)
+        self.report["kill_time"] = time.monotonic()
+        self.report["kill_wall"] = time.time()
+        print(
+            f"  SIGKILL broker {victim} (leader of {SPARK_ORDERS_TOPIC}-0) after "
+            f"{self.report['batches_before_kill']} micro-batches, generator at "
+            f"{self.report['acked_at_kill']} acknowledged orders",
+            flush=True,
+        )
+        wait_leader_moved(bootstrap, SPARK_ORDERS_TOPIC, 0, victim)
+        self.report["leader_moved"] = time.monotonic()
+        self.report["generator_alive_at_move"] = generator.is_alive()
+        time.sleep(self.restart_delay_s)
+        print(f"  restarting broker {victim}", flush=True)
+        begin = time.monotonic()
+        self.report["restart_begin"] = begin
+        self.cluster.start_broker(victim)
+        self.report["restart_seconds"] = time.monotonic() - begin
+
+    def summarize(self) -> None:
+        """Producer and query stalls around the kill (after the pipeline finished)."""
+        kill_time = self.report.get("kill_time")
+        if kill_time is None:
+            return
+        # The generator flushes (acks=all) every 200 orders: its longest pause between
+        # acknowledged flushes from the kill on is the producer stall.
+        times = [t for t, _ in self.ack_log]
+        before = [t for t in times if t <= kill_time]
+        after = [t for t in times if t > kill_time]
+        points = [max(before) if before else kill_time, *after]
+        gaps = [b - a for a, b in itertools.pairwise(points)]
+        self.report["producer_stall"] = max(gaps) if gaps else None
+        typical = [b - a for a, b in itertools.pairwise(before)]
+        self.report["producer_typical"] = statistics.median(typical) if typical else None
+        # The query: gaps between consecutive completed micro-batches.
+        ends = (
+            sorted(progress_end(p) for p in self.queries[0].recentProgress) if self.queries else []
+        )
+        kill_wall = self.report["kill_wall"]
+        before_w = [e for e in ends if e <= kill_wall]
+        after_w = [e for e in ends if e > kill_wall]
+        points_w = [max(before_w) if before_w else kill_wall, *after_w]
+        gaps_w = [b - a for a, b in itertools.pairwise(points_w)]
+        self.report["query_stall"] = max(gaps_w) if gaps_w else None
+        all_gaps = [b - a for a, b in itertools.pairwise(ends)]
+        self.report["query_typical"] = statistics.median(all_gaps) if all_gaps else None
+        self.report["query_batches"] = len(ends)
+        self.report["first_batch_after_kill"] = (after_w[0] - kill_wall) if after_w else None
+
+
+def run_spark_stage(
+    cluster: LocalCluster, work_dir: Path, orders: int, rate: float
+) -> tuple[dict[str, Any], SparkChaos]:
     """examples/orders_pipeline.py on this cluster: a Structured Streaming job computes
     revenue per category per minute from its own ``spark-orders`` topic into a topic and
-    Parquet, verified against a direct computation (``report["ok"]``)."""
+    Parquet, verified against a direct computation (``report["ok"]``), while
+    ``SparkChaos`` kills and restarts the leader of ``spark-orders-0``."""
     import orders_pipeline  # noqa: PLC0415 - examples/, next to this file
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
@@ -472,24 +574,36 @@ def run_spark_stage(bootstrap: str, work_dir: Path, orders: int) -> dict[str, An
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # keep the demo's output readable
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     tidelog.spark.register(spark)
+    bootstrap = cluster.bootstrap_servers
+    # Replicated like ``orders`` (so losing one broker loses no acknowledged order);
+    # run_pipeline accepts topics that already exist.
+    create_topic(bootstrap, topic=SPARK_ORDERS_TOPIC, partitions=SPARK_PARTITIONS)
+    create_topic(bootstrap, topic=SPARK_REVENUE_TOPIC, partitions=1)
+    chaos = SparkChaos(cluster)
     try:
         report: dict[str, Any] = orders_pipeline.run_pipeline(
             spark,
             bootstrap,
-            orders_topic="spark-orders",
-            revenue_topic="spark-revenue",
+            orders_topic=SPARK_ORDERS_TOPIC,
+            revenue_topic=SPARK_REVENUE_TOPIC,
             work_dir=work_dir,
             orders=orders,
             minutes=5,
+            partitions=SPARK_PARTITIONS,
             timeout_s=300.0,
+            rate=rate,
+            ack_log=chaos.ack_log,
+            during=chaos,
         )
+        chaos.summarize()
     finally:
         spark.stop()
-    return report
+    return report, chaos
 
 
 def spark_available() -> bool:
@@ -501,6 +615,10 @@ def spark_available() -> bool:
 
 
 # --- main ------------------------------------------------------------------------------------
+
+
+def _secs(value: float | None) -> str:
+    return f"{value:.1f}s" if value is not None else "?"
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -518,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-spark", action="store_true", help="skip the Spark pipeline stage at the end"
     )
     parser.add_argument("--spark-orders", type=int, default=5000)
+    parser.add_argument(
+        "--spark-rate", type=float, default=100.0, help="Spark stage orders per second"
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     run_started = time.monotonic()
@@ -578,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = not problems
 
         spark_report: dict[str, Any] | None = None
+        spark_chaos: SparkChaos | None = None
         if args.no_spark:
             pass
         elif not spark_available():
@@ -585,11 +707,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(
                 f"demo: Spark: streaming revenue per category per minute over "
-                f"{args.spark_orders} more orders (examples/orders_pipeline.py) ..."
+                f"{args.spark_orders} more orders (examples/orders_pipeline.py), killing a "
+                "leader while the query runs ..."
             )
             spark_started = time.monotonic()
-            spark_report = run_spark_stage(
-                cluster.bootstrap_servers, directory / "spark", args.spark_orders
+            spark_report, spark_chaos = run_spark_stage(
+                cluster, directory / "spark", args.spark_orders, args.spark_rate
             )
             spark_report["wall_seconds"] = time.monotonic() - spark_started
             if not spark_report["ok"]:
@@ -643,6 +766,33 @@ def main(argv: list[str] | None = None) -> int:
                 f"{'matches' if spark_report['topic_matches'] else 'DIFFERS'}; "
                 f"{spark_report['wall_seconds']:.0f}s with Spark's start-up: "
                 f"{'verified' if spark_report['ok'] else 'NOT verified'}"
+            )
+        if spark_chaos is not None and "kill_time" in spark_chaos.report:
+            r = spark_chaos.report
+            print(
+                f"spark failover          t+{r['kill_time'] - spark_started:.1f}s into the stage "
+                f"SIGKILLed broker {r['victim']} (leader of {SPARK_ORDERS_TOPIC} partitions "
+                f"{r['victim_partitions']}) after {r['batches_before_kill']} micro-batches, "
+                f"generator at {r['acked_at_kill']}/{args.spark_orders} orders"
+            )
+            print(
+                "                        generator (acks=all) stalled "
+                + _secs(r.get("producer_stall"))
+                + " at most (typical gap between acknowledged flushes "
+                + _secs(r.get("producer_typical"))
+                + ")"
+            )
+            print(
+                "                        query stalled "
+                + _secs(r.get("query_stall"))
+                + " at most between completed micro-batches (typical "
+                + _secs(r.get("query_typical"))
+                + f", {r.get('query_batches')} batches); first batch after the kill "
+                + _secs(r.get("first_batch_after_kill"))
+            )
+            print(
+                f"                        t+{r['restart_begin'] - spark_started:.1f}s restarted "
+                f"broker {r['victim']} (serving after {r['restart_seconds']:.1f}s)"
             )
         if ok:
             print(

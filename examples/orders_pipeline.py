@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,17 @@ def generate_orders(
     seed: int = 1,
     flush_every: int = 200,
     record_path: Path | None = None,
+    rate: float | None = None,
+    ack_log: list[tuple[float, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """Write ``count`` orders spread over ``minutes`` of event time, then a heartbeat
     that moves the watermark past the last window. Returns the orders written (all of
-    them acknowledged with acks=all)."""
+    them acknowledged with acks=all).
+
+    ``rate`` (orders per second) paces the writes; ``ack_log`` receives
+    ``(time.monotonic(), orders acknowledged so far)`` after every flush."""
     rng = random.Random(seed)
+    started = time.monotonic()
     step = minutes * WINDOW_MS / count
     jitter = min(WATERMARK_MS // 4, int(step * 50))
     producer = Producer(
@@ -99,9 +106,15 @@ def generate_orders(
                 "event_time_ms": BASE_MS + int(i * step) - rng.randrange(jitter + 1),
             }
             orders.append(order)
+            if rate is not None:
+                due = started + i / rate
+                if (wait := due - time.monotonic()) > 0:
+                    time.sleep(wait)
             producer.send(topic, json.dumps(order).encode(), customer.encode())
             if (i + 1) % flush_every == 0:
                 producer.flush()
+                if ack_log is not None:
+                    ack_log.append((time.monotonic(), i + 1))
         heartbeat = {
             "order_id": "heartbeat",
             "customer": HEARTBEAT,
@@ -223,10 +236,16 @@ def run_pipeline(
     partitions: int = 3,
     seed: int = 1,
     timeout_s: float = 600.0,
+    rate: float | None = None,
+    ack_log: list[tuple[float, int]] | None = None,
+    during: Callable[[list[Any], threading.Thread], None] | None = None,
 ) -> dict[str, Any]:
     """Generate, process and verify; returns a report (``report["ok"]`` is the verdict).
 
     ``spark`` must have the ``tidelog`` format registered (``tidelog.spark.register``).
+    ``rate`` and ``ack_log`` go to ``generate_orders``; ``during(queries, generator)``,
+    if given, runs in the calling thread once the queries and the generator thread have
+    started (the demo kills and restarts a broker there).
     """
     work = Path(work_dir or tempfile.mkdtemp(prefix="orders-pipeline-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -246,6 +265,8 @@ def run_pipeline(
                     minutes=minutes,
                     seed=seed,
                     record_path=work / "generated.jsonl",
+                    rate=rate,
+                    ack_log=ack_log,
                 )
             )
         except BaseException as exc:
@@ -253,7 +274,14 @@ def run_pipeline(
 
     generator = threading.Thread(target=generate, name="orders-generator", daemon=True)
     generator.start()
-    generator.join(timeout_s)
+    if during is not None:
+        try:
+            during(queries, generator)
+        except BaseException:
+            for q in queries:
+                q.stop()
+            raise
+    generator.join(max(0.0, timeout_s - (time.monotonic() - started)))
     generated_s = time.monotonic() - started
     if failure:
         for q in queries:
