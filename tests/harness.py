@@ -145,8 +145,12 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM by PID and wait: the clean shutdown path. Returns the exit status."""
+    def stop(self, timeout: float = 90.0) -> int:
+        """SIGTERM by PID and wait: the clean shutdown path. Returns the exit status.
+
+        The broker bounds its own shutdown (controlled shutdown <= 10 s, demotion wait
+        <= 5 s, six close steps <= 5 s each), about 45 s in the worst case; the margin is for
+        a two-core machine shared with ZooKeeper, Spark and other brokers."""
         return self._signal(signal.SIGTERM, timeout)
 
     def kill(self) -> int:
