@@ -35,6 +35,14 @@ Rules:
      and after a truncation that cut a producer's batch, trimmed when the log start moves.
      Batches without a producer id cost one header field comparison.
 
+  8. A truncation below the recovery point lowers it, and the lowered value reaches
+     ``recovery-point-offset-checkpoint`` (the LogManager's listener, called under the log's
+     lock) BEFORE any new data can be appended past it. Otherwise a crash could leave the
+     old, higher checkpoint in charge: recovery would trust the re-appended (unflushed,
+     possibly torn) range below it without validating it. Kafka's LogManager.truncateTo and
+     truncateFullyAndStartAt checkpoint the affected log dir's recovery points right after
+     truncating (checkpointRecoveryOffsetsInDir) for the same reason.
+
 Thread-safety: every public method takes the log's lock; the server calls appends and reads
 from its event loop thread and may run ``flush`` in a worker thread.
 """
@@ -263,6 +271,9 @@ class Log:
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
         #: past data that was replaced.
         self._truncations = 0
+        #: Called (under the log's lock) whenever a truncation LOWERS the recovery point; the
+        #: LogManager rewrites recovery-point-offset-checkpoint there (rule 8).
+        self._recovery_point_lowered: Callable[[], None] | None = None
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
         )
@@ -870,7 +881,7 @@ class Log:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
                     return
-                self._recovery_point = min(self._recovery_point, self.log_end_offset)
+                self._lower_recovery_point(self.log_end_offset)
                 self._truncate_producer_state()
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 
@@ -904,8 +915,28 @@ class Log:
             fsync_directory(self.directory)  # as in _truncate_producer_state
         self._roll_first(offset)
         self._log_start_offset = offset
-        self._recovery_point = offset
+        if offset < self._recovery_point:
+            self._lower_recovery_point(offset)
+        else:
+            # Nothing is left below ``offset``; a checkpointed lower value stays safe (it only
+            # makes recovery re-validate more).
+            self._recovery_point = offset
         self.leader_epoch_cache.clear()
+
+    def set_recovery_point_listener(self, listener: Callable[[], None] | None) -> None:
+        """Register what must run when a truncation lowers the recovery point (rule 8): the
+        LogManager rewrites recovery-point-offset-checkpoint. It runs under the log's lock,
+        so no append can land past the new recovery point before it returns."""
+        with self._lock:
+            self._recovery_point_lowered = listener
+
+    def _lower_recovery_point(self, offset: int) -> None:
+        """Rule 8: a lowered recovery point is made durable before the lock is released."""
+        if offset >= self._recovery_point:
+            return
+        self._recovery_point = offset
+        if self._recovery_point_lowered is not None:
+            self._recovery_point_lowered()
 
     def _roll_first(self, offset: int) -> None:
         segment = LogSegment(
