@@ -10,9 +10,23 @@ offset index is full.
 
 Rules:
   1. An append validates EVERY batch (framing, magic 2, record count, size, CRC-32C) before
-     writing ANY; the leader then stamps baseOffset and partitionLeaderEpoch in place (both
-     outside the CRC, DESIGN.md rule 1) and writes all batches with one ``pwrite``. Records
-     are never decoded or recompressed on this path.
+     writing ANY (the CRC-32C, for large appends: before publishing any, rule 1a); the leader
+     then stamps baseOffset and partitionLeaderEpoch in place (both outside the CRC,
+     DESIGN.md rule 1) and writes all batches with one ``pwritev``. Records are never
+     decoded or recompressed on this path.
+     1a. Large appends (``_PARALLEL_CRC_MIN_BYTES``, 256 KiB, of immutable ``bytes``) check
+     the CRC-32Cs beside the write instead of before it: a helper thread checks them while
+     this thread writes the stamped batches PAST the active segment's published end, then
+     this thread checks whatever the helper has not (never waiting for it). The invariant
+     that makes this safe: nothing unvalidated is ever visible. Readers only ever see
+     published bytes (``LogSegment.size``, the log end offset, the indexes), and those move
+     only after every batch passed; a failed check cuts the file back (``ftruncate``) and
+     raises before anything moved, exactly as if the batch had been refused up front. The
+     recovery point never passes the published log end, so a crash in the window leaves the
+     unvalidated bytes above it, where recovery re-validates everything (a corrupt tail is
+     truncated). Appends that must change something before the data (a new leader epoch,
+     rule 3; a roll; an idempotent batch that may be answered without a write, rule 7)
+     check every CRC first, as small ones do.
   2. A follower append keeps the leader's offsets and epochs; it must continue exactly at
      the log end offset.
   3. Every new leader epoch seen (leader stamp or follower batch) is recorded in the leader
@@ -50,7 +64,9 @@ from its event loop thread and may run ``flush`` in a worker thread.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
+import queue
 import shutil
 import struct
 import threading
@@ -100,6 +116,9 @@ _STAMP: Final = struct.Struct(">qii")
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 #: attributes bit 5: a control batch (transaction marker).
 _CONTROL_FLAG: Final = 0x20
+#: Appends at least this large check their CRC-32Cs beside the write (rule 1a); below it the
+#: hand-off to the helper thread costs more than it saves.
+_PARALLEL_CRC_MIN_BYTES: Final = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +210,7 @@ class _Batch(NamedTuple):
     producer_id: int  # NO_PRODUCER_ID (-1) for plain batches and control batches
     producer_epoch: int
     base_sequence: int
+    crc: int
 
 
 def _validate_batches(
@@ -198,12 +218,15 @@ def _validate_batches(
     *,
     max_message_bytes: int | None,
     allow_partial_tail: bool,
+    check_crc: bool = True,
 ) -> tuple[list[_Batch], int]:
     """Check every batch (rule 1); returns the batches and the bytes they cover.
 
     ``allow_partial_tail``: a trailing incomplete batch (a fetch response cut by its size
     limit) is ignored instead of rejected; followers only. Any framing problem is reported
     by ``parse_header`` itself so the messages match the protocol layer's.
+    ``check_crc=False`` leaves the CRC-32Cs to the caller (``_check_crcs`` or a ``_CrcJob``
+    running beside the write, rule 1a).
     """
     batches: list[_Batch] = []
     view = memoryview(records)
@@ -232,13 +255,109 @@ def _validate_batches(
             raise CorruptRecordBatchError(
                 f"batch at byte {pos} declares {count} records but last offset delta {delta}"
             )
-        if crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
-            raise CorruptRecordBatchError(f"batch at byte {pos} fails its CRC-32C check")
+        if check_crc and crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
+            raise _crc_error(pos)
         if attrs & _CONTROL_FLAG:
             pid = NO_PRODUCER_ID  # transaction markers carry no sequence (no transactions here)
-        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq))
+        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq, crc))
         pos += size
     return batches, pos
+
+
+def _crc_error(position: int) -> CorruptRecordBatchError:
+    return CorruptRecordBatchError(f"batch at byte {position} fails its CRC-32C check")
+
+
+def _check_crcs(view: memoryview, batches: list[_Batch]) -> None:
+    """The CRC-32C check ``_validate_batches(check_crc=False)`` left out, in this thread."""
+    for b in batches:
+        if crc32c.crc32c(view[b.position + CRC_START : b.position + b.size]) != b.crc:
+            raise _crc_error(b.position)
+
+
+class _CrcJob:
+    """The CRC-32C checks of one append, raced between the helper thread and the appending
+    thread (rule 1a). The helper checks batches first to last while the appending thread
+    writes; then the appending thread takes the helper's verdicts that are in and checks
+    every other batch itself, last to first, never waiting for the helper (which may not
+    have got a CPU, or lost it mid-check on a busy machine). A batch both check gets the
+    same verdict twice: the bytes are immutable (``bytes``, see ``_can_check_beside``)."""
+
+    __slots__ = ("_checks", "_closed", "_verdicts")
+
+    def __init__(self, view: memoryview, batches: list[_Batch]) -> None:
+        self._checks = [
+            (view[b.position + CRC_START : b.position + b.size], b.crc) for b in batches
+        ]
+        #: None: not checked yet. Single list-item stores are atomic under the GIL.
+        self._verdicts: list[bool | None] = [None] * len(batches)
+        self._closed = False
+
+    def help(self) -> None:
+        """The helper thread's part (crc32c releases the GIL above 32 KiB, so it really
+        runs beside the appending thread's write)."""
+        checks, verdicts = self._checks, self._verdicts
+        for i, (data, expected) in enumerate(checks):
+            if self._closed:
+                return
+            if verdicts[i] is None:
+                verdicts[i] = crc32c.crc32c(data) == expected
+
+    def finish(self) -> int | None:
+        """The appending thread's part, after its write: index of the first corrupt batch."""
+        checks, verdicts = self._checks, self._verdicts
+        failed = None
+        for i in range(len(checks) - 1, -1, -1):
+            ok = verdicts[i]
+            if ok is None:
+                data, expected = checks[i]
+                ok = verdicts[i] = crc32c.crc32c(data) == expected
+            if not ok:
+                failed = i
+        self._closed = True
+        return failed
+
+
+def _can_check_beside(records: bytes | bytearray | memoryview) -> bool:
+    """Rule 1a applies to large appends of immutable bytes: the helper may still be reading
+    them after the append returned (its verdict then unused), which must neither see them
+    change nor stop the caller from resizing a bytearray."""
+    if len(records) < _PARALLEL_CRC_MIN_BYTES:
+        return False
+    return isinstance(records, bytes) or (
+        isinstance(records, memoryview) and isinstance(records.obj, bytes)
+    )
+
+
+class _CrcHelper:
+    """One daemon thread, shared by every log of the process, running ``_CrcJob.work``."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_CrcJob] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, job: _CrcJob) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._start_lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(
+                        target=self._run, name="tidelog-crc32c", daemon=True
+                    )
+                    self._thread.start()
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        # SCHED_IDLE: the helper only ever uses a CPU nothing else wants. Its work is optional
+        # (the appending thread checks whatever it has not), so on a busy machine it must not
+        # preempt the appending thread (or anyone) to do it; on an idle core it runs at once.
+        with contextlib.suppress(AttributeError, OSError):  # not Linux: an ordinary thread
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread
+        while True:
+            self._jobs.get().help()
+
+
+_CRC_HELPER: Final = _CrcHelper()
 
 
 class Log:
@@ -519,8 +638,12 @@ class Log:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
         with self._lock:
             self._check_open()
+            parallel_crc = _can_check_beside(records)
             batches, total = _validate_batches(
-                records, max_message_bytes=self._config.max_message_bytes, allow_partial_tail=False
+                records,
+                max_message_bytes=self._config.max_message_bytes,
+                allow_partial_tail=False,
+                check_crc=not parallel_crc,
             )
             if not batches:
                 return self._empty_append_info()
@@ -561,6 +684,13 @@ class Log:
                 meta.append((batch.size, offset - 1, batch.max_timestamp))
                 max_timestamp = max(max_timestamp, batch.max_timestamp)
             check = None
+            new_epoch = latest is None or leader_epoch > latest
+            if parallel_crc and (new_epoch or producer_batches is not None):
+                # Rule 1a covers plain data appends only: a new epoch is recorded before
+                # the data (rule 3), and a duplicate or refused idempotent batch is answered
+                # without a write, so these check every CRC first, as smaller appends do.
+                _check_crcs(view, batches)
+                parallel_crc = False
             if producer_batches is not None:
                 check = self.producer_state.check_leader_append(producer_batches)
                 if check.duplicate is not None:
@@ -572,7 +702,7 @@ class Log:
                     return AppendInfo(
                         -1, -1, -1, 0, 0, 0, error=check.error, error_message=check.message
                     )
-            if latest is None or leader_epoch > latest:
+            if new_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             num_records = offset - first_offset
             self._write(
@@ -583,6 +713,7 @@ class Log:
                 last_offset=offset - 1,
                 num_records=num_records,
                 now_ms=now_ms,
+                unchecked=(view, batches) if parallel_crc else None,
             )
             if check is not None:
                 self.producer_state.commit(check.updates)
@@ -601,8 +732,9 @@ class Log:
         """
         with self._lock:
             self._check_open()
+            parallel_crc = _can_check_beside(records)
             batches, total = _validate_batches(
-                records, max_message_bytes=None, allow_partial_tail=True
+                records, max_message_bytes=None, allow_partial_tail=True, check_crc=not parallel_crc
             )
             if not batches:
                 return self._empty_append_info()
@@ -643,17 +775,22 @@ class Log:
                             batch.max_timestamp,
                         )
                     )
+            view = memoryview(records)
+            if parallel_crc and new_epochs:
+                _check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
+                parallel_crc = False
             for epoch, offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, offset)
             first_offset = batches[0].base_offset
             self._write(
-                [memoryview(records)[:total]],
+                [view[:total]],
                 total,
                 meta,
                 first_offset=first_offset,
                 last_offset=expected - 1,
                 num_records=num_records,
                 now_ms=now_ms,
+                unchecked=(view, batches) if parallel_crc else None,
             )
             if producer_batches is not None:
                 self.producer_state.update(producer_batches)  # unchecked (producer_state rule 3)
@@ -682,10 +819,21 @@ class Log:
         last_offset: int,
         num_records: int,
         now_ms: int,
+        unchecked: tuple[memoryview, list[_Batch]] | None = None,
     ) -> None:
+        """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
+        are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
+        if unchecked is not None and self._roll_needed(size, last_offset, now_ms):
+            _check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
+            unchecked = None
         segment = self._maybe_roll(size, first_offset, last_offset, now_ms)
-        segment.append(pieces, size, meta, now_ms)
+        if unchecked is None:
+            segment.append(pieces, size, meta, now_ms)
+        else:
+            self._write_checking_crcs(
+                segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked
+            )
         self._unflushed_messages += num_records
         if (
             self._unflushed_messages >= self._config.flush_interval_messages
@@ -693,14 +841,39 @@ class Log:
         ):
             self._flush_upto(self.log_end_offset, now_ms)
 
-    def _maybe_roll(
-        self, size: int, first_offset: int, last_offset: int, now_ms: int
-    ) -> LogSegment:
+    @staticmethod
+    def _write_checking_crcs(
+        segment: LogSegment,
+        pieces: list[bytes | memoryview],
+        size: int,
+        meta: list[tuple[int, int, int]],
+        *,
+        now_ms: int,
+        unchecked: tuple[memoryview, list[_Batch]],
+    ) -> None:
+        """Rule 1a: the helper thread checks the CRC-32Cs while this thread writes the bytes
+        past the segment's published end; they are published only if every check passed,
+        else cut off again and the append fails as if validated first."""
+        job = _CrcJob(*unchecked)
+        _CRC_HELPER.submit(job)
+        try:
+            segment.write_unpublished(pieces, size)
+        except BaseException:
+            job.finish()
+            segment.discard_unpublished()
+            raise
+        failed = job.finish()
+        if failed is not None:
+            segment.discard_unpublished()
+            raise _crc_error(unchecked[1][failed].position)
+        segment.publish(size, meta, now_ms)
+
+    def _roll_needed(self, size: int, last_offset: int, now_ms: int) -> bool:
         active = self._segments[-1]
         if active.is_empty:
-            return active
+            return False
         config = self._config
-        if (
+        return (
             active.size + size > config.segment_bytes
             or (
                 active.rolling_base_ms is not None
@@ -708,9 +881,14 @@ class Log:
             )
             or active.offset_index.is_full
             or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
-        ):
+        )
+
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
+        if self._roll_needed(size, last_offset, now_ms):
             return self._roll(first_offset, now_ms)
-        return active
+        return self._segments[-1]
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
         self._segments[-1].on_become_inactive()
