@@ -824,10 +824,12 @@ class Log:
         """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
         are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
-        if unchecked is not None and self._roll_needed(size, last_offset, now_ms):
-            _check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
-            unchecked = None
-        segment = self._maybe_roll(size, first_offset, last_offset, now_ms)
+        segment = self._segments[-1]
+        if self._roll_needed(size, last_offset, now_ms):
+            if unchecked is not None:
+                _check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
+                unchecked = None
+            segment = self._roll(first_offset, now_ms)
         if unchecked is None:
             segment.append(pieces, size, meta, now_ms)
         else:
@@ -882,13 +884,6 @@ class Log:
             or active.offset_index.is_full
             or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
         )
-
-    def _maybe_roll(
-        self, size: int, first_offset: int, last_offset: int, now_ms: int
-    ) -> LogSegment:
-        if self._roll_needed(size, last_offset, now_ms):
-            return self._roll(first_offset, now_ms)
-        return self._segments[-1]
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
         self._segments[-1].on_become_inactive()

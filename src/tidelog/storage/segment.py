@@ -315,8 +315,10 @@ class LogSegment:
         index or offset sees them until ``publish``; ``discard_unpublished`` cuts them off."""
         position = self.size
         for chunk_start in range(0, len(pieces), _IOV_MAX):
-            chunk = pieces[chunk_start : chunk_start + _IOV_MAX]
-            chunk_size = sum(len(p) for p in chunk) if len(pieces) > _IOV_MAX else size
+            chunk = (
+                pieces if len(pieces) <= _IOV_MAX else pieces[chunk_start : chunk_start + _IOV_MAX]
+            )
+            chunk_size = size if chunk is pieces else sum(len(p) for p in chunk)
             written = os.pwritev(self.fd, chunk, position)
             while written < chunk_size:  # short write (disk full, signal): finish it
                 rest = memoryview(b"".join(chunk))[written:]
