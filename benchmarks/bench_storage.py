@@ -112,6 +112,23 @@ def bench_log_time(directory: Path, batch: bytes, count: int) -> float:
     return bench_log(directory, batch, count)[0]
 
 
+#: Rule 1a diagnostics: appends the helper thread was tried on, and how many it had
+#: checked something for by the time the write returned (it backs off otherwise).
+helper_tries = [0, 0]
+
+
+def count_helper_deliveries() -> None:
+    helper = log_module._CRC_HELPER
+    report = helper.report
+
+    def counting(job: log_module._CrcJob) -> None:
+        helper_tries[0] += 1
+        helper_tries[1] += job.helped
+        report(job)
+
+    helper.report = counting  # type: ignore[method-assign]
+
+
 def interleaved(
     contenders: dict[str, Callable[[Path, bytes, int], float]],
     directory: Path,
@@ -184,6 +201,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to test")
     parser.add_argument("--repeat", type=int, default=9, help="interleaved rounds")
     args = parser.parse_args()
+    count_helper_deliveries()
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
     try:
         print(
@@ -200,6 +218,7 @@ def main() -> None:
             }
             if len(batch) >= log_module._PARALLEL_CRC_MIN_BYTES:
                 contenders["validate first"] = bench_log_validate_first
+            helper_tries[:] = [0, 0]
             times = interleaved(contenders, root, batch, count, args.repeat)
             raw = times["os.write"]
             print(
@@ -214,6 +233,12 @@ def main() -> None:
                     f"    {name:>20}: best {total / min(log_times) / 1e6:7.1f} MB/s | ratio to "
                     f"os.write: median {statistics.median(ratios):.2f}, spread "
                     f"{ratios[0]:.2f}-{ratios[-1]:.2f} over {len(ratios)} rounds"
+                )
+            if helper_tries[0]:
+                print(
+                    f"    rule 1a helper: tried on {helper_tries[0]} of "
+                    f"{(count - 1) * args.repeat} appends, had checked the batch before the "
+                    f"write returned in {helper_tries[1]}"
                 )
         batch = build_batch(MIB)
         _, log = bench_log(root, batch, args.mib * MIB // len(batch), keep=True)

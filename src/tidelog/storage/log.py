@@ -119,6 +119,8 @@ _CONTROL_FLAG: Final = 0x20
 #: Appends at least this large check their CRC-32Cs beside the write (rule 1a); below it the
 #: hand-off to the helper thread costs more than it saves.
 _PARALLEL_CRC_MIN_BYTES: Final = 256 * 1024
+#: Large appends checked without the helper after it failed to deliver (see _CrcHelper).
+_HELPER_BACKOFF: Final = 32
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -283,7 +285,7 @@ class _CrcJob:
     have got a CPU, or lost it mid-check on a busy machine). A batch both check gets the
     same verdict twice: the bytes are immutable (``bytes``, see ``_can_check_beside``)."""
 
-    __slots__ = ("_checks", "_closed", "_verdicts")
+    __slots__ = ("_checks", "_closed", "_verdicts", "helped")
 
     def __init__(self, view: memoryview, batches: list[_Batch]) -> None:
         self._checks = [
@@ -292,6 +294,8 @@ class _CrcJob:
         #: None: not checked yet. Single list-item stores are atomic under the GIL.
         self._verdicts: list[bool | None] = [None] * len(batches)
         self._closed = False
+        #: Set by ``finish``: whether the helper had delivered any verdict by then.
+        self.helped = False
 
     def help(self) -> None:
         """The helper thread's part (crc32c releases the GIL above 32 KiB, so it really
@@ -306,6 +310,7 @@ class _CrcJob:
     def finish(self) -> int | None:
         """The appending thread's part, after its write: index of the first corrupt batch."""
         checks, verdicts = self._checks, self._verdicts
+        self.helped = any(v is not None for v in verdicts)
         failed = None
         for i in range(len(checks) - 1, -1, -1):
             ok = verdicts[i]
@@ -324,18 +329,38 @@ def _can_check_beside(records: bytes | bytearray | memoryview) -> bool:
     change nor stop the caller from resizing a bytearray."""
     if len(records) < _PARALLEL_CRC_MIN_BYTES:
         return False
-    return isinstance(records, bytes) or (
+    immutable = isinstance(records, bytes) or (
         isinstance(records, memoryview) and isinstance(records.obj, bytes)
     )
+    return immutable and _CRC_HELPER.wanted()
 
 
 class _CrcHelper:
-    """One daemon thread, shared by every log of the process, running ``_CrcJob.work``."""
+    """One daemon thread, shared by every log of the process, running ``_CrcJob.help``.
+
+    Used only while it delivers: when the appending thread finished its write and the
+    helper had not checked anything yet (no idle CPU: it runs under SCHED_IDLE), handing it
+    work only costs (a queue put, a wake-up, and GIL hand-overs with a thread that may be
+    descheduled while holding the GIL), so the next ``_HELPER_BACKOFF`` large appends check
+    their CRCs in the appending thread before the helper is tried again.
+    """
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_CrcJob] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: Large appends still to check without the helper (benign races between threads).
+        self._skip = 0
+
+    def wanted(self) -> bool:
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        return True
+
+    def report(self, job: _CrcJob) -> None:
+        if not job.helped:
+            self._skip = _HELPER_BACKOFF
 
     def submit(self, job: _CrcJob) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -865,6 +890,7 @@ class Log:
             segment.discard_unpublished()
             raise
         failed = job.finish()
+        _CRC_HELPER.report(job)
         if failed is not None:
             segment.discard_unpublished()
             raise _crc_error(unchecked[1][failed].position)
