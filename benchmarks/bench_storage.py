@@ -58,34 +58,43 @@ def build_batch(target_bytes: int, record_bytes: int = 1000) -> bytes:
     return bytes(builder.build())
 
 
-def bench_raw(directory: Path, batch: bytes, count: int) -> float:
+def bench_raw(directory: Path, batch: bytes, count: int, calls: list[float]) -> float:
     """``count`` writes of ``batch`` to a new file opened like a segment file; the first is
-    untimed, as the log's first append (which writes its epoch checkpoint) is."""
+    untimed, as the log's first append (which writes its epoch checkpoint) is. Each call's
+    duration goes to ``calls``."""
     raw_dir = directory / "raw-0"
     raw_dir.mkdir()
     path = raw_dir / "00000000000000000000.log"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # LogSegment's flags
     os.write(fd, batch)
-    start = time.perf_counter()
+    clock = time.perf_counter
+    start = clock()
     for _ in range(1, count):
+        t = clock()
         os.write(fd, batch)
-    elapsed = time.perf_counter() - start
+        calls.append(clock() - t)
+    elapsed = clock() - start
     os.close(fd)
     shutil.rmtree(raw_dir)
     return elapsed
 
 
-def bench_log(directory: Path, batch: bytes, count: int, keep: bool = False) -> tuple[float, Log]:
+def bench_log(
+    directory: Path, batch: bytes, count: int, calls: list[float], keep: bool = False
+) -> tuple[float, Log]:
     log_dir = directory / "bench-0"
     shutil.rmtree(log_dir, ignore_errors=True)
     log = Log.open(log_dir, LogConfig(), now_ms=0)
     # The first append of an epoch writes leader-epoch-checkpoint (fsync); steady state
     # is what we measure, so it happens before the clock starts.
     log.append_as_leader(batch, leader_epoch=0, now_ms=0)
-    start = time.perf_counter()
+    clock = time.perf_counter
+    start = clock()
     for i in range(1, count):
+        t = clock()
         log.append_as_leader(batch, leader_epoch=0, now_ms=i)
-    elapsed = time.perf_counter() - start
+        calls.append(clock() - t)
+    elapsed = clock() - start
     if not keep:
         log.close_without_flush()
         shutil.rmtree(log_dir)
@@ -103,13 +112,15 @@ def validate_first() -> Iterator[None]:
         log_module._PARALLEL_CRC_MIN_BYTES = saved  # type: ignore[misc]
 
 
-def bench_log_validate_first(directory: Path, batch: bytes, count: int) -> float:
+def bench_log_validate_first(
+    directory: Path, batch: bytes, count: int, calls: list[float]
+) -> float:
     with validate_first():
-        return bench_log(directory, batch, count)[0]
+        return bench_log(directory, batch, count, calls)[0]
 
 
-def bench_log_time(directory: Path, batch: bytes, count: int) -> float:
-    return bench_log(directory, batch, count)[0]
+def bench_log_time(directory: Path, batch: bytes, count: int, calls: list[float]) -> float:
+    return bench_log(directory, batch, count, calls)[0]
 
 
 #: Rule 1a diagnostics: appends the helper thread was tried on, and how many it had
@@ -129,21 +140,25 @@ def count_helper_deliveries() -> None:
     helper.report = counting  # type: ignore[method-assign]
 
 
+Contender = Callable[[Path, bytes, int, list[float]], float]
+
+
 def interleaved(
-    contenders: dict[str, Callable[[Path, bytes, int], float]],
+    contenders: dict[str, Contender],
     directory: Path,
     batch: bytes,
     count: int,
     rounds: int,
-) -> dict[str, list[float]]:
-    """Seconds per round of each contender; the order rotates every round."""
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Seconds per round, and per call, of each contender; the order rotates every round."""
     names = list(contenders)
     times: dict[str, list[float]] = {name: [] for name in names}
+    calls: dict[str, list[float]] = {name: [] for name in names}
     for rnd in range(rounds):
         shift = rnd % len(names)
         for name in names[shift:] + names[:shift]:
-            times[name].append(contenders[name](directory, batch, count))
-    return times
+            times[name].append(contenders[name](directory, batch, count, calls[name]))
+    return times, calls
 
 
 def bench_read(
@@ -212,14 +227,14 @@ def main() -> None:
             batch = build_batch(size)
             count = args.mib * MIB // len(batch)
             total = (count - 1) * len(batch)
-            contenders: dict[str, Callable[[Path, bytes, int], float]] = {
+            contenders: dict[str, Contender] = {
                 "os.write": bench_raw,
                 "Log.append_as_leader": bench_log_time,
             }
             if len(batch) >= log_module._PARALLEL_CRC_MIN_BYTES:
                 contenders["validate first"] = bench_log_validate_first
             helper_tries[:] = [0, 0]
-            times = interleaved(contenders, root, batch, count, args.repeat)
+            times, calls = interleaved(contenders, root, batch, count, args.repeat)
             raw = times["os.write"]
             print(
                 f"append {label:>6} batches ({len(batch)} B), load now {load_average()}: "
@@ -229,10 +244,14 @@ def main() -> None:
                 if name == "os.write":
                     continue
                 ratios = sorted(r / t for r, t in zip(raw, log_times, strict=True))
+                per_call = statistics.median(calls[name])
+                raw_per_call = statistics.median(calls["os.write"])
                 print(
                     f"    {name:>20}: best {total / min(log_times) / 1e6:7.1f} MB/s | ratio to "
                     f"os.write: median {statistics.median(ratios):.2f}, spread "
-                    f"{ratios[0]:.2f}-{ratios[-1]:.2f} over {len(ratios)} rounds"
+                    f"{ratios[0]:.2f}-{ratios[-1]:.2f} over {len(ratios)} rounds | per call "
+                    f"(less sensitive to preemption): median {per_call * 1e6:.0f} µs vs "
+                    f"{raw_per_call * 1e6:.0f} µs, ratio {raw_per_call / per_call:.2f}"
                 )
             if helper_tries[0]:
                 print(
@@ -241,7 +260,7 @@ def main() -> None:
                     f"write returned in {helper_tries[1]}"
                 )
         batch = build_batch(MIB)
-        _, log = bench_log(root, batch, args.mib * MIB // len(batch), keep=True)
+        _, log = bench_log(root, batch, args.mib * MIB // len(batch), [], keep=True)
         records = parse_header(batch).records_count
         for fetch in (MIB, 8 * MIB):
             elapsed, sent = min(

@@ -17,7 +17,8 @@ Rules:
      1a. Large appends (``_PARALLEL_CRC_MIN_BYTES``, 256 KiB, of immutable ``bytes``) check
      the CRC-32Cs beside the write instead of before it: a helper thread checks them while
      this thread writes the stamped batches PAST the active segment's published end, then
-     this thread checks whatever the helper has not (never waiting for it). The invariant
+     this thread checks whatever the helper has not (never waiting for it; a helper that
+     delivered nothing is left alone for a while, see ``_CrcHelper``). The invariant
      that makes this safe: nothing unvalidated is ever visible. Readers only ever see
      published bytes (``LogSegment.size``, the log end offset, the indexes), and those move
      only after every batch passed; a failed check cuts the file back (``ftruncate``) and
@@ -64,12 +65,12 @@ from its event loop thread and may run ``flush`` in a worker thread.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import queue
 import shutil
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
@@ -335,14 +336,24 @@ def _can_check_beside(records: bytes | bytearray | memoryview) -> bool:
     return immutable and _CRC_HELPER.wanted()
 
 
+def _spare_cpu() -> bool:
+    """Whether the 1-minute load average leaves at least one CPU idle."""
+    try:
+        return os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
+    except OSError:
+        return False
+
+
 class _CrcHelper:
     """One daemon thread, shared by every log of the process, running ``_CrcJob.help``.
 
-    Used only while it delivers: when the appending thread finished its write and the
-    helper had not checked anything yet (no idle CPU: it runs under SCHED_IDLE), handing it
-    work only costs (a queue put, a wake-up, and GIL hand-overs with a thread that may be
-    descheduled while holding the GIL), so the next ``_HELPER_BACKOFF`` large appends check
-    their CRCs in the appending thread before the helper is tried again.
+    Used only when it can pay off. It needs a CPU nothing else wants: with none, handing it
+    work only costs (a queue put, a wake-up, GIL hand-overs, and preempting the appending
+    thread on its own CPU); on the shared 2-CPU development VM at load average 8-17 that
+    made 1 MiB appends 5-15 % slower. So it is used only while the 1-minute load average
+    leaves a CPU idle (sampled at most once a second), and only while it delivers: after an
+    append where it had checked nothing by the time the write returned, the next
+    ``_HELPER_BACKOFF`` large appends check their CRCs in the appending thread.
     """
 
     def __init__(self) -> None:
@@ -351,8 +362,16 @@ class _CrcHelper:
         self._start_lock = threading.Lock()
         #: Large appends still to check without the helper (benign races between threads).
         self._skip = 0
+        self._spare_cpu = False
+        self._load_sampled_until = 0.0
 
     def wanted(self) -> bool:
+        now = time.monotonic()
+        if now >= self._load_sampled_until:
+            self._load_sampled_until = now + 1.0
+            self._spare_cpu = _spare_cpu()
+        if not self._spare_cpu:
+            return False
         if self._skip > 0:
             self._skip -= 1
             return False
@@ -373,11 +392,9 @@ class _CrcHelper:
         self._jobs.put(job)
 
     def _run(self) -> None:
-        # SCHED_IDLE: the helper only ever uses a CPU nothing else wants. Its work is optional
-        # (the appending thread checks whatever it has not), so on a busy machine it must not
-        # preempt the appending thread (or anyone) to do it; on an idle core it runs at once.
-        with contextlib.suppress(AttributeError, OSError):  # not Linux: an ordinary thread
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread
+        # An ordinary thread, NOT SCHED_IDLE: it holds the GIL between CRCs, and a thread
+        # that the scheduler starves while holding it would stall the appending thread
+        # (priority inversion; measured as longer rounds at load average 8-10).
         while True:
             self._jobs.get().help()
 

@@ -45,10 +45,9 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         real(job)
 
     monkeypatch.setattr(log_module._CRC_HELPER, "submit", spy)
-    # Never back off here (on a busy machine the helper may not deliver): every large
-    # append of these tests must take the rule 1a path.
-    monkeypatch.setattr(log_module._CRC_HELPER, "_skip", 0)
-    monkeypatch.setattr(log_module._CRC_HELPER, "report", lambda job: None)
+    # Whatever the machine's load and the helper's luck (it may not get a CPU): every
+    # large append of these tests must take the rule 1a path.
+    monkeypatch.setattr(log_module._CRC_HELPER, "wanted", lambda: True)
     return jobs
 
 
@@ -211,3 +210,33 @@ def test_bytearray_and_small_appends_check_before_writing(
     log.append_as_leader(memoryview(bytes(records)), leader_epoch=0, now_ms=1)
     assert submitted == [1]
     log.close()
+
+
+def test_helper_is_used_only_with_a_spare_cpu_and_while_it_delivers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    helper = log_module._CrcHelper()  # a fresh one: no thread is started by these calls
+    spare = [False]
+    monkeypatch.setattr(log_module, "_spare_cpu", lambda: spare[0])
+    assert not helper.wanted()  # the machine is busy
+    spare[0] = True
+    assert not helper.wanted()  # still the sample of the last second
+    monkeypatch.setattr(helper, "_load_sampled_until", 0.0)
+    assert helper.wanted()
+    view = memoryview(big_batch(0))
+    batches, _ = log_module._validate_batches(
+        view, max_message_bytes=None, allow_partial_tail=False, check_crc=False
+    )
+    job = log_module._CrcJob(view, batches)
+    assert job.finish() is None
+    assert not job.helped  # the appending thread did it all
+    helper.report(job)
+    assert [helper.wanted() for _ in range(log_module._HELPER_BACKOFF + 1)] == [False] * (
+        log_module._HELPER_BACKOFF
+    ) + [True]
+    delivered = log_module._CrcJob(view, batches)
+    delivered.help()  # as the helper thread would, before the write returned
+    assert delivered.finish() is None
+    assert delivered.helped
+    helper.report(delivered)
+    assert helper.wanted()
