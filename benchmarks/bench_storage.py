@@ -1,11 +1,18 @@
 """Storage benchmark (not a test): append and sequential read throughput of tidelog.storage.
 
-    .venv/bin/python benchmarks/bench_storage.py [--mib 256] [--dir PATH] [--repeat 3]
+    .venv/bin/python benchmarks/bench_storage.py [--mib 128] [--dir PATH] [--repeat 9]
 
 Append: ``Log.append_as_leader`` of the same pre-built batch over and over, against a plain
-``os.write`` loop of the same bytes to a file in the same directory, in one run (interleaved;
-best of ``--repeat`` and the median of the per-pair ratios), for 1 MiB and 16 KiB batches;
-prints MB/s and the ratio. Neither fsyncs (the log's default flush policy).
+``os.write`` loop of the same bytes from the same buffer, in one run, for 1 MiB and 16 KiB
+batches. Fair by construction: both open a new file with the same flags in a new directory on
+the same disk, write the same number of bytes (the first, untimed write included), do not
+fsync (the log's default flush policy) and unlink their files after each round, so every
+round starts from the same page-cache state. Rounds are interleaved with the order rotating
+(the machine is shared), and the figure that counts is the MEDIAN over rounds of the
+per-round ratio, with its spread (min-max); best-of throughputs and the load average are
+printed beside it. For 1 MiB batches a third contender, "validate first", is the log with
+rule 1a switched off (CRC-32Cs checked in the appending thread before the write), to show
+what the helper thread buys in the same run.
 Read: ``Log.read`` + ``os.sendfile`` of every slice to a loopback TCP socket drained by a
 thread.
 """
@@ -16,13 +23,17 @@ import argparse
 import os
 import shutil
 import socket
+import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+import tidelog.storage.log as log_module
 from tidelog.protocol.records import parse_header
 from tidelog.storage.log import Log, LogConfig
 
@@ -47,34 +58,109 @@ def build_batch(target_bytes: int, record_bytes: int = 1000) -> bytes:
     return bytes(builder.build())
 
 
-def bench_raw(directory: Path, batch: bytes, count: int) -> float:
-    path = directory / "raw.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def bench_raw(directory: Path, batch: bytes, count: int, calls: list[float]) -> float:
+    """``count`` writes of ``batch`` to a new file opened like a segment file; the first is
+    untimed, as the log's first append (which writes its epoch checkpoint) is. Each call's
+    duration goes to ``calls``."""
+    raw_dir = directory / "raw-0"
+    raw_dir.mkdir()
+    path = raw_dir / "00000000000000000000.log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # LogSegment's flags
     os.write(fd, batch)
-    start = time.perf_counter()
+    clock = time.perf_counter
+    start = clock()
     for _ in range(1, count):
+        t = clock()
         os.write(fd, batch)
-    elapsed = time.perf_counter() - start
+        calls.append(clock() - t)
+    elapsed = clock() - start
     os.close(fd)
-    path.unlink()
+    shutil.rmtree(raw_dir)
     return elapsed
 
 
-def bench_log(directory: Path, batch: bytes, count: int, keep: bool = False) -> tuple[float, Log]:
+def bench_log(
+    directory: Path, batch: bytes, count: int, calls: list[float], keep: bool = False
+) -> tuple[float, Log]:
     log_dir = directory / "bench-0"
     shutil.rmtree(log_dir, ignore_errors=True)
     log = Log.open(log_dir, LogConfig(), now_ms=0)
     # The first append of an epoch writes leader-epoch-checkpoint (fsync); steady state
     # is what we measure, so it happens before the clock starts.
     log.append_as_leader(batch, leader_epoch=0, now_ms=0)
-    start = time.perf_counter()
+    clock = time.perf_counter
+    start = clock()
     for i in range(1, count):
+        t = clock()
         log.append_as_leader(batch, leader_epoch=0, now_ms=i)
-    elapsed = time.perf_counter() - start
+        calls.append(clock() - t)
+    elapsed = clock() - start
     if not keep:
         log.close_without_flush()
         shutil.rmtree(log_dir)
     return elapsed, log
+
+
+@contextmanager
+def validate_first() -> Iterator[None]:
+    """The log without rule 1a: every CRC-32C checked before the write, in this thread."""
+    saved = log_module._PARALLEL_CRC_MIN_BYTES
+    log_module._PARALLEL_CRC_MIN_BYTES = 1 << 62  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        log_module._PARALLEL_CRC_MIN_BYTES = saved  # type: ignore[misc]
+
+
+def bench_log_validate_first(
+    directory: Path, batch: bytes, count: int, calls: list[float]
+) -> float:
+    with validate_first():
+        return bench_log(directory, batch, count, calls)[0]
+
+
+def bench_log_time(directory: Path, batch: bytes, count: int, calls: list[float]) -> float:
+    return bench_log(directory, batch, count, calls)[0]
+
+
+#: Rule 1a diagnostics: appends the helper thread was tried on, and how many it had
+#: checked something for by the time the write returned (it backs off otherwise).
+helper_tries = [0, 0]
+
+
+def count_helper_deliveries() -> None:
+    if not hasattr(log_module, "_CRC_HELPER"):
+        return  # an older tidelog without rule 1a (PYTHONPATH=<old tree>/src: a before figure)
+    helper = log_module._CRC_HELPER
+    report = helper.report
+
+    def counting(job: log_module._CrcJob) -> None:
+        helper_tries[0] += 1
+        helper_tries[1] += job.helped
+        report(job)
+
+    helper.report = counting  # type: ignore[method-assign]
+
+
+Contender = Callable[[Path, bytes, int, list[float]], float]
+
+
+def interleaved(
+    contenders: dict[str, Contender],
+    directory: Path,
+    batch: bytes,
+    count: int,
+    rounds: int,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Seconds per round, and per call, of each contender; the order rotates every round."""
+    names = list(contenders)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    calls: dict[str, list[float]] = {name: [] for name in names}
+    for rnd in range(rounds):
+        shift = rnd % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(contenders[name](directory, batch, count, calls[name]))
+    return times, calls
 
 
 def bench_read(
@@ -122,40 +208,62 @@ def bench_read(
     return elapsed, sent
 
 
+def load_average() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=128, help="MiB appended per measurement")
     parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to test")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9, help="interleaved rounds")
     args = parser.parse_args()
+    count_helper_deliveries()
     root = Path(tempfile.mkdtemp(prefix="tidelog-bench-", dir=args.dir))
     try:
-        print(f"directory: {root}; {args.mib} MiB per run, best of {args.repeat}; no fsync")
+        print(
+            f"directory: {root}; {args.mib} MiB per round, {args.repeat} interleaved rounds; "
+            f"no fsync; load average {load_average()} (1/5/15 min), {os.cpu_count()} CPUs; "
+            f"tidelog from {Path(log_module.__file__).parent.parent.parent}"
+        )
         for label, size in (("1 MiB", MIB), ("16 KiB", 16 * 1024)):
             batch = build_batch(size)
             count = args.mib * MIB // len(batch)
             total = (count - 1) * len(batch)
-            # Interleaved (order alternating), best of each and the median of the per-pair
-            # ratios: other processes share the machine.
-            raw_times, log_times = [], []
-            for rep in range(args.repeat):
-                if rep % 2:
-                    log_times.append(bench_log(root, batch, count)[0])
-                    raw_times.append(bench_raw(root, batch, count))
-                else:
-                    raw_times.append(bench_raw(root, batch, count))
-                    log_times.append(bench_log(root, batch, count)[0])
-            raw, logged = min(raw_times), min(log_times)
-            pair_ratios = sorted(r / g for r, g in zip(raw_times, log_times, strict=True))
-            raw_mbs = total / raw / 1e6
-            log_mbs = total / logged / 1e6
+            contenders: dict[str, Contender] = {
+                "os.write": bench_raw,
+                "Log.append_as_leader": bench_log_time,
+            }
+            if len(batch) >= getattr(log_module, "_PARALLEL_CRC_MIN_BYTES", 1 << 62):
+                contenders["validate first"] = bench_log_validate_first
+            helper_tries[:] = [0, 0]
+            times, calls = interleaved(contenders, root, batch, count, args.repeat)
+            raw = times["os.write"]
             print(
-                f"append {label:>6} batches ({len(batch)} B): os.write {raw_mbs:8.1f} MB/s | "
-                f"Log.append_as_leader {log_mbs:8.1f} MB/s | ratio {log_mbs / raw_mbs:.2f} "
-                f"(median of pairs {pair_ratios[len(pair_ratios) // 2]:.2f})"
+                f"append {label:>6} batches ({len(batch)} B), load now {load_average()}: "
+                f"os.write best {total / min(raw) / 1e6:7.1f} MB/s"
             )
+            for name, log_times in times.items():
+                if name == "os.write":
+                    continue
+                ratios = sorted(r / t for r, t in zip(raw, log_times, strict=True))
+                per_call = statistics.median(calls[name])
+                raw_per_call = statistics.median(calls["os.write"])
+                print(
+                    f"    {name:>20}: best {total / min(log_times) / 1e6:7.1f} MB/s | ratio to "
+                    f"os.write: median {statistics.median(ratios):.2f}, spread "
+                    f"{ratios[0]:.2f}-{ratios[-1]:.2f} over {len(ratios)} rounds | per call "
+                    f"(less sensitive to preemption): median {per_call * 1e6:.0f} µs vs "
+                    f"{raw_per_call * 1e6:.0f} µs, ratio {raw_per_call / per_call:.2f}"
+                )
+            if helper_tries[0]:
+                print(
+                    f"    rule 1a helper: tried on {helper_tries[0]} of "
+                    f"{(count - 1) * args.repeat} appends, had checked the batch before the "
+                    f"write returned in {helper_tries[1]}"
+                )
         batch = build_batch(MIB)
-        _, log = bench_log(root, batch, args.mib * MIB // len(batch), keep=True)
+        _, log = bench_log(root, batch, args.mib * MIB // len(batch), [], keep=True)
         records = parse_header(batch).records_count
         for fetch in (MIB, 8 * MIB):
             elapsed, sent = min(

@@ -8,13 +8,21 @@ recovered from its checkpointed recovery point; a log whose flushed data is corr
 offline (``offline_logs``), never served, and reported with file and offset.
 
 Not thread-safe by itself: the broker calls it from its event loop thread (and start-up /
-shutdown / periodic checkpoints from one worker thread at a time).
+shutdown / periodic checkpoints from one worker thread at a time). The checkpoint files are
+the exception: a truncation (event loop thread) that lowers a log's recovery point rewrites
+its dir's ``recovery-point-offset-checkpoint`` at once (``tidelog.storage.log`` rule 8, as
+Kafka's ``LogManager.truncateTo`` does), possibly while the periodic ``checkpoint`` runs in a
+worker thread; one lock serialises the writers, and each computes the values it writes
+while holding it, so a stale, higher recovery point can never be written after the lowered
+one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,6 +59,8 @@ class LogManager:
         #: Logs refused at load because flushed data failed validation.
         self.offline_logs: dict[TopicPartition, CorruptLogError] = {}
         self._offline_checkpoints: dict[TopicPartition, tuple[int, int, int | None]] = {}
+        #: Serialises checkpoint writers (periodic checkpoint vs. a truncation's rewrite).
+        self._checkpoint_lock = threading.Lock()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._load_dir(log_dir, now_ms)
@@ -93,11 +103,26 @@ class LogManager:
                     self._high_watermarks.get(tp),
                 )
                 continue
-            self._logs[tp] = log
-            self._dir_of[tp] = log_dir
+            self._adopt(tp, log, log_dir)
             topic_id = PartitionMetadataFile(child / PARTITION_METADATA).read()
             if topic_id is not None:
                 self._topic_ids[tp] = topic_id
+        if any(
+            log.recovery_point < recovery_points.get(tp, 0)
+            for tp, log in self._logs.items()
+            if self._dir_of[tp] == log_dir
+        ):
+            # A log came back shorter than its checkpointed recovery point (files lost or
+            # truncated while the broker was down): the lower value must be on disk before
+            # anything is appended past it (log rule 8).
+            self._checkpoint_recovery_points(log_dir)
+
+    def _adopt(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        log.set_recovery_point_listener(
+            functools.partial(self._checkpoint_recovery_points, log_dir)
+        )
 
     # ------------------------------------------------------------------ lookup / create
 
@@ -142,8 +167,7 @@ class LogManager:
         if now_ms is not None:
             self._now_ms = now_ms
         log = Log.open(log_dir / str(tp), config, now_ms=self._now_ms)
-        self._logs[tp] = log
-        self._dir_of[tp] = log_dir
+        self._adopt(tp, log, log_dir)
         if topic_id is not None:
             self._write_topic_id(tp, log.directory, topic_id)
         return log
@@ -155,6 +179,8 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> None:
         """Remove the partition's directory and forget its checkpoint entries."""
         log = self._logs.pop(tp, None)
+        if log is not None:
+            log.set_recovery_point_listener(None)
         log_dir = self._dir_of.pop(tp, None)
         self._topic_ids.pop(tp, None)
         self._high_watermarks.pop(tp, None)
@@ -180,21 +206,47 @@ class LogManager:
             if tp in self._logs:
                 self._high_watermarks[tp] = hw
         for log_dir in self.log_dirs:
-            tps = [tp for tp, d in self._dir_of.items() if d == log_dir and tp in self._logs]
-            offline = {
-                tp: saved
-                for tp, saved in self._offline_checkpoints.items()
-                if self._dir_of.get(tp) == log_dir
-            }
-            hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
-            hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
-            recovery = {tp: self._logs[tp].recovery_point for tp in tps}
-            recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
-            starts = {tp: self._logs[tp].log_start_offset for tp in tps}
-            starts.update({tp: start for tp, (_, start, _) in offline.items()})
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+            with self._checkpoint_lock:
+                tps, offline = self._members(log_dir)
+                hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
+                hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
+                starts = {tp: self._logs[tp].log_start_offset for tp in tps}
+                starts.update({tp: start for tp, (_, start, _) in offline.items()})
+                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(hws)
+                self._write_recovery_points(log_dir, tps, offline)
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+
+    def _members(
+        self, log_dir: Path
+    ) -> tuple[list[TopicPartition], dict[TopicPartition, tuple[int, int, int | None]]]:
+        """The online logs of ``log_dir`` and the saved checkpoint entries of its offline ones."""
+        tps = [tp for tp, d in list(self._dir_of.items()) if d == log_dir and tp in self._logs]
+        offline = {
+            tp: saved
+            for tp, saved in list(self._offline_checkpoints.items())
+            if self._dir_of.get(tp) == log_dir
+        }
+        return tps, offline
+
+    def _write_recovery_points(
+        self,
+        log_dir: Path,
+        tps: list[TopicPartition],
+        offline: Mapping[TopicPartition, tuple[int, int, int | None]],
+    ) -> None:
+        # Read under _checkpoint_lock, so the values are at least as fresh as any lowering
+        # that happened before this writer took the lock.
+        logs = [(tp, self._logs.get(tp)) for tp in tps]
+        recovery = {tp: log.recovery_point for tp, log in logs if log is not None}
+        recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
+        OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(recovery)
+
+    def _checkpoint_recovery_points(self, log_dir: Path) -> None:
+        """Rewrite ``log_dir``'s recovery-point-offset-checkpoint now (log rule 8; Kafka's
+        checkpointRecoveryOffsetsInDir after a truncation)."""
+        with self._checkpoint_lock:
+            tps, offline = self._members(log_dir)
+            self._write_recovery_points(log_dir, tps, offline)
 
     # ------------------------------------------------------------------ periodic work
 

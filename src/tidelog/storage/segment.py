@@ -4,7 +4,11 @@ A segment holds whole v2 batches with contiguous offsets starting at ``base_offs
 batch headers are ever decoded here; records stay opaque bytes (DESIGN.md "Speed").
 
 Invariants:
-  * ``size`` is the byte length of whole, validated batches in the ``.log`` file;
+  * ``size`` is the byte length of whole, validated batches in the ``.log`` file, and every
+    read stops there. The file is longer only while an append is in flight: its bytes are
+    written past ``size`` (``write_unpublished``) while their CRCs are still being checked,
+    and become part of the segment (``publish``) only once they passed, or are cut off again
+    (``discard_unpublished``);
   * batches follow each other without gaps: each base offset is the previous ``next_offset``;
   * ``next_offset`` is one past the last offset in the segment (``base_offset`` if empty);
   * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``).
@@ -299,19 +303,34 @@ class LogSegment:
         now_ms: int,
     ) -> None:
         """Write validated, stamped batches (``pieces`` concatenated, ``size`` bytes) with
-        one positional vectored write.
+        one positional vectored write, and publish them.
 
         ``batches``: ``(size, last offset, max timestamp)`` of each batch written.
         """
+        self.write_unpublished(pieces, size)
+        self.publish(size, batches, now_ms)
+
+    def write_unpublished(self, pieces: list[bytes | memoryview], size: int) -> None:
+        """Write ``pieces`` (``size`` bytes) at ``self.size`` without publishing them: no read,
+        index or offset sees them until ``publish``; ``discard_unpublished`` cuts them off."""
         position = self.size
         for chunk_start in range(0, len(pieces), _IOV_MAX):
-            chunk = pieces[chunk_start : chunk_start + _IOV_MAX]
-            chunk_size = sum(len(p) for p in chunk) if len(pieces) > _IOV_MAX else size
+            chunk = (
+                pieces if len(pieces) <= _IOV_MAX else pieces[chunk_start : chunk_start + _IOV_MAX]
+            )
+            chunk_size = size if chunk is pieces else sum(len(p) for p in chunk)
             written = os.pwritev(self.fd, chunk, position)
             while written < chunk_size:  # short write (disk full, signal): finish it
                 rest = memoryview(b"".join(chunk))[written:]
                 written += os.pwrite(self.fd, rest, position + written)
             position += chunk_size
+
+    def discard_unpublished(self) -> None:
+        """Cut the file back to the published batches (an append that failed its checks)."""
+        os.ftruncate(self.fd, self.size)
+
+    def publish(self, size: int, batches: list[tuple[int, int, int]], now_ms: int) -> None:
+        """Make ``size`` bytes written by ``write_unpublished`` part of the segment."""
         position = self.size
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms

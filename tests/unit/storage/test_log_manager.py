@@ -64,6 +64,82 @@ def test_recovery_point_and_log_start_checkpoint_format(tmp_path: Path) -> None:
     manager.close()
 
 
+def _checkpointed_recovery_point(log_dir: Path) -> str:
+    return (log_dir / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_truncation_below_recovery_point_rewrites_checkpoint_before_new_appends(
+    tmp_path: Path,
+) -> None:
+    """Log rule 8: after truncate_to below the recovery point, the lowered value is on disk
+    at once, so a crash after re-appending makes recovery validate the re-appended range
+    (here: a corrupt batch there is truncated instead of trusted and served)."""
+    manager = LogManager([tmp_path], LogConfig(), now_ms=0)
+    log = manager.get_or_create_log(TP_A, LogConfig())
+    for seed in range(3):
+        log.append_as_leader(build_batch(2, seed=seed), leader_epoch=0, now_ms=0)
+    log.flush()
+    manager.checkpoint({})
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 6\n"
+    log.truncate_to(2)
+    assert log.recovery_point == 2
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 2\n"
+    kept = read_all(log)
+    log.append_as_leader(build_batch(2, seed=7), leader_epoch=1, now_ms=0)
+    tail = build_batch(2, seed=8)
+    log.append_as_leader(tail, leader_epoch=1, now_ms=0)
+    assert log.log_end_offset == 6
+    good_prefix = read_all(log)[: -len(tail)]
+    log.close_without_flush()  # crash: no flush, no checkpoint
+    segment = tmp_path / "orders-0" / "00000000000000000000.log"
+    raw = bytearray(segment.read_bytes())
+    raw[-5] ^= 0xFF  # the re-appended tail batch never reached the disk intact
+    segment.write_bytes(raw)
+    restarted = LogManager([tmp_path], LogConfig(), now_ms=1)
+    recovered = restarted.get_log(TP_A)
+    assert recovered is not None
+    assert recovered.log_end_offset == 4  # the corrupt batch was found and cut, not served
+    assert read_all(recovered) == good_prefix
+    assert good_prefix.startswith(kept)
+    restarted.close()
+
+
+def test_truncate_fully_below_recovery_point_rewrites_checkpoint(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), now_ms=0)
+    log = manager.get_or_create_log(TP_A, LogConfig())
+    log.append_as_leader(build_batch(5), leader_epoch=0, now_ms=0)
+    log.flush()
+    manager.checkpoint({})
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 5\n"
+    log.truncate_fully_and_start_at(3)
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 3\n"
+    log.truncate_fully_and_start_at(9)  # above: nothing below 9 is left; 3 stays safe
+    assert log.recovery_point == 9
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 3\n"
+    manager.close()
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 9\n"
+
+
+def test_log_shorter_than_its_checkpoint_lowers_it_at_load(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), now_ms=0)
+    log = manager.get_or_create_log(TP_A, LogConfig())
+    log.append_as_leader(build_batch(3) + build_batch(3), leader_epoch=0, now_ms=0)
+    manager.close()
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 6\n"
+    segment = tmp_path / "orders-0" / "00000000000000000000.log"
+    raw = segment.read_bytes()
+    segment.write_bytes(raw[: len(raw) // 2])  # the second batch lost while the broker was down
+    (tmp_path / "orders-0" / "00000000000000000000.index").unlink()
+    (tmp_path / "orders-0" / "00000000000000000000.timeindex").unlink()
+    restarted = LogManager([tmp_path], LogConfig(), now_ms=1)
+    reloaded = restarted.get_log(TP_A)
+    assert reloaded is not None
+    assert reloaded.log_end_offset == reloaded.recovery_point == 3
+    # Rewritten at load, before anything can be appended at offsets 3..5 again.
+    assert _checkpointed_recovery_point(tmp_path) == "0\n1\norders 0 3\n"
+    restarted.close()
+
+
 def test_corrupt_flushed_log_is_offline_and_never_served(tmp_path: Path) -> None:
     manager = LogManager([tmp_path], LogConfig(), now_ms=0)
     bad = manager.get_or_create_log(TP_A, LogConfig())

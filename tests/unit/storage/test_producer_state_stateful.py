@@ -220,8 +220,13 @@ class ProducerLogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def truncate_to(self, data: st.DataObject) -> None:
         offset = data.draw(st.integers(self.start, self.leo + 1), label="offset")
+        before = set(self.state())
         self.log.truncate_to(offset)
         self.batches = [b for b in self.batches if b.last < offset]
+        # A producer whose remaining batches all lie below the log start (still in the
+        # segment files) is rebuilt and then trimmed by the log start: the broker may keep
+        # its removal hint (UNKNOWN_PRODUCER_ID) or not, as for any eviction.
+        self.evicted |= before - set(self.state())
 
     @rule(delta=st.integers(0, 5))
     def truncate_fully_and_start_at(self, delta: int) -> None:
