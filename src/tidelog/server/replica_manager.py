@@ -259,6 +259,15 @@ class ReplicaManager:
                 log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
                 results[tp] = (ProduceResult(info.error, message=info.error_message), -1)
                 continue
+            if info.duplicate:
+                # A retry of a batch this log already holds (maybe written under a previous
+                # leader): answered with its original offsets, nothing written (issue #9).
+                log.info(
+                    "duplicate batch to %s answered with its original offsets %d..%d",
+                    tp,
+                    info.first_offset,
+                    info.last_offset,
+                )
             if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
                 self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
