@@ -22,6 +22,10 @@ truncation) and ``tidelog.controller`` (decisions, Controller):
    the active controller (AlterPartition, API 56) and applies the answer with
    ``Partition.on_alter_partition_response``. ``Partition`` keeps one change in flight.
 5. Metadata answers come from ``ClusterMetadataCache``, fed by UpdateMetadata.
+6. InitProducerId: producer ids come from blocks of 1000 claimed on ZooKeeper's
+   ``/latest_producer_id_block`` with compare-and-set (``ProducerIdManager`` over
+   ``ZkProducerIdBlockStore``, Kafka's ZkProducerIdManager), so no two brokers and no two
+   incarnations of one broker ever hand out the same id.
 """
 
 from __future__ import annotations
