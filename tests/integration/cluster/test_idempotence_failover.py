@@ -16,9 +16,12 @@ original offsets. At the end every record is read back and:
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import warnings
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +35,28 @@ from tests.integration.cluster.helpers import create_topic, wait_for_isr
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
+
+
+@pytest.fixture
+def collect_client_sockets() -> Iterator[None]:
+    """kafka-python 3.0 leaves the sockets of connection attempts that a killed broker
+    refused unclosed (a client defect, not the broker's). Collect them when the test is
+    over, where their ResourceWarning is expected, rather than failing a later test."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+@pytest.fixture
+def cluster(new_cluster: Callable[..., BrokerCluster]) -> BrokerCluster:
+    """A fresh three-broker cluster. On two cores shared with other suites a broker
+    sometimes needs more than the harness's 60 s to answer its first request; such a set-up
+    (nothing tested yet) is tried once more."""
+    try:
+        return new_cluster()
+    except TimeoutError:
+        return new_cluster()
 
 
 @dataclass
@@ -318,6 +343,7 @@ def test_idempotent_confluent_producer_leader_kills_no_duplicates_no_losses(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("collect_client_sockets")
 @pytest.mark.parametrize("client_name", ["confluent-kafka", "kafka-python"])
 def test_idempotent_producer_many_leader_kills_no_duplicates_no_losses(
     cluster: BrokerCluster, client_name: str
