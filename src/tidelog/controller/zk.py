@@ -26,13 +26,22 @@ Theory of operation (Kafka's ``KafkaZkClient`` semantics; paths and JSON in ``zn
    registration and any controllership), and a new session after expiry
    (``REESTABLISHED``: the adapter has re-registered the broker; the new broker epoch is
    passed along). kazoo's own recipes re-arm watches after reconnects and expiry.
+5. Producer id blocks (``ZkProducerIdBlockStore``, Kafka's ``ZkProducerIdManager.
+   getNewProducerIdBlock``): read ``/latest_producer_id_block`` with its version, compute the
+   next block, write it with that version as a compare-and-set (create the node when
+   absent), and on BadVersion / NodeExists (another broker won the race) read again. Two
+   claimers therefore never get overlapping blocks, and since the node only moves forward a
+   restarted broker never reuses an id. A write retried after a connection loss may find its
+   own first attempt applied (BadVersion): the re-read then claims the block after it, which
+   wastes ids but never reuses one.
 
 Exceptions (local faults; ZooKeeper unreachable past the retry deadline surfaces as
 kazoo's own exception wrapped in ``ZkError``)::
 
     TidelogError
      └── ZkError                     a ZooKeeper operation failed (unreachable, unexpected)
-          └── BrokerIdInUseError     /brokers/ids/<id> stays owned by another live session
+          ├── BrokerIdInUseError     /brokers/ids/<id> stays owned by another live session
+          └── CorruptProducerIdBlockError  /latest_producer_id_block holds something else
 """
 
 from __future__ import annotations
@@ -72,6 +81,13 @@ from tidelog.controller.znodes import (
 )
 from tidelog.errors import TidelogError
 from tidelog.model import BrokerId, ControllerEpoch, PartitionEpoch, TopicPartition
+from tidelog.storage.producer_id import (
+    ZK_PRODUCER_ID_BLOCK_PATH,
+    ProducerIdBlock,
+    decode_block,
+    encode_block,
+    next_block,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +99,11 @@ DEFAULT_SESSION_TIMEOUT_MS: Final = 18000
 
 class ZkError(TidelogError):
     """A ZooKeeper operation failed in a way the caller cannot act on as a value."""
+
+
+class CorruptProducerIdBlockError(ZkError):
+    """``/latest_producer_id_block`` does not hold Kafka's JSON: refusing to guess (starting
+    again at 0 would reuse ids)."""
 
 
 class BrokerIdInUseError(ZkError):
@@ -312,6 +333,10 @@ class ZkClient:
     def broker_epoch(self) -> int | None:
         """The broker epoch of our current registration (None before ``register_broker``)."""
         return self._broker_epoch
+
+    def producer_id_block_store(self) -> ZkProducerIdBlockStore:
+        """The ``ProducerIdBlockStore`` on this session (rule 5); its ``allocate`` blocks."""
+        return ZkProducerIdBlockStore(self._kz)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -937,3 +962,66 @@ class ZkClient:
                 kz.retry(kz.delete, znodes.delete_topic_path(topic))
 
         await self._call(run)
+
+
+# -- producer id blocks (rule 5) ----------------------------------------------------------------
+
+
+class ZkProducerIdBlockStore:
+    """``ProducerIdBlockStore`` on ZooKeeper's ``/latest_producer_id_block`` (rule 5).
+
+    ``allocate`` is blocking (kazoo calls, retried across connection losses for up to one
+    session timeout): callers on an event loop run it through ``asyncio.to_thread``, which
+    ``ProducerIdManager.generate_producer_id`` callers do anyway. Thread-safe: kazoo's client
+    is, and the compare-and-set makes concurrent claims from any number of threads, brokers
+    or processes safe.
+    """
+
+    def __init__(self, kazoo_client: KazooClient) -> None:
+        self._kz = kazoo_client
+        #: How many compare-and-set attempts lost a race (for tests and logs).
+        self.conflicts = 0
+
+    def read(self) -> tuple[ProducerIdBlock | None, int | None]:
+        """The current block and the znode version (``(None, None)``: no znode; ``(None,
+        version)``: a znode without data, as Kafka's start-up creates it)."""
+        try:
+            data, stat = self._kz.retry(self._kz.get, ZK_PRODUCER_ID_BLOCK_PATH)
+        except NoNodeError:
+            return None, None
+        if not data:
+            return None, int(stat.version)
+        try:
+            return decode_block(data), int(stat.version)
+        except ValueError as exc:
+            raise CorruptProducerIdBlockError(
+                f"{ZK_PRODUCER_ID_BLOCK_PATH} holds {data!r}: {exc}"
+            ) from exc
+
+    def allocate(self, broker_id: int, block_size: int) -> ProducerIdBlock:
+        """Claim the block after the current one for ``broker_id`` (Kafka's
+        ``getNewProducerIdBlock``); ``ProducerIdsExhaustedError`` past Int64 max."""
+        kz = self._kz
+        while True:
+            try:
+                current, version = self.read()
+                block = next_block(current, broker_id, block_size)
+                data = encode_block(block)
+                if version is None:
+                    kz.retry(kz.create, ZK_PRODUCER_ID_BLOCK_PATH, data, makepath=True)
+                else:
+                    kz.retry(kz.set, ZK_PRODUCER_ID_BLOCK_PATH, data, version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                # Another claimer wrote (or created, or deleted) the node between our read
+                # and our write: read again. NoNode only if someone deleted it meanwhile.
+                self.conflicts += 1
+                continue
+            except KazooException as exc:
+                raise ZkError(f"claiming a producer id block failed: {exc!r}") from exc
+            log.info(
+                "broker %d claimed producer ids %d..%d",
+                broker_id,
+                block.block_start,
+                block.block_end,
+            )
+            return block

@@ -147,7 +147,7 @@ class Broker:
         config = self.config
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        default_log_config = log_config_for(effective_topic_config(config, {}))
+        default_log_config = log_config_for(effective_topic_config(config, {}), config)
         self.log_manager = LogManager(config.log_dirs, default_log_config, now_ms=now_ms())
         self.replica_manager = ReplicaManager(config, self.log_manager)
         if config.get_str("zookeeper.connect"):

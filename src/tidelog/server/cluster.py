@@ -22,6 +22,10 @@ truncation) and ``tidelog.controller`` (decisions, Controller):
    the active controller (AlterPartition, API 56) and applies the answer with
    ``Partition.on_alter_partition_response``. ``Partition`` keeps one change in flight.
 5. Metadata answers come from ``ClusterMetadataCache``, fed by UpdateMetadata.
+6. InitProducerId: producer ids come from blocks of 1000 claimed on ZooKeeper's
+   ``/latest_producer_id_block`` with compare-and-set (``ProducerIdManager`` over
+   ``ZkProducerIdBlockStore``, Kafka's ZkProducerIdManager), so no two brokers and no two
+   incarnations of one broker ever hand out the same id.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +59,7 @@ from tidelog.replication.truncation import EpochEndOffset, follower_truncation_o
 from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+from tidelog.storage.producer_id import ProducerIdManager
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,6 @@ class ClusterMetadataCache(MetadataStore):
     def __init__(self, broker_id: int) -> None:
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id = ""
-        self.next_producer_id = (broker_id << 40) + random.randrange(1 << 30)
         self.partitions: dict[TopicPartition, CachedPartition] = {}
         self.brokers: dict[int, CachedBroker] = {}
         self.controller_id = -1
@@ -108,8 +111,9 @@ class ClusterMetadataCache(MetadataStore):
             self.on_configs_changed(name, configs)
 
     def allocate_producer_id(self) -> int:
-        self.next_producer_id += 1
-        return self.next_producer_id
+        # A cluster broker hands out producer ids from ZooKeeper-claimed blocks
+        # (ClusterNode.generate_producer_id); the single-broker counter must never be used.
+        raise NotImplementedError("cluster brokers allocate producer ids through ZooKeeper")
 
     def update_partition(
         self, tp: TopicPartition, topic_id: uuid.UUID | None, state: CachedPartition
@@ -565,6 +569,8 @@ class ClusterNode:
         self.background: set[asyncio.Task[Any]] = set()
         self.broker_epoch = -1
         self.zk: ZkClient | None = None
+        #: InitProducerId's ids: blocks of 1000 claimed on /latest_producer_id_block.
+        self.producer_id_manager: ProducerIdManager | None = None
         self.controller: Controller | None = None
         self.sender = RpcControllerSender(self.broker_id)
         self._tasks: list[asyncio.Task[None]] = []
@@ -588,6 +594,16 @@ class ClusterNode:
             connection_timeout_s=self.config.get_int("zookeeper.connection.timeout.ms") / 1000,
         )
         self.metadata.cluster_id = await self.zk.get_or_create_cluster_id()
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, self.zk.producer_id_block_store()
+        )
+
+    async def generate_producer_id(self) -> int:
+        """A producer id never handed out before by any broker of the cluster (Kafka's
+        ZkProducerIdManager): from the current block, claiming the next one from ZooKeeper
+        (compare-and-set) when it is used up. Raises ZkError when ZooKeeper cannot be reached."""
+        assert self.producer_id_manager is not None
+        return await asyncio.to_thread(self.producer_id_manager.generate_producer_id)
 
     async def start(self, port: int) -> None:
         """Register (the listener is up: ``port`` is the bound one) and start competing for

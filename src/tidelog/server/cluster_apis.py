@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
+from tidelog.controller.zk import ZkError
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
@@ -45,6 +46,7 @@ from tidelog.server.config import (
     validate_topic_configs,
 )
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config
+from tidelog.storage.producer_id import ProducerIdsExhaustedError
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,38 @@ class ClusterApis(KafkaApis):
                 ApiKey.DESCRIBE_QUORUM: self.handle_describe_quorum,
             }
         )
+
+    # --- InitProducerId (22) ---------------------------------------------------------------
+
+    def handle_init_producer_id(self, header: RequestHeader, body: Any) -> HandlerResult:
+        """Idempotent producers: a cluster-unique id from a ZooKeeper-claimed block (Kafka's
+        ZkProducerIdManager), epoch 0. A block that cannot be claimed now (ZooKeeper
+        unreachable) is COORDINATOR_LOAD_IN_PROGRESS (14, retriable), as Kafka 3.x answers
+        while its next block is pending."""
+        if getattr(body, "transactional_id", None):
+            return self._respond(
+                header, {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+            )
+
+        async def run() -> Any:
+            try:
+                producer_id = await self.node.generate_producer_id()
+            except (ZkError, ProducerIdsExhaustedError) as exc:
+                log.warning("InitProducerId: no producer id block: %s", exc)
+                return self._respond(
+                    header,
+                    {
+                        "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                    },
+                )
+            return self._respond(
+                header,
+                {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0},
+            )
+
+        return _future(run())
 
     # --- control plane -------------------------------------------------------------------
 

@@ -120,6 +120,7 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "log.retention.hours": _k(_parse_int, 168, _minus_one_or_at_least(-1)),
     "log.retention.bytes": _k(_parse_int, -1, _minus_one_or_at_least(0)),
     "log.retention.check.interval.ms": _k(_parse_int, 300000, _at_least(1)),
+    "producer.id.expiration.ms": _k(_parse_int, 86400000, _at_least(1)),
     "log.index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
     "log.index.size.max.bytes": _k(_parse_int, 10485760, _at_least(4)),
     "log.flush.interval.messages": _k(_parse_int, LONG_MAX, _at_least(1)),

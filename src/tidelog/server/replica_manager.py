@@ -33,6 +33,7 @@ from tidelog.server.config import LONG_MAX, BrokerConfig
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
+from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def log_config_for(topic_config: Mapping[str, object]) -> LogConfig:
-    """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config."""
+def log_config_for(
+    topic_config: Mapping[str, object], broker_config: BrokerConfig | None = None
+) -> LogConfig:
+    """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config, plus
+    the broker-only ``producer.id.expiration.ms`` when ``broker_config`` is given."""
 
     def get(key: str) -> int:
         value = topic_config[key]
@@ -59,6 +63,11 @@ def log_config_for(topic_config: Mapping[str, object]) -> LogConfig:
         flush_interval_messages=get("flush.messages"),
         flush_interval_ms=get("flush.ms"),
         max_message_bytes=get("max.message.bytes"),
+        producer_id_expiration_ms=(
+            broker_config.get_int("producer.id.expiration.ms")
+            if broker_config is not None
+            else DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        ),
     )
 
 
@@ -125,7 +134,9 @@ class ReplicaManager:
         ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
         a controller passes the epochs, replicas and ISR it decided."""
         existing = self.partitions.get(tp)
-        the_log = self.log_manager.get_or_create_log(tp, log_config_for(topic_config), topic_id)
+        the_log = self.log_manager.get_or_create_log(
+            tp, log_config_for(topic_config, self.config), topic_id
+        )
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
         if existing is not None:
@@ -177,7 +188,9 @@ class ReplicaManager:
         whether the leader or leader epoch changed (the fetcher must truncate again, rule 7).
         Parked produces and fetches on ``tp`` answer now (NOT_LEADER_OR_FOLLOWER)."""
         existing = self.partitions.get(tp)
-        the_log = self.log_manager.get_or_create_log(tp, log_config_for(topic_config), topic_id)
+        the_log = self.log_manager.get_or_create_log(
+            tp, log_config_for(topic_config, self.config), topic_id
+        )
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
         if existing is not None:
@@ -205,7 +218,7 @@ class ReplicaManager:
         return changed
 
     def update_topic_config(self, topic: str, topic_config: Mapping[str, object]) -> None:
-        new_config = log_config_for(topic_config)
+        new_config = log_config_for(topic_config, self.config)
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
         for tp, hosted in self.partitions.items():
@@ -259,6 +272,15 @@ class ReplicaManager:
                 log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
                 results[tp] = (ProduceResult(info.error, message=info.error_message), -1)
                 continue
+            if info.duplicate:
+                # A retry of a batch this log already holds (maybe written under a previous
+                # leader): answered with its original offsets, nothing written (issue #9).
+                log.info(
+                    "duplicate batch to %s answered with its original offsets %d..%d",
+                    tp,
+                    info.first_offset,
+                    info.last_offset,
+                )
             if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
                 self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)

@@ -98,7 +98,11 @@ from tidelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
-from tidelog.storage.producer_state import ProducerBatch, ProducerStateManager
+from tidelog.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerBatch,
+    ProducerStateManager,
+)
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import (
     DELETED_SUFFIX,
@@ -138,6 +142,8 @@ class LogConfig:
     flush_interval_ms: int = _NEVER  # flush.ms
     max_message_bytes: int = 1048588  # max.message.bytes: max batch size
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+    #: Broker-level only (Kafka has no topic override): producer_state rule 5.
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
 
     @property
     def max_index_entries(self) -> int:
@@ -589,6 +595,8 @@ class Log:
             self._producer_batches_from(self._segments[0].base_offset if loaded is None else loaded)
         )
         state.truncate_head(self._log_start_offset)
+        # Rule 5: what expired before a restart or a truncation stays expired.
+        state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
 
     def _producer_batches_from(self, start: int) -> Iterator[ProducerBatch]:
         """Producer batches at or after ``start`` (a batch boundary), from headers only."""
@@ -1216,6 +1224,9 @@ class Log:
                 lambda seg, upper: upper <= self._log_start_offset, high_watermark
             )
             self._close_pending_deletes(now_ms)
+            # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
+            # checked as often as retention (Kafka: a separate 10-minute task).
+            self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
             return deleted
 
     def _delete_segments(

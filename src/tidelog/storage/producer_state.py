@@ -39,6 +39,19 @@ Rules:
   4. Snapshots: ``<20-digit offset>.snapshot`` holds the state of every batch below that
      offset (binary, versioned, CRC-32C; written tmp + fsync + rename). A snapshot that fails
      its checks is deleted and an older one (or the log itself) is used instead.
+  5. Expiration (Kafka's ``producer.id.expiration.ms``, default 86400000 = 24 h; KIP-98):
+     an entry whose newest batch's max timestamp is at least that old (``now_ms -
+     timestamp >= producer_id_expiration_ms``, Kafka's ``isProducerExpired``) is removed by
+     ``remove_expired`` — periodically, on leaders and followers alike (it depends only on
+     the replicated batches and the clock), and after every rebuild from snapshot + replay so
+     a restart does not bring expired producers back. Later snapshots simply no longer hold
+     them. Rule 1 then reads "a pure function of the batches in the log and of the time of
+     the last expiry check". An expired producer is NOT remembered as evicted: its next batch
+     is accepted with any sequence (rule 2e; Kafka >= 2.5 answers neither
+     UNKNOWN_PRODUCER_ID nor OUT_OF_ORDER_SEQUENCE_NUMBER there: ``ProducerAppendInfo.
+     checkSequence`` accepts any sequence when there is no current producer epoch). A retry
+     of a batch older than the expiration is therefore no longer recognised — the reason
+     the default is a whole day.
 
 Batches without a producer id (-1) and control batches never reach this module.
 """
@@ -69,6 +82,8 @@ SNAPSHOT_SUFFIX: Final = ".snapshot"
 SNAPSHOT_VERSION: Final = 1
 #: How many producer ids evicted by the log start offset are remembered (rule 2e).
 DEFAULT_MAX_EVICTED_REMEMBERED: Final = 10_000
+#: Kafka's producer.id.expiration.ms default (rule 5).
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
 
 _SNAPSHOT_MAGIC: Final = b"TLPS"
 #: magic, version, crc32c of everything after this header
@@ -128,6 +143,15 @@ class ProducerStateEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        """Max timestamp of the newest batch (Kafka's ``lastTimestamp``), -1 if none."""
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def is_expired(self, now_ms: int, producer_id_expiration_ms: int) -> bool:
+        """Rule 5 (Kafka's ``ProducerStateManager.isProducerExpired``)."""
+        return now_ms - self.last_timestamp >= producer_id_expiration_ms
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         """The retained batch with exactly this epoch and sequence range (Kafka's
@@ -385,6 +409,18 @@ class ProducerStateManager:
                 while len(self._evicted) > self._max_evicted:
                     self._evicted.popitem(last=False)
 
+    def remove_expired(self, now_ms: int, producer_id_expiration_ms: int) -> int:
+        """Remove the entries expired at ``now_ms`` (rule 5); returns how many. Expired ids
+        are not remembered as evicted (their next batch is accepted with any sequence)."""
+        expired = [
+            pid
+            for pid, entry in self._producers.items()
+            if entry.is_expired(now_ms, producer_id_expiration_ms)
+        ]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
     def needs_reload_after_truncation(self, log_end_offset: int) -> bool:
         """Did a truncation to ``log_end_offset`` remove any producer's batch? Each entry
         holds its producer's latest batch, so it did iff some entry ends at or above it."""
@@ -464,6 +500,7 @@ class ProducerStateManager:
 
 
 __all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "MAX_BATCHES_TO_RETAIN",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
