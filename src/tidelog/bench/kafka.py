@@ -205,10 +205,13 @@ def fixed_rate_producer(
     from confluent_kafka import Producer
 
     errors: list[str] = []
+    acks = array("d")
 
-    def on_delivery(err: Any, _msg: Any) -> None:
+    def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
+        else:
+            acks.append(msg.latency())
 
     producer = Producer(
         {
@@ -234,4 +237,9 @@ def fixed_rate_producer(
         producer.poll(0)
         time.sleep(0.001)
     remaining = producer.flush(60)
-    return {"sent": sent, "errors": len(errors), "unflushed": remaining}
+    return {
+        "sent": sent,
+        "errors": len(errors),
+        "unflushed": remaining,
+        "ack_latencies": acks.tobytes(),
+    }

@@ -161,6 +161,9 @@ def e2e_rows(bootstrap: str, rates: list[int], seconds: float, say: Say) -> list
         lat.frombytes(got["latencies"])
         warm = min(len(lat), rate)  # the first second is warm-up (connections, metadata)
         summary = Latency.of_seconds(lat[warm:])
+        ack_lat: array[float] = array("d")
+        ack_lat.frombytes(sent["ack_latencies"])
+        ack = Latency.of_seconds(ack_lat[min(len(ack_lat), rate) :])
         values = {
             "rate": rate,
             "sent": sent["sent"],
@@ -172,6 +175,11 @@ def e2e_rows(bootstrap: str, rates: list[int], seconds: float, say: Say) -> list
                 "p99": summary.p99_ms,
                 "p99.9": summary.p999_ms,
                 "max": summary.max_ms,
+            },
+            "produce_ack_latency_ms": {
+                "p50": ack.p50_ms,
+                "p99": ack.p99_ms,
+                "p99.9": ack.p999_ms,
             },
         }
         rows.append(
@@ -185,7 +193,8 @@ def e2e_rows(bootstrap: str, rates: list[int], seconds: float, say: Say) -> list
         )
         say(
             f"tidelog e2e {rate} rec/s: received {got['received']}/{sent['sent']}, p50 "
-            f"{summary.p50_ms:.1f} ms p99 {summary.p99_ms:.1f} ms p99.9 {summary.p999_ms:.1f} ms"
+            f"{summary.p50_ms:.1f} ms p99 {summary.p99_ms:.1f} ms p99.9 {summary.p999_ms:.1f} ms "
+            f"(send->ack p50 {ack.p50_ms:.1f} ms p99 {ack.p99_ms:.1f} ms)"
         )
     return rows
 
