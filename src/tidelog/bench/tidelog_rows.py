@@ -75,17 +75,25 @@ def create_topic(
 def _all_ready(
     admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
 ) -> bool:
+    return _not_ready(admin, topic, partitions, isr_size, dead) is None
+
+
+def _not_ready(
+    admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
+) -> str | None:
+    """Why Metadata does not yet show every partition led by a live broker with at least
+    ``isr_size`` in-sync replicas (None when it does)."""
     try:
         md = admin.list_topics(topic, timeout=2)
-    except Exception:
-        return False
+    except Exception as exc:  # any failure means "not yet"
+        return f"metadata: {exc}"
     t = md.topics.get(topic)
     if t is None or t.error is not None or len(t.partitions) != partitions:
-        return False
-    return all(
-        p.leader >= 0 and p.leader not in dead and len(p.isrs) >= isr_size
-        for p in t.partitions.values()
-    )
+        return f"topic: {None if t is None else (t.error, len(t.partitions))}"
+    for p in t.partitions.values():
+        if p.leader < 0 or p.leader in dead or len(p.isrs) < isr_size:
+            return f"partition {p.id}: leader {p.leader} isr {p.isrs} error {p.error}"
+    return None
 
 
 def produce_rows(
@@ -136,11 +144,13 @@ def produce_rows(
     return rows
 
 
-def e2e_rows(bootstrap: str, rates: list[int], seconds: float, say: Say) -> list[Row]:
+def e2e_rows(
+    bootstrap: str, rates: list[int], seconds: float, say: Say, prefix: str = "e2e"
+) -> list[Row]:
     """Produce (acks=all, RF=3) at fixed rates; latency from send to a consumer's hands."""
     rows: list[Row] = []
     for rate in rates:
-        topic = f"e2e-{rate}"
+        topic = f"{prefix}-{rate}"
         partitions = 3
         create_topic(bootstrap, topic, partitions, 3, min_isr=2)
         total = int(rate * seconds)
@@ -202,9 +212,11 @@ def e2e_rows(bootstrap: str, rates: list[int], seconds: float, say: Say) -> list
 # --- failover and scale ---------------------------------------------------------------------
 
 
-def _idle(cluster: LocalCluster, seconds: float) -> dict[str, Any]:
+def _idle(cluster: LocalCluster, seconds: float, settle_s: float) -> dict[str, Any]:
+    """CPU share and RSS of each broker over ``seconds`` of no client traffic, after
+    ``settle_s`` for ISR changes and checkpoints after the topic creation to pass."""
     pids = {b.broker_id: b.pid for b in cluster.state.brokers if b.pid} if cluster.state else {}
-    time.sleep(2.0)
+    time.sleep(settle_s)
     before = {b: cpu_seconds(p) for b, p in pids.items()}
     time.sleep(seconds)
     cpu = {b: (cpu_seconds(p) - before[b]) / seconds for b, p in pids.items()}
@@ -272,9 +284,11 @@ def _failover(
     waiter.start()
     dead = frozenset({victim})
     leaders_s = None
+    reason: str | None = "not checked"
     deadline = start + 120
     while time.perf_counter() < deadline:
-        if _all_ready(admin, topic, partitions, 1, dead):
+        reason = _not_ready(admin, topic, partitions, 1, dead)
+        if reason is None:
             leaders_s = time.perf_counter() - start
             break
         time.sleep(0.05)
@@ -288,6 +302,7 @@ def _failover(
         "all_produced_s": produced_s if failed == 0 else None,
         "failed_produces": failed,
         "process_exit_s": exited[0] if exited else None,
+        "last_not_ready": reason,
     }
 
 
@@ -311,7 +326,7 @@ def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say
             f"tidelog create {partitions} partitions: answered {answered:.2f} s, "
             f"ready {ready:.2f} s"
         )
-        idle = _idle(cluster, idle_s)
+        idle = _idle(cluster, idle_s, settle_s=idle_s)
         rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
         say(
             f"tidelog idle with {partitions} replicas/broker: CPU max "
@@ -338,11 +353,17 @@ def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say
             )
             say(f"tidelog failover {kind}: {result}")
             cluster.start_broker(victim, timeout_s=120)
-            deadline = time.perf_counter() + 180
+            back = time.perf_counter()
+            deadline = back + 90
             while time.perf_counter() < deadline:
                 if _all_ready(admin, "failover", partitions, 3, frozenset()):
+                    result["restarted_full_isr_s"] = time.perf_counter() - back
                     break
                 time.sleep(0.5)
+            else:
+                result["restarted_full_isr_s"] = None
+                result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
+            say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
         if big > partitions:
             more = big - partitions
             answered, ready = create_topic(bootstrap, "scale", more, 3, min_isr=2, timeout_s=600)
@@ -354,7 +375,7 @@ def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say
                     {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
                 )
             )
-            idle = _idle(cluster, idle_s)
+            idle = _idle(cluster, idle_s, settle_s=idle_s)
             rows.append(
                 Row(
                     "scale",
