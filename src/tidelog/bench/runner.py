@@ -93,6 +93,8 @@ def run(options: Options) -> int:
     work = Path(tempfile.mkdtemp(prefix="tidelog-bench-")) if own_tmp else options.work_dir
     assert work is not None
     work.mkdir(parents=True, exist_ok=True)
+    # The RabbitMQ nodes run as user rabbitmq and must reach their directories below.
+    work.chmod(0o755)
     sizes = list(options.sizes)
     try:
         if "limits" in options.sections:
