@@ -136,7 +136,8 @@ def run(options: Options) -> int:
                     )
             finally:
                 cluster.stop()
-                shutil.rmtree(work / "cluster", ignore_errors=True)
+                if own_tmp:
+                    shutil.rmtree(work / "cluster", ignore_errors=True)
         if "peers" in options.sections:
             from tidelog.bench import peers
 
@@ -164,7 +165,8 @@ def run(options: Options) -> int:
                     r.say,
                 ),
             )
-            shutil.rmtree(work / "failover", ignore_errors=True)
+            if own_tmp:
+                shutil.rmtree(work / "failover", ignore_errors=True)
     finally:
         r.write()
         if own_tmp:
