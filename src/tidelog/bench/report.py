@@ -50,6 +50,15 @@ def render_markdown(data: dict[str, Any]) -> str:
     def section(name: str) -> list[dict[str, Any]]:
         return [r for r in rows if r["section"] == name]
 
+    if targets := _targets(rows):
+        out += [
+            "## Targets (issue 8)",
+            "",
+            "| target | measured | met |",
+            "|---|---|---|",
+        ]
+        out += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets]
+        out.append("")
     if lim := section("limits"):
         out += ["## Machine limits", "", "| measurement | figure | load |", "|---|---|---|"]
         for r in lim:
@@ -160,6 +169,66 @@ def render_markdown(data: dict[str, Any]) -> str:
                 out.append(f"- {key}")
         out.append("")
     return "\n".join(out)
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """(target, measured, met) for each target of issue 8 this run has figures for."""
+    out: list[tuple[str, str, bool]] = []
+
+    def find(section: str, system: str, workload: str) -> dict[str, Any] | None:
+        for r in rows:
+            if r["section"] == section and r["system"] == system and r["workload"] == workload:
+                values: dict[str, Any] = r["values"]
+                return values
+        return None
+
+    if v := find("produce", "tidelog", "RF=3 acks=all 100 B"):
+        rate = v["records_per_s"]
+        out.append(("acks=all RF=3 100 B ≥ 300,000 records/s", f"{rate:,.0f}", rate >= 300_000))
+    if v := find("produce", "tidelog", "RF=3 acks=all 64 KiB"):
+        mb = v["mb_per_s"]
+        out.append(("acks=all RF=3 64 KiB ≥ 200 MB/s", f"{mb:,.1f} MB/s", mb >= 200))
+    if v := find("e2e", "tidelog", "RF=3 acks=all 10000 rec/s"):
+        p99 = v["latency_ms"]["p99"]
+        out.append(("end-to-end p99 ≤ 20 ms at 10k records/s", f"{p99:,.1f} ms", p99 <= 20))
+    for r in rows:
+        if r["section"] != "failover":
+            continue
+        v = r["values"]
+        done = v["all_produced_s"]
+        if r["workload"].startswith("SIGKILL"):
+            limit = v["zookeeper_session_timeout_s"] + 2
+            label = f"failover of {r['workload'].split(', ')[1]} ≤ session timeout + 2 s"
+        else:
+            limit = 2.0
+            label = "controlled shutdown ≤ 2 s"
+        out.append(
+            (
+                label + f" ({limit:.0f} s)",
+                f"leaders {_f(v['leaders_s'], 2)} s, every partition produced {_f(done, 2)} s",
+                done is not None and done <= limit,
+            )
+        )
+    tidelog = {
+        r["values"]["record_bytes"]: r["values"]["mb_per_s"]
+        for r in rows
+        if r["section"] == "produce"
+        and r["system"] == "tidelog"
+        and r["workload"].startswith("RF=3")
+    }
+    for r in rows:
+        if r["section"] == "produce" and r["system"] != "tidelog":
+            size = r["values"]["record_bytes"]
+            if size in tidelog:
+                mine, theirs = tidelog[size], r["values"]["mb_per_s"]
+                out.append(
+                    (
+                        f"ahead of {r['system']} at {size} B",
+                        f"{mine:,.1f} vs {theirs:,.1f} MB/s ({mine / theirs:.2f}×)",
+                        mine > theirs,
+                    )
+                )
+    return out
 
 
 def _ratios(prod: list[dict[str, Any]]) -> list[str]:
