@@ -125,16 +125,25 @@ def render_markdown(data: dict[str, Any]) -> str:
         out += [
             "## Failover",
             "",
-            "| event | victim led | leaders elected s | produce to every partition s | "
-            "process exit s | load |",
-            "|---|---:|---:|---:|---:|---|",
+            "| event | victim led | every ISR full before | leaders elected s | "
+            "produce to every partition s | process exit s | load |",
+            "|---|---:|---|---:|---:|---:|---|",
         ]
         for r in fo:
             v = r["values"]
+            before = v.get("full_isr_before")
+            full = "—" if before is None else ("yes" if before else "**no**")
             out.append(
-                f"| {r['workload']} | {v['partitions_led_by_victim']} | {_f(v['leaders_s'], 2)} | "
-                f"{_f(v['all_produced_s'], 2)} | {_f(v['process_exit_s'], 2)} | {_load_s(r)} |"
+                f"| {r['workload']} | {v['partitions_led_by_victim']} | {full} | "
+                f"{_f(v['leaders_s'], 2)} | {_f(v['all_produced_s'], 2)} | "
+                f"{_f(v['process_exit_s'], 2)} | {_load_s(r)} |"
             )
+        for r in fo:
+            if r["values"].get("last_not_ready") and r["values"]["leaders_s"] is None:
+                out.append(
+                    f"\n{r['workload']}: never all led within 120 s; last seen: "
+                    f"`{r['values']['last_not_ready']}`"
+                )
         out.append("")
     if sc := section("scale"):
         out += ["## Scale", "", "| measurement | figures | load |", "|---|---|---|"]

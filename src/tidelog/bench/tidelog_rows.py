@@ -339,7 +339,19 @@ def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say
             admin = _admin(bootstrap)
             leaders = _leaders(admin, "failover")
             victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
+            # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
+            # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
+            settled = time.perf_counter()
+            not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+            while not_full is not None and time.perf_counter() < settled + 120:
+                time.sleep(0.5)
+                not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+            waited = time.perf_counter() - settled
             result = _failover(cluster, "failover", partitions, victim, crash)
+            result["full_isr_wait_before_s"] = waited
+            result["full_isr_before"] = not_full is None
+            if not_full is not None:
+                result["not_full_isr_before"] = not_full
             kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
             result["zookeeper_session_timeout_s"] = session_ms / 1000
             rows.append(
