@@ -157,12 +157,16 @@ def run(options: Options) -> int:
         if "failover" in options.sections:
             r.section(
                 "failover",
-                lambda: tidelog_rows.failover_rows(
-                    work / "failover",
-                    options.failover_partitions,
-                    options.scale_partitions,
-                    5.0 if options.quick else 10.0,
-                    r.say,
+                lambda: (
+                    tidelog_rows.failover_rows(
+                        work / "failover",
+                        options.failover_partitions,
+                        options.scale_partitions,
+                        5.0 if options.quick else 10.0,
+                        r.say,
+                        r.rows,
+                    )
+                    and []
                 ),
             )
             if own_tmp:

@@ -49,10 +49,18 @@ def _admin(bootstrap: str) -> Any:
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int, rf: int, *, min_isr: int, timeout_s: float = 120
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    rf: int,
+    *,
+    min_isr: int,
+    timeout_s: float = 120,
+    isr_size: int | None = None,
 ) -> tuple[float, float]:
-    """Create a topic and wait until Metadata shows a leader and a full ISR for every
-    partition; returns (seconds until CreateTopics answered, seconds until all ready)."""
+    """Create a topic and wait until Metadata shows a leader and ``isr_size`` (default: a
+    full ISR) in-sync replicas for every partition; returns (seconds until CreateTopics
+    answered, seconds until all ready)."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     admin = _admin(bootstrap)
@@ -66,7 +74,7 @@ def create_topic(
     answered = time.perf_counter() - start
     deadline = start + timeout_s
     while time.perf_counter() < deadline:
-        if _all_ready(admin, name, partitions, rf, frozenset()):
+        if _all_ready(admin, name, partitions, isr_size or rf, frozenset()):
             return answered, time.perf_counter() - start
         time.sleep(0.1)
     raise RuntimeError(f"topic {name}: partitions not all led with a full ISR in {timeout_s}s")
@@ -306,8 +314,10 @@ def _failover(
     }
 
 
-def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say: Say) -> list[Row]:
-    rows: list[Row] = []
+def failover_rows(
+    directory: Path, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+) -> list[Row]:
+    """Appends to ``rows`` as it goes, so what was measured survives a later failure."""
     cluster = start_cluster(directory)
     try:
         bootstrap = cluster.bootstrap_servers
@@ -378,13 +388,15 @@ def failover_rows(directory: Path, partitions: int, big: int, idle_s: float, say
             say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
         if big > partitions:
             more = big - partitions
-            answered, ready = create_topic(bootstrap, "scale", more, 3, min_isr=2, timeout_s=600)
+            answered, ready = create_topic(
+                bootstrap, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
+            )
             rows.append(
                 Row(
                     "scale",
                     "tidelog",
                     f"create {more} more partitions RF=3",
-                    {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
+                    {"create_topics_answered_s": answered, "all_led_s": ready},
                 )
             )
             idle = _idle(cluster, idle_s, settle_s=idle_s)
