@@ -475,6 +475,12 @@ class LeaderFetcher:
             replica_id=me,
             conn=conn,
         )
+        # A fetch answered without errors is a finished long poll (the leader parked it up
+        # to replica.fetch.wait.max.ms): fetch again at once. replica.fetch.backoff.ms is
+        # for failures only (Kafka's AbstractFetcherThread), else a follower idle for one
+        # poll sleeps a further second while acks=all produces wait for it.
+        answered = bool(results) and all(r.error_code == ErrorCode.NONE for r in results.values())
+        progressed = progressed or answered
         for tp, result in results.items():
             fst = fetching.get(tp)
             if fst is None or not self._current(tp, fst):

@@ -1,0 +1,245 @@
+"""Kafka-protocol load: confluent-kafka producers and consumers in their own processes.
+
+Each worker is a top-level function run in a ``spawn``ed process (so the load generator
+is not bound by the benchmark's own GIL) and returns plain data. Latency of a produce is
+librdkafka's ``Message.latency()``: from ``produce()`` to the delivery report, which for
+acks=all is after the leader saw min.insync.replicas in-sync copies — what
+kafka-producer-perf-test reports.
+"""
+
+# Optional dependencies (the bench extra) load lazily; workers take positional arguments
+# because they run through multiprocessing's starmap.
+# ruff: noqa: PLC0415, PLR0917
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import struct
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tidelog.bench.common import MB, Latency
+
+#: librdkafka settings of every producer here: batches up to 1 MB, a short linger, no
+#: compression, and a 32 MiB queue (the Java producer's buffer.memory default), so latency
+#: includes queueing as kafka-producer-perf-test's does at full speed.
+PRODUCER_BASE: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "none",
+    "queue.buffering.max.kbytes": 32 * 1024,
+    "queue.buffering.max.messages": 1_000_000,
+    "message.timeout.ms": 120_000,
+}
+
+
+def produce_worker(
+    bootstrap: str,
+    topic: str,
+    size: int,
+    seconds: float,
+    acks: str,
+    partitions: Sequence[int],
+) -> dict[str, Any]:
+    """Send ``size``-byte records round-robin over ``partitions`` as fast as the queue lets
+    for ``seconds``; returns counts, elapsed time and every delivery latency (seconds)."""
+    from confluent_kafka import Producer
+
+    latencies = array("d")
+    errors: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            latencies.append(msg.latency())
+        else:
+            errors.append(str(err))
+
+    producer = Producer(
+        {**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "on_delivery": on_delivery}
+    )
+    value = os.urandom(size)
+    sent = 0
+    parts = list(partitions)
+    n = len(parts)
+    start = time.perf_counter()
+    stop = start + seconds
+    while time.perf_counter() < stop:
+        for _ in range(500):
+            try:
+                producer.produce(topic, value, partition=parts[sent % n])
+                sent += 1
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    remaining = producer.flush(180)
+    elapsed = time.perf_counter() - start
+    return {
+        "sent": sent,
+        "acked": len(latencies),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "unflushed": remaining,
+        "elapsed": elapsed,
+        "latencies": latencies.tobytes(),
+    }
+
+
+def run_parallel(
+    fn: Callable[..., dict[str, Any]], args: list[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    """Run ``fn(*a)`` for each ``a`` in its own spawned process; results in order."""
+    if len(args) == 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            return [pool.apply(fn, args[0])]
+    with multiprocessing.get_context("spawn").Pool(len(args)) as pool:
+        return pool.starmap(fn, args)
+
+
+def summarise_produce(results: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    """Merge producer results: records/s and MB/s of acknowledged records, latency."""
+    acked = sum(r["acked"] for r in results)
+    elapsed = max(r["elapsed"] for r in results)
+    lat: array[float] = array("d")
+    for r in results:
+        lat.frombytes(r["latencies"])
+    latency = Latency.of_seconds(lat)
+    return {
+        "records": acked,
+        "sent": sum(r["sent"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "first_errors": [e for r in results for e in r["first_errors"]][:3],
+        "seconds": elapsed,
+        "records_per_s": acked / elapsed,
+        "mb_per_s": acked * size / elapsed / MB,
+        "latency_ms": {
+            "avg": latency.avg_ms,
+            "p50": latency.p50_ms,
+            "p95": latency.p95_ms,
+            "p99": latency.p99_ms,
+            "p99.9": latency.p999_ms,
+            "max": latency.max_ms,
+        },
+    }
+
+
+def perf_test_line(values: dict[str, Any]) -> str:
+    """The summary line kafka-producer-perf-test prints."""
+    lat = values["latency_ms"]
+    return (
+        f"{values['records']} records sent, {values['records_per_s']:.1f} records/sec "
+        f"({values['mb_per_s']:.2f} MB/sec), {lat['avg']:.2f} ms avg latency, "
+        f"{lat['max']:.2f} ms max latency, {lat['p50']:.0f} ms 50th, {lat['p95']:.0f} ms 95th, "
+        f"{lat['p99']:.0f} ms 99th, {lat['p99.9']:.0f} ms 99.9th."
+    )
+
+
+def catch_up_worker(
+    bootstrap: str, topic: str, partitions: Sequence[int], expected: int, timeout_s: float
+) -> dict[str, Any]:
+    """A fresh consumer reads ``partitions`` from the earliest offset until ``expected``
+    records arrived; returns records, bytes and seconds."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-catch-up-{os.getpid()}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.max.messages.kbytes": 262_144,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got = 0
+    nbytes = 0
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    while got < expected and time.perf_counter() < deadline:
+        for m in consumer.consume(num_messages=10_000, timeout=0.5):
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value() or b"")
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {"records": got, "bytes": nbytes, "seconds": elapsed}
+
+
+def e2e_consumer_worker(
+    bootstrap: str, topic: str, partitions: Sequence[int], expected: int, timeout_s: float
+) -> dict[str, Any]:
+    """Consume records whose first 8 bytes are the producer's ``time.time_ns()``; returns
+    produce->consume latencies (seconds)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-e2e-{os.getpid()}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    latencies = array("d")
+    deadline = time.perf_counter() + timeout_s
+    while len(latencies) < expected and time.perf_counter() < deadline:
+        for m in consumer.consume(num_messages=1000, timeout=0.05):
+            now = time.time_ns()
+            if m.error() is None:
+                (sent,) = struct.unpack_from(">q", m.value() or bytes(8))
+                latencies.append((now - sent) / 1e9)
+    consumer.close()
+    return {"received": len(latencies), "latencies": latencies.tobytes()}
+
+
+def fixed_rate_producer(
+    bootstrap: str, topic: str, partitions: Sequence[int], rate: int, seconds: float, size: int
+) -> dict[str, Any]:
+    """acks=all producer that sends ``rate`` records/s (paced every millisecond), each
+    starting with ``time.time_ns()``; returns how many were sent and acknowledged."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    acks = array("d")
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acks.append(msg.latency())
+
+    producer = Producer(
+        {
+            **PRODUCER_BASE,
+            "linger.ms": 1,
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "on_delivery": on_delivery,
+        }
+    )
+    pad = b"\0" * max(0, size - 8)
+    parts = list(partitions)
+    sent = 0
+    start = time.perf_counter()
+    total = int(rate * seconds)
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            producer.produce(
+                topic, struct.pack(">q", time.time_ns()) + pad, partition=parts[sent % len(parts)]
+            )
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.001)
+    remaining = producer.flush(60)
+    return {
+        "sent": sent,
+        "errors": len(errors),
+        "unflushed": remaining,
+        "ack_latencies": acks.tobytes(),
+    }

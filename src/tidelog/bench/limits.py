@@ -1,0 +1,106 @@
+"""The machine's limits, measured beside the systems: disk writes and loopback sendfile.
+
+``triple_write``: a plain loop writes the same 1 MiB buffer to three files in turn (what
+three replicas on one disk do: every byte written three times), buffered, no fsync (the
+brokers do not fsync either). Its payload rate is the ceiling for RF=3 here.
+
+``loopback_sendfile``: ``os.sendfile`` of one file, over and over, to a loopback socket
+whose reader thread discards what it gets (what a Kafka fetch of a log segment costs).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+from tidelog.bench.common import MB, Row
+
+CHUNK = 1 << 20
+
+
+def triple_write(directory: Path, payload_bytes: int) -> Row:
+    """Write ``payload_bytes`` three times (three files, 1 MiB at a time, interleaved)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    chunk = os.urandom(CHUNK)
+    paths = [directory / f"replica-{i}.bin" for i in range(3)]
+    files = [open(p, "wb") for p in paths]  # noqa: SIM115 - closed below, timed together
+    try:
+        written = 0
+        start = time.perf_counter()
+        while written < payload_bytes:
+            for f in files:
+                f.write(chunk)
+            written += CHUNK
+        for f in files:
+            f.flush()
+        elapsed = time.perf_counter() - start
+    finally:
+        for f in files:
+            f.close()
+        for p in paths:
+            p.unlink(missing_ok=True)
+    return Row(
+        "limits",
+        "machine",
+        "same bytes written 3x to one disk (buffered 1 MiB, no fsync)",
+        {
+            "payload_mb_s": written / elapsed / MB,
+            "disk_mb_s": 3 * written / elapsed / MB,
+            "payload_bytes": written,
+            "seconds": elapsed,
+        },
+    )
+
+
+def loopback_sendfile(directory: Path, file_bytes: int, seconds: float) -> Row:
+    """``os.sendfile`` a ``file_bytes`` file repeatedly to a loopback reader for ``seconds``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "sendfile.bin"
+    with open(path, "wb") as out:
+        chunk = os.urandom(CHUNK)
+        for _ in range(max(1, file_bytes // CHUNK)):
+            out.write(chunk)
+    size = path.stat().st_size
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received = [0]
+
+    def reader() -> None:
+        conn, _ = listener.accept()
+        buf = bytearray(4 << 20)
+        view = memoryview(buf)
+        with conn:
+            while True:
+                n = conn.recv_into(view)
+                if n == 0:
+                    return
+                received[0] += n
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    sent = 0
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock, open(path, "rb") as f:
+            start = time.perf_counter()
+            stop = start + seconds
+            while time.perf_counter() < stop:
+                offset = 0
+                while offset < size:
+                    n = os.sendfile(sock.fileno(), f.fileno(), offset, size - offset)
+                    offset += n
+                sent += size
+            sock.shutdown(socket.SHUT_WR)
+            thread.join(30)
+            elapsed = time.perf_counter() - start
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+    return Row(
+        "limits",
+        "machine",
+        "loopback TCP os.sendfile (one connection)",
+        {"mb_s": received[0] / elapsed / MB, "bytes": received[0], "seconds": elapsed},
+    )

@@ -1,0 +1,365 @@
+"""Render ``results.json`` as a markdown report and PNG charts (matplotlib, Agg backend)."""
+
+# Optional dependencies (the bench extra) load lazily; workers take positional arguments
+# because they run through multiprocessing's starmap.
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _load_s(row: dict[str, Any]) -> str:
+    return " ".join(f"{x:.2f}" for x in row["load_average"])
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    rows = data["rows"]
+    m = data["machine"]
+    out = [
+        "# tidelog bench results",
+        "",
+        f"Command: `{data['command']}` — started {m['started_utc']}, took "
+        f"{data['elapsed_s']:.0f} s.",
+        "",
+        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_bytes'] / 2**30:.1f} GiB RAM, "
+        f"Linux {m['kernel']}, Python {m['python']}. Load average (1/5/15 min) at start "
+        f"{' '.join(f'{x:.2f}' for x in data['load_at_start'])}, at end "
+        f"{' '.join(f'{x:.2f}' for x in data['load_at_end'])}; every row carries the load "
+        "when it finished.",
+        "",
+    ]
+
+    def section(name: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["section"] == name]
+
+    if targets := _targets(rows):
+        out += [
+            "## Targets (issue 8)",
+            "",
+            "| target | measured | met |",
+            "|---|---|---|",
+        ]
+        out += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets]
+        out.append("")
+    if lim := section("limits"):
+        out += ["## Machine limits", "", "| measurement | figure | load |", "|---|---|---|"]
+        for r in lim:
+            v = r["values"]
+            fig = (
+                f"{v['payload_mb_s']:,.0f} MB/s of payload ({v['disk_mb_s']:,.0f} MB/s to disk)"
+                if "payload_mb_s" in v
+                else f"{v['mb_s']:,.0f} MB/s"
+            )
+            out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
+        out.append("")
+    if prod := section("produce"):
+        out += [
+            "## Produce throughput (send → delivery report)",
+            "",
+            "| system | workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | load | note |",
+            "|---|---|---:|---:|---:|---:|---:|---|---|",
+        ]
+        for r in prod:
+            v = r["values"]
+            lat = v.get("latency_ms", {})
+            out.append(
+                f"| {r['system']} | {r['workload']} | {_f(v['records_per_s'], 0)} | "
+                f"{_f(v['mb_per_s'])} | {_f(lat.get('p50'))} | {_f(lat.get('p99'))} | "
+                f"{_f(lat.get('p99.9'))} | {_load_s(r)} | {r['note']} |"
+            )
+        out.append("")
+        ratios = _ratios(prod)
+        if ratios:
+            out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
+            out += [f"- {line}" for line in ratios]
+            out.append("")
+    if cu := section("catch-up"):
+        out += [
+            "## Consumer catch-up over the produce backlog",
+            "",
+            "| system | workload | records | records/s | MB/s | load |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for r in cu:
+            v = r["values"]
+            out.append(
+                f"| {r['system']} | {r['workload']} | {_f(v['records'])} | "
+                f"{_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | {_load_s(r)} |"
+            )
+        out.append("")
+    if e2e := section("e2e"):
+        out += [
+            "## End-to-end latency produce → consume (acks=all, RF=3)",
+            "",
+            "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms | load |",
+            "|---|---|---|---:|---:|---:|---:|---|",
+        ]
+        for r in e2e:
+            v = r["values"]
+            lat = v["latency_ms"]
+            out.append(
+                f"| {r['system']} | {r['workload']} | {v['received']}/{v['sent']} | "
+                f"{_f(lat['p50'])} | {_f(lat['p99'])} | {_f(lat['p99.9'])} | {_f(lat['max'])} | "
+                f"{_load_s(r)} |"
+            )
+        out.append("")
+    if fo := section("failover"):
+        out += [
+            "## Failover",
+            "",
+            "| event | victim led | every ISR full before | leaders elected s | "
+            "produce to every partition s | process exit s | load |",
+            "|---|---:|---|---:|---:|---:|---|",
+        ]
+        for r in fo:
+            v = r["values"]
+            before = v.get("full_isr_before")
+            full = "—" if before is None else ("yes" if before else "**no**")
+            out.append(
+                f"| {r['workload']} | {v['partitions_led_by_victim']} | {full} | "
+                f"{_f(v['leaders_s'], 2)} | {_f(v['all_produced_s'], 2)} | "
+                f"{_f(v['process_exit_s'], 2)} | {_load_s(r)} |"
+            )
+        for r in fo:
+            if r["values"].get("last_not_ready") and r["values"]["leaders_s"] is None:
+                out.append(
+                    f"\n{r['workload']}: never all led within 120 s; last seen: "
+                    f"`{r['values']['last_not_ready']}`"
+                )
+        out.append("")
+    if sc := section("scale"):
+        out += ["## Scale", "", "| measurement | figures | load |", "|---|---|---|"]
+        for r in sc:
+            v = r["values"]
+            if "rss_mb" in v:
+                fig = (
+                    "RSS MB per broker "
+                    + ", ".join(f"{k}: {x:.0f}" for k, x in v["rss_mb"].items())
+                    + "; idle CPU % "
+                    + ", ".join(f"{k}: {x:.1f}" for k, x in v["idle_cpu_percent"].items())
+                )
+            elif "all_led_full_isr_s" in v:
+                fig = (
+                    f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
+                    f"partition led with full ISR {v['all_led_full_isr_s']:.2f} s"
+                )
+            else:
+                fig = (
+                    f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
+                    f"partition led {v['all_led_s']:.2f} s"
+                )
+            out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
+        out.append("")
+    if data["skipped"]:
+        out += ["## Not measured", ""]
+        out += [f"- **{s['section']}**: {s['reason']}" for s in data["skipped"]]
+        out.append("")
+    notes = [r for r in rows if r["note"] and r["section"] != "produce"]
+    if notes:
+        out += ["## Notes", ""]
+        seen: set[str] = set()
+        for r in notes:
+            key = f"{r['system']} {r['section']}: {r['note']}"
+            if key not in seen:
+                seen.add(key)
+                out.append(f"- {key}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """(target, measured, met) for each target of issue 8 this run has figures for."""
+    out: list[tuple[str, str, bool]] = []
+
+    def find(section: str, system: str, workload: str) -> dict[str, Any] | None:
+        for r in rows:
+            if r["section"] == section and r["system"] == system and r["workload"] == workload:
+                values: dict[str, Any] = r["values"]
+                return values
+        return None
+
+    if v := find("produce", "tidelog", "RF=3 acks=all 100 B"):
+        rate = v["records_per_s"]
+        out.append(("acks=all RF=3 100 B ≥ 300,000 records/s", f"{rate:,.0f}", rate >= 300_000))
+    if v := find("produce", "tidelog", "RF=3 acks=all 64 KiB"):
+        mb = v["mb_per_s"]
+        out.append(("acks=all RF=3 64 KiB ≥ 200 MB/s", f"{mb:,.1f} MB/s", mb >= 200))
+    if v := find("e2e", "tidelog", "RF=3 acks=all 10000 rec/s"):
+        p99 = v["latency_ms"]["p99"]
+        out.append(("end-to-end p99 ≤ 20 ms at 10k records/s", f"{p99:,.1f} ms", p99 <= 20))
+    for r in rows:
+        if r["section"] != "failover":
+            continue
+        v = r["values"]
+        done = v["all_produced_s"]
+        if r["workload"].startswith("SIGKILL"):
+            limit = v["zookeeper_session_timeout_s"] + 2
+            label = f"failover of {r['workload'].split(', ')[1]} ≤ session timeout + 2 s"
+        else:
+            limit = 2.0
+            label = "controlled shutdown ≤ 2 s"
+        out.append(
+            (
+                label + f" ({limit:.0f} s)",
+                f"leaders {_f(v['leaders_s'], 2)} s, every partition produced {_f(done, 2)} s",
+                done is not None and done <= limit,
+            )
+        )
+    tidelog = {
+        r["values"]["record_bytes"]: r["values"]["mb_per_s"]
+        for r in rows
+        if r["section"] == "produce"
+        and r["system"] == "tidelog"
+        and r["workload"].startswith("RF=3")
+    }
+    for r in rows:
+        if r["section"] == "produce" and r["system"] != "tidelog":
+            size = r["values"]["record_bytes"]
+            if size in tidelog:
+                mine, theirs = tidelog[size], r["values"]["mb_per_s"]
+                out.append(
+                    (
+                        f"ahead of {r['system']} at {size} B",
+                        f"{mine:,.1f} vs {theirs:,.1f} MB/s ({mine / theirs:.2f}×)",
+                        mine > theirs,
+                    )
+                )
+    return out
+
+
+def _ratios(prod: list[dict[str, Any]]) -> list[str]:
+    by: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in prod:
+        size = r["values"].get("record_bytes")
+        if r["system"] == "tidelog" and not r["workload"].startswith("RF=3"):
+            continue
+        by[(r["system"], size)] = r["values"]
+    lines = []
+    for (system, size), v in sorted(by.items()):
+        if system == "tidelog":
+            continue
+        t = by.get(("tidelog", size))
+        if t and v["mb_per_s"] > 0:
+            lines.append(
+                f"{size} B vs {system}: {t['mb_per_s'] / v['mb_per_s']:.2f}× "
+                f"({t['mb_per_s']:.1f} vs {v['mb_per_s']:.1f} MB/s)"
+            )
+    return lines
+
+
+def write_markdown(source: Path, target: Path) -> None:
+    target.write_text(render_markdown(_load(source)) + "\n", encoding="utf-8")
+
+
+def write_charts(source: Path, directory: Path) -> list[Path]:
+    """produce_mb_s.png, produce_records_s.png, latency.png, failover.png (when measured)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = _load(source)
+    rows = data["rows"]
+    written: list[Path] = []
+    prod = [r for r in rows if r["section"] == "produce"]
+    if prod:
+        sizes = sorted({r["values"]["record_bytes"] for r in prod})
+        series: dict[str, dict[int, dict[str, Any]]] = {}
+        for r in prod:
+            label = (
+                r["system"]
+                if r["system"] != "tidelog"
+                else f"tidelog {r['workload'].rsplit(' ', 2)[0]}"
+            )
+            if r["system"] != "tidelog":
+                label = f"{r['system']}"
+            series.setdefault(label, {})[r["values"]["record_bytes"]] = r["values"]
+        for key, name, ylabel in (
+            ("mb_per_s", "produce_mb_s.png", "MB/s acknowledged"),
+            ("records_per_s", "produce_records_s.png", "records/s acknowledged"),
+        ):
+            fig, ax = plt.subplots(figsize=(9, 4.5))
+            width = 0.8 / max(1, len(series))
+            for i, (label, by_size) in enumerate(series.items()):
+                xs = [j + i * width for j in range(len(sizes))]
+                ys = [by_size.get(s, {}).get(key, 0.0) for s in sizes]
+                ax.bar(xs, ys, width, label=label)
+            ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(sizes))])
+            ax.set_xticklabels([f"{s} B" for s in sizes])
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"Produce throughput, 3 nodes on one {data['machine']['cpus']}-CPU host")
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            path = directory / name
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            written.append(path)
+    lat_rows = [
+        r for r in rows if r["section"] in ("produce", "e2e") and "latency_ms" in r["values"]
+    ]
+    if lat_rows:
+        fig, ax = plt.subplots(figsize=(10, 5))
+        labels = [f"{r['system']}\n{r['workload']}" for r in lat_rows]
+        for i, pct in enumerate(("p50", "p99", "p99.9")):
+            ax.bar(
+                [j + i * 0.27 for j in range(len(lat_rows))],
+                [max(0.01, r["values"]["latency_ms"].get(pct) or 0.0) for r in lat_rows],
+                0.27,
+                label=pct,
+            )
+        ax.set_yscale("log")
+        ax.set_xticks([j + 0.27 for j in range(len(lat_rows))])
+        ax.set_xticklabels(labels, fontsize=6, rotation=60, ha="right")
+        ax.set_ylabel("ms (log)")
+        ax.set_title("Latency: produce send→ack, and e2e produce→consume")
+        ax.legend()
+        fig.tight_layout()
+        path = directory / "latency.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    fo = [r for r in rows if r["section"] == "failover"]
+    if fo:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        labels = [r["workload"].split(",")[0] for r in fo]
+        ax.bar(
+            [j - 0.2 for j in range(len(fo))],
+            [r["values"]["leaders_s"] or 0 for r in fo],
+            0.4,
+            label="every partition led",
+        )
+        ax.bar(
+            [j + 0.2 for j in range(len(fo))],
+            [r["values"]["all_produced_s"] or 0 for r in fo],
+            0.4,
+            label="produce to every partition acked",
+        )
+        ax.set_xticks(range(len(fo)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel("seconds after the signal")
+        ax.set_title("Failover of 1,000 partitions (RF=3)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = directory / "failover.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

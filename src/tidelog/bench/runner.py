@@ -1,0 +1,184 @@
+"""Run the benchmark rows in order and write the results (JSON after every section)."""
+
+# Optional dependencies (the bench extra) load lazily; workers take positional arguments
+# because they run through multiprocessing's starmap.
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidelog.bench import limits
+from tidelog.bench.common import Row, load_average, machine
+
+SECTIONS = ("limits", "produce", "e2e", "peers", "failover")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    quick: bool
+    output: Path
+    work_dir: Path | None
+    sections: tuple[str, ...]
+    seconds: float
+    producers: int
+    sizes: tuple[int, ...]
+    failover_partitions: int
+    scale_partitions: int
+    peers: tuple[str, ...]
+    charts: bool
+
+
+class Run:
+    """Collects rows and failures; writes ``results.json`` as it goes."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.rows: list[Row] = []
+        self.skipped: list[dict[str, str]] = []
+        self.started = time.time()
+        self.info: dict[str, Any] = {"machine": machine(), "load_at_start": load_average()}
+
+    def say(self, text: str) -> None:
+        load = load_average()
+        stamp = time.strftime("%H:%M:%S", time.gmtime())
+        print(f"[{stamp} load {load[0]:.2f}] {text}", flush=True)
+
+    def section(self, name: str, fn: Callable[[], list[Row]]) -> None:
+        self.say(f"== {name}")
+        try:
+            self.rows.extend(fn())
+        except Exception as exc:
+            traceback.print_exc()
+            self.skipped.append({"section": name, "reason": f"{type(exc).__name__}: {exc}"})
+            self.say(f"{name} failed: {type(exc).__name__}: {exc}")
+        self.write()
+
+    def to_json(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            **self.info,
+            "command": " ".join(["tidelog", "bench", *sys.argv[2:]]),
+            "quick": o.quick,
+            "seconds_per_produce_run": o.seconds,
+            "producers": o.producers,
+            "load_at_end": load_average(),
+            "elapsed_s": time.time() - self.started,
+            "rows": [r.to_json() for r in self.rows],
+            "skipped": self.skipped,
+        }
+
+    def write(self) -> None:
+        self.options.output.mkdir(parents=True, exist_ok=True)
+        path = self.options.output / "results.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def run(options: Options) -> int:
+    from tidelog.bench import tidelog_rows
+
+    r = Run(options)
+    own_tmp = options.work_dir is None
+    work = Path(tempfile.mkdtemp(prefix="tidelog-bench-")) if own_tmp else options.work_dir
+    assert work is not None
+    work.mkdir(parents=True, exist_ok=True)
+    # The RabbitMQ nodes run as user rabbitmq and must reach their directories below.
+    work.chmod(0o755)
+    sizes = list(options.sizes)
+    try:
+        if "limits" in options.sections:
+            payload = (256 if options.quick else 1024) << 20
+            r.section(
+                "limits",
+                lambda: [
+                    limits.triple_write(work / "limits", payload),
+                    limits.loopback_sendfile(
+                        work / "limits", 256 << 20, 3.0 if options.quick else 8.0
+                    ),
+                ],
+            )
+            for row in r.rows:
+                if row.section == "limits":
+                    r.say(f"{row.workload}: {row.values}")
+        if {"produce", "e2e"} & set(options.sections):
+            cluster = tidelog_rows.start_cluster(work / "cluster")
+            try:
+                bootstrap = cluster.bootstrap_servers
+                r.info["tidelog_cluster"] = {
+                    "brokers": 3,
+                    "overrides": dict(tidelog_rows.CLUSTER_OVERRIDES),
+                    "event_loop": cluster.event_loop,
+                }
+                if "produce" in options.sections:
+                    r.section(
+                        "produce",
+                        lambda: tidelog_rows.produce_rows(
+                            bootstrap, sizes, options.seconds, options.producers, r.say, True
+                        ),
+                    )
+                if "e2e" in options.sections:
+                    r.section(
+                        "e2e",
+                        lambda: tidelog_rows.e2e_rows(
+                            bootstrap, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
+                        ),
+                    )
+            finally:
+                cluster.stop()
+                if own_tmp:
+                    shutil.rmtree(work / "cluster", ignore_errors=True)
+        if "peers" in options.sections:
+            from tidelog.bench import peers
+
+            for name in options.peers:
+                r.section(
+                    f"peer {name}",
+                    lambda name=name: peers.run_peer(  # type: ignore[misc]
+                        name,
+                        work / name,
+                        sizes,
+                        options.seconds,
+                        options.producers,
+                        r.say,
+                        r.skipped,
+                    ),
+                )
+        if "failover" in options.sections:
+            r.section(
+                "failover",
+                lambda: (
+                    tidelog_rows.failover_rows(
+                        work / "failover",
+                        options.failover_partitions,
+                        options.scale_partitions,
+                        5.0 if options.quick else 10.0,
+                        r.say,
+                        r.rows,
+                    )
+                    and []
+                ),
+            )
+            if own_tmp:
+                shutil.rmtree(work / "failover", ignore_errors=True)
+    finally:
+        r.write()
+        if own_tmp:
+            shutil.rmtree(work, ignore_errors=True)
+    from tidelog.bench import report
+
+    report.write_markdown(options.output / "results.json", options.output / "results.md")
+    if options.charts:
+        report.write_charts(options.output / "results.json", options.output)
+    r.say(f"results in {options.output}")
+    return 0

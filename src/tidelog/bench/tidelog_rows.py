@@ -1,0 +1,424 @@
+"""The tidelog rows: produce, catch-up, end-to-end latency, failover and scale.
+
+Brokers are a :class:`~tidelog.cli.launcher.LocalCluster` (ZooKeeper + three broker
+processes on loopback), stopped by PID when the rows are done.
+"""
+
+# Optional dependencies (the bench extra) load lazily; workers take positional arguments
+# because they run through multiprocessing's starmap.
+# ruff: noqa: PLC0415, PLR0917
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tidelog.bench.common import MB, Latency, Row, cpu_seconds, rss_bytes
+from tidelog.bench.kafka import (
+    catch_up_worker,
+    e2e_consumer_worker,
+    fixed_rate_producer,
+    perf_test_line,
+    produce_worker,
+    run_parallel,
+    summarise_produce,
+)
+from tidelog.cli.launcher import LocalCluster
+
+Say = Callable[[str], None]
+
+#: Broker settings of every benchmark cluster (besides the launcher's local defaults).
+CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
+
+
+def start_cluster(directory: Path) -> LocalCluster:
+    return LocalCluster(directory, brokers=3, overrides=CLUSTER_OVERRIDES).start(timeout_s=120)
+
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    rf: int,
+    *,
+    min_isr: int,
+    timeout_s: float = 120,
+    isr_size: int | None = None,
+) -> tuple[float, float]:
+    """Create a topic and wait until Metadata shows a leader and ``isr_size`` (default: a
+    full ISR) in-sync replicas for every partition; returns (seconds until CreateTopics
+    answered, seconds until all ready)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    admin = _admin(bootstrap)
+    start = time.perf_counter()
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
+    )
+    futures[name].result(timeout_s)
+    answered = time.perf_counter() - start
+    deadline = start + timeout_s
+    while time.perf_counter() < deadline:
+        if _all_ready(admin, name, partitions, isr_size or rf, frozenset()):
+            return answered, time.perf_counter() - start
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name}: partitions not all led with a full ISR in {timeout_s}s")
+
+
+def _all_ready(
+    admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
+) -> bool:
+    return _not_ready(admin, topic, partitions, isr_size, dead) is None
+
+
+def _not_ready(
+    admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
+) -> str | None:
+    """Why Metadata does not yet show every partition led by a live broker with at least
+    ``isr_size`` in-sync replicas (None when it does)."""
+    try:
+        md = admin.list_topics(topic, timeout=2)
+    except Exception as exc:  # any failure means "not yet"
+        return f"metadata: {exc}"
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or len(t.partitions) != partitions:
+        return f"topic: {None if t is None else (t.error, len(t.partitions))}"
+    for p in t.partitions.values():
+        if p.leader < 0 or p.leader in dead or len(p.isrs) < isr_size:
+            return f"partition {p.id}: leader {p.leader} isr {p.isrs} error {p.error}"
+    return None
+
+
+def produce_rows(
+    bootstrap: str,
+    sizes: list[int],
+    seconds: float,
+    producers: int,
+    say: Say,
+    catch_up: bool,
+) -> list[Row]:
+    rows: list[Row] = []
+    for label, rf, acks, min_isr in (("RF=3 acks=all", 3, "all", 2), ("RF=1 acks=1", 1, "1", 1)):
+        for size in sizes:
+            topic = f"produce-rf{rf}-{size}"
+            partitions = 3
+            create_topic(bootstrap, topic, partitions, rf, min_isr=min_isr)
+            args = [
+                (bootstrap, topic, size, seconds, acks, list(range(partitions)))
+                for _ in range(producers)
+            ]
+            results = run_parallel(produce_worker, args)
+            values = summarise_produce(results, size)
+            values.update(record_bytes=size, partitions=partitions, producers=producers)
+            row = Row("produce", "tidelog", f"{label} {_size(size)}", values)
+            if rf == 3:
+                row.note = "min.insync.replicas=2"
+            rows.append(row)
+            say(f"tidelog {label} {_size(size)}: {perf_test_line(values)}")
+            if catch_up and rf == 3 and values["records"] > 0:
+                expected = values["records"]
+                (res,) = run_parallel(
+                    catch_up_worker,
+                    [(bootstrap, topic, list(range(partitions)), expected, 300.0)],
+                )
+                cv = {
+                    "records": res["records"],
+                    "seconds": res["seconds"],
+                    "records_per_s": res["records"] / res["seconds"],
+                    "mb_per_s": res["bytes"] / res["seconds"] / MB,
+                    "record_bytes": size,
+                }
+                rows.append(Row("catch-up", "tidelog", f"RF=3 backlog {_size(size)}", cv))
+                say(
+                    f"tidelog catch-up {_size(size)}: {cv['records']} records in "
+                    f"{cv['seconds']:.1f} s, {cv['records_per_s']:.0f} records/s, "
+                    f"{cv['mb_per_s']:.1f} MB/s"
+                )
+    return rows
+
+
+def e2e_rows(
+    bootstrap: str, rates: list[int], seconds: float, say: Say, prefix: str = "e2e"
+) -> list[Row]:
+    """Produce (acks=all, RF=3) at fixed rates; latency from send to a consumer's hands."""
+    rows: list[Row] = []
+    for rate in rates:
+        topic = f"{prefix}-{rate}"
+        partitions = 3
+        create_topic(bootstrap, topic, partitions, 3, min_isr=2)
+        total = int(rate * seconds)
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(2) as pool:
+            consumer = pool.apply_async(
+                e2e_consumer_worker,
+                (bootstrap, topic, list(range(partitions)), total, seconds + 60),
+            )
+            time.sleep(3.0)  # the consumer process imports and joins before the first send
+            producer = pool.apply_async(
+                fixed_rate_producer,
+                (bootstrap, topic, list(range(partitions)), rate, seconds, 100),
+            )
+            sent = producer.get(seconds + 120)
+            got = consumer.get(seconds + 120)
+        lat: array[float] = array("d")
+        lat.frombytes(got["latencies"])
+        warm = min(len(lat), rate)  # the first second is warm-up (connections, metadata)
+        summary = Latency.of_seconds(lat[warm:])
+        ack_lat: array[float] = array("d")
+        ack_lat.frombytes(sent["ack_latencies"])
+        ack = Latency.of_seconds(ack_lat[min(len(ack_lat), rate) :])
+        values = {
+            "rate": rate,
+            "sent": sent["sent"],
+            "errors": sent["errors"],
+            "received": got["received"],
+            "measured": summary.count,
+            "latency_ms": {
+                "p50": summary.p50_ms,
+                "p99": summary.p99_ms,
+                "p99.9": summary.p999_ms,
+                "max": summary.max_ms,
+            },
+            "produce_ack_latency_ms": {
+                "p50": ack.p50_ms,
+                "p99": ack.p99_ms,
+                "p99.9": ack.p999_ms,
+            },
+        }
+        rows.append(
+            Row(
+                "e2e",
+                "tidelog",
+                f"RF=3 acks=all {rate} rec/s",
+                values,
+                note="100 B records, 3 partitions; first second dropped as warm-up",
+            )
+        )
+        say(
+            f"tidelog e2e {rate} rec/s: received {got['received']}/{sent['sent']}, p50 "
+            f"{summary.p50_ms:.1f} ms p99 {summary.p99_ms:.1f} ms p99.9 {summary.p999_ms:.1f} ms "
+            f"(send->ack p50 {ack.p50_ms:.1f} ms p99 {ack.p99_ms:.1f} ms)"
+        )
+    return rows
+
+
+# --- failover and scale ---------------------------------------------------------------------
+
+
+def _idle(cluster: LocalCluster, seconds: float, settle_s: float) -> dict[str, Any]:
+    """CPU share and RSS of each broker over ``seconds`` of no client traffic, after
+    ``settle_s`` for ISR changes and checkpoints after the topic creation to pass."""
+    pids = {b.broker_id: b.pid for b in cluster.state.brokers if b.pid} if cluster.state else {}
+    time.sleep(settle_s)
+    before = {b: cpu_seconds(p) for b, p in pids.items()}
+    time.sleep(seconds)
+    cpu = {b: (cpu_seconds(p) - before[b]) / seconds for b, p in pids.items()}
+    rss = {b: rss_bytes(p) for b, p in pids.items()}
+    return {
+        "idle_cpu_percent": {str(b): 100 * c for b, c in cpu.items()},
+        "rss_mb": {str(b): r / MB for b, r in rss.items()},
+        "idle_cpu_percent_max": 100 * max(cpu.values()),
+        "rss_mb_max": max(rss.values()) / MB,
+    }
+
+
+def _leaders(admin: Any, topic: str) -> dict[int, int]:
+    md = admin.list_topics(topic, timeout=2)
+    return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+
+def _produce_to_each(bootstrap: str, topic: str, partitions: int, timeout_s: float) -> int:
+    """One acks=all record to every partition; returns how many failed."""
+    from confluent_kafka import Producer
+
+    failed: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 1,
+            "message.timeout.ms": int(timeout_s * 1000),
+            "on_delivery": on_delivery,
+        }
+    )
+    for p in range(partitions):
+        producer.produce(topic, b"failover", partition=p)
+    remaining = producer.flush(timeout_s + 5)
+    return len(failed) + remaining
+
+
+def _failover(
+    cluster: LocalCluster, topic: str, partitions: int, victim: int, crash: bool
+) -> dict[str, Any]:
+    """Kill (SIGKILL) or stop (SIGTERM) ``victim``; seconds until Metadata shows every
+    partition led by a live broker, and until one acks=all produce to each succeeded."""
+    bootstrap = ",".join(b.bootstrap for b in cluster.state.brokers if b.broker_id != victim)  # type: ignore[union-attr]
+    admin = _admin(bootstrap)
+    led_before = sum(1 for leader in _leaders(admin, topic).values() if leader == victim)
+    info = cluster.broker(victim)
+    assert info.pid is not None
+    exited: list[float] = []
+    start = time.perf_counter()
+    if crash:
+        os.kill(info.pid, signal.SIGKILL)
+    else:
+        os.kill(info.pid, signal.SIGTERM)
+
+    def wait_exit() -> None:
+        cluster.stop_broker(victim, timeout_s=60)  # reaps; SIGKILLs after 60 s only
+        exited.append(time.perf_counter() - start)
+
+    waiter = threading.Thread(target=wait_exit)
+    waiter.start()
+    dead = frozenset({victim})
+    leaders_s = None
+    reason: str | None = "not checked"
+    deadline = start + 120
+    while time.perf_counter() < deadline:
+        reason = _not_ready(admin, topic, partitions, 1, dead)
+        if reason is None:
+            leaders_s = time.perf_counter() - start
+            break
+        time.sleep(0.05)
+    failed = _produce_to_each(bootstrap, topic, partitions, 60) if leaders_s else partitions
+    produced_s = time.perf_counter() - start
+    waiter.join(90)
+    return {
+        "victim": victim,
+        "partitions_led_by_victim": led_before,
+        "leaders_s": leaders_s,
+        "all_produced_s": produced_s if failed == 0 else None,
+        "failed_produces": failed,
+        "process_exit_s": exited[0] if exited else None,
+        "last_not_ready": reason,
+    }
+
+
+def failover_rows(
+    directory: Path, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+) -> list[Row]:
+    """Appends to ``rows`` as it goes, so what was measured survives a later failure."""
+    cluster = start_cluster(directory)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        answered, ready = create_topic(
+            bootstrap, "failover", partitions, 3, min_isr=2, timeout_s=300
+        )
+        rows.append(
+            Row(
+                "scale",
+                "tidelog",
+                f"create {partitions} partitions RF=3",
+                {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
+            )
+        )
+        say(
+            f"tidelog create {partitions} partitions: answered {answered:.2f} s, "
+            f"ready {ready:.2f} s"
+        )
+        idle = _idle(cluster, idle_s, settle_s=idle_s)
+        rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
+        say(
+            f"tidelog idle with {partitions} replicas/broker: CPU max "
+            f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+        )
+        session_ms = 6000
+        controller = cluster.controller_id()
+        for crash in (True, False):
+            candidates = [b.broker_id for b in cluster.state.brokers if b.broker_id != controller]  # type: ignore[union-attr]
+            admin = _admin(bootstrap)
+            leaders = _leaders(admin, "failover")
+            victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
+            # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
+            # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
+            settled = time.perf_counter()
+            not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+            while not_full is not None and time.perf_counter() < settled + 120:
+                time.sleep(0.5)
+                not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+            waited = time.perf_counter() - settled
+            result = _failover(cluster, "failover", partitions, victim, crash)
+            result["full_isr_wait_before_s"] = waited
+            result["full_isr_before"] = not_full is None
+            if not_full is not None:
+                result["not_full_isr_before"] = not_full
+            kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
+            result["zookeeper_session_timeout_s"] = session_ms / 1000
+            rows.append(
+                Row(
+                    "failover",
+                    "tidelog",
+                    f"{kind} of a broker, {partitions} partitions RF=3",
+                    result,
+                    note="victim is not the controller; zookeeper.session.timeout.ms=6000",
+                )
+            )
+            say(f"tidelog failover {kind}: {result}")
+            cluster.start_broker(victim, timeout_s=120)
+            back = time.perf_counter()
+            deadline = back + 90
+            while time.perf_counter() < deadline:
+                if _all_ready(admin, "failover", partitions, 3, frozenset()):
+                    result["restarted_full_isr_s"] = time.perf_counter() - back
+                    break
+                time.sleep(0.5)
+            else:
+                result["restarted_full_isr_s"] = None
+                result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
+            say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
+        if big > partitions:
+            more = big - partitions
+            answered, ready = create_topic(
+                bootstrap, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
+            )
+            rows.append(
+                Row(
+                    "scale",
+                    "tidelog",
+                    f"create {more} more partitions RF=3",
+                    {"create_topics_answered_s": answered, "all_led_s": ready},
+                )
+            )
+            idle = _idle(cluster, idle_s, settle_s=idle_s)
+            rows.append(
+                Row(
+                    "scale",
+                    "tidelog",
+                    f"{big} replicas per broker",
+                    idle,
+                    note="two brokers were restarted by the failover rows before this",
+                )
+            )
+            say(
+                f"tidelog idle with {big} replicas/broker: CPU max "
+                f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+            )
+    finally:
+        cluster.stop()
+    return rows
+
+
+def _size(size: int) -> str:
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size // 1024} KiB"
+    return f"{size} B"
