@@ -4,12 +4,12 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast demo soak bench bench-storage clean
+.PHONY: all venv lint test test-fast demo soak chaos bench bench-micro bench-storage clean
 
 all: test
 
 venv:
-	@bash scripts/bootstrap.sh spark
+	@bash scripts/bootstrap.sh spark bench
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
@@ -32,7 +32,14 @@ demo: venv
 soak: venv
 	$(BIN)/python -m tidelog.testing.soak --seeds $${SEEDS:-100000}
 
+# Issue 8: tidelog side by side with NATS JetStream, RabbitMQ Streams and the machine's
+# limits (installs the peers from Debian's packages when absent); BENCH_ARGS=--quick for a
+# short run. Results under benchmarks/results/.
 bench: venv
+	$(BIN)/tidelog bench $${BENCH_ARGS:-}
+
+# Micro-benchmarks: storage append/read, one broker, protocol encoders.
+bench-micro: venv
 	$(BIN)/python benchmarks/run.py
 
 bench-storage: venv
