@@ -341,8 +341,8 @@ class GroupCoordinator:
 
         if key_type != COORDINATOR_GROUP:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "only group coordinators exist")
-        if not key:
-            return error(ErrorCode.INVALID_REQUEST, "the group id is empty")
+        # An empty group id is Kafka's too: it has a coordinator (partition 0), and the group
+        # APIs answer it INVALID_GROUP_ID (24).
         if OFFSETS_TOPIC not in self.apis.metadata.topics:
             await self._create_offsets_topic()
             if OFFSETS_TOPIC not in self.apis.metadata.topics:

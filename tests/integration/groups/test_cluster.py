@@ -11,7 +11,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.harness import BrokerCluster, wait_until
 from tests.integration.groups.helpers import GROUP_OVERRIDES, Member, create_topic, produce
+from tests.integration.rawclient import Raw
 from tidelog.coordinator import partition_for
+from tidelog.errors import ErrorCode
+from tidelog.protocol.apis import ApiKey
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +75,20 @@ def test_commits_survive_killing_the_coordinator(tmp_path: Path, zk_connect: str
             coordinator = cluster.wait_for_leader("__consumer_offsets", p_durable)
             cluster.broker(coordinator).kill()
             cluster.wait_for_leader("__consumer_offsets", p_durable, not_in=(coordinator,))
+            new_coordinator = cluster.wait_for_leader("__consumer_offsets", p_durable)
             bootstrap = ",".join(b.bootstrap for b in cluster.alive)
+            # Any other broker refuses the group's requests: NOT_COORDINATOR.
+            other = next(b for b in cluster.alive if b.broker_id != new_coordinator)
+            raw = Raw(other)
+            try:
+                fetched = raw.call(
+                    ApiKey.OFFSET_FETCH,
+                    8,
+                    {"groups": [{"group_id": "durable", "topics": None}]},
+                )
+            finally:
+                raw.close()
+            assert fetched.groups[0].error_code == ErrorCode.NOT_COORDINATOR
 
             second = consumer(bootstrap, "durable")
             second.subscribe(["orders"])
