@@ -28,8 +28,8 @@ Group states and their rules (KIP-62/KIP-345/KIP-394 behaviour of Kafka 2.x-3.x)
 5. Dead: the group was deleted (or its partition unloaded); requests get
    COORDINATOR_NOT_AVAILABLE (the client looks the coordinator up again).
 
-Sessions: each member must heartbeat (or join/sync) within its ``session_timeout_ms``; a
-member parked in JoinGroup is kept alive by the parked request. A new member that got
+Sessions: each member must heartbeat (or join/sync/commit) within its ``session_timeout_ms``;
+a member parked in JoinGroup or SyncGroup is kept alive by the parked request. A new member that got
 MEMBER_ID_REQUIRED (JoinGroup v4+, KIP-394) must rejoin with that id within its session
 timeout. Static members (``group.instance.id``, KIP-345) keep their identity across
 restarts: a join with a known instance id and no member id replaces the old member id (the
@@ -700,8 +700,10 @@ class GroupManager:
                 if now_ms >= deadline:
                     del group.pending_members[member_id]
             for m in list(group.members.values()):
-                if m.awaiting_join:
-                    continue  # a parked join keeps its member alive until the join phase ends
+                if m.awaiting_join or m.awaiting_sync:
+                    # A parked join or sync keeps its member alive: the join phase ends at its
+                    # deadline, a sync when the leader assigns or the leader's session expires.
+                    continue
                 if now_ms - m.last_heartbeat_ms > m.session_timeout_ms:
                     self._member_gone(group, m.member_id, now_ms, effects)
             self._after_join(group, now_ms, effects)

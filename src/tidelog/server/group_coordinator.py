@@ -25,9 +25,9 @@ Theory of operation (Kafka's GroupCoordinator + GroupMetadataManager, classic pr
 4. Parked requests. JoinGroup/SyncGroup answers the state machine delays are futures keyed
    by member id, resolved from the ``Effects`` every call and tick returns.
 
-Not done (documented in docs/groups.md): ``offsets.retention.ms`` expiry, log compaction of
-the internal topic (cleanup.policy is delete with retention off for it), transactional
-offset commits, the KIP-848 consumer protocol.
+The internal topic keeps everything (``retention.ms=-1``): tidelog has no log cleaner, so
+Kafka's compaction is not there to bound it. Not done (docs/groups.md): ``offsets.retention.ms``
+expiry, compaction, transactional offset commits, the KIP-848 consumer protocol.
 """
 
 from __future__ import annotations
@@ -386,7 +386,9 @@ class GroupCoordinator:
     async def _create(self) -> None:
         n = self.config.get_int("offsets.topic.num.partitions")
         if self.node is None:
-            self.apis.create_topic(OFFSETS_TOPIC, n, {"segment.bytes": OFFSETS_SEGMENT_BYTES})
+            self.apis.create_topic(
+                OFFSETS_TOPIC, n, {"segment.bytes": OFFSETS_SEGMENT_BYTES, "retention.ms": -1}
+            )
             return
         live = max(1, len(self.node.metadata.brokers))
         rf = min(self.config.get_int("offsets.topic.replication.factor"), live)
@@ -394,14 +396,15 @@ class GroupCoordinator:
             OFFSETS_TOPIC,
             num_partitions=n,
             replication_factor=rf,
-            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES)},
+            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES), "retention.ms": "-1"},
             assignment=None,
             validate_only=False,
         )
-        if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+        if error == ErrorCode.NONE:
+            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
+        elif error != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, error.name, message or "")
             return
-        log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
         await self.node.wait_for_leaders([OFFSETS_TOPIC], 5.0)
 
     # --- JoinGroup (11) --------------------------------------------------------------------
