@@ -602,8 +602,14 @@ class GroupCoordinator:
             return response({(n, i): error for n, i, _ in requested})
         errors: dict[tuple[str, int], ErrorCode] = {}
         values: dict[TopicPartition, OffsetAndMetadata] = {}
+        topics = self.apis.metadata.topics
         for name, index, part in requested:
             metadata = part.committed_metadata or ""
+            info = topics.get(name)
+            if info is None or not 0 <= index < info.num_partitions:
+                # Kafka refuses commits for partitions that do not exist.
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
             if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 errors[(name, index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue

@@ -86,7 +86,9 @@ def heartbeat(raw: Raw, group: str, member_id: str, generation: int) -> int:
     return int(body.error_code)
 
 
-def commit(raw: Raw, group: str, member_id: str, generation: int, offset: int = 5) -> int:
+def commit(
+    raw: Raw, group: str, member_id: str, generation: int, *, offset: int = 5, topic: str = "t"
+) -> int:
     body = raw.call(
         ApiKey.OFFSET_COMMIT,
         8,
@@ -97,7 +99,7 @@ def commit(raw: Raw, group: str, member_id: str, generation: int, offset: int = 
             "group_instance_id": None,
             "topics": [
                 {
-                    "name": "t",
+                    "name": topic,
                     "partitions": [
                         {"partition_index": 0, "committed_offset": offset, "committed_metadata": ""}
                     ],
@@ -129,6 +131,9 @@ def test_unknown_member_and_illegal_generation(raw: Raw) -> None:
     assert commit(raw, "g-errors", member_id, generation + 3) == ErrorCode.ILLEGAL_GENERATION
     assert commit(raw, "g-errors", "stranger", generation) == ErrorCode.UNKNOWN_MEMBER_ID
     assert commit(raw, "g-errors", member_id, generation, offset=9) == ErrorCode.NONE
+    assert commit(raw, "g-errors", member_id, generation, topic="nope") == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
     fetched = raw.call(
         ApiKey.OFFSET_FETCH,
         8,
