@@ -110,6 +110,17 @@ def commit(
     return int(body.topics[0].partitions[0].error_code)
 
 
+def offset_delete(raw: Raw, group: str) -> tuple[int, int | None]:
+    """OffsetDelete of t-0: (group error, partition error or None)."""
+    body = raw.call(
+        ApiKey.OFFSET_DELETE,
+        0,
+        {"group_id": group, "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+    )
+    partition = body.topics[0].partitions[0].error_code if body.topics else None
+    return int(body.error_code), partition
+
+
 def test_empty_group_id_is_invalid(raw: Raw) -> None:
     assert join(raw, "").error_code == ErrorCode.INVALID_GROUP_ID
     assert heartbeat(raw, "", "m", 1) == ErrorCode.INVALID_GROUP_ID
@@ -145,6 +156,9 @@ def test_unknown_member_and_illegal_generation(raw: Raw) -> None:
     )
     partitions = fetched.groups[0].topics[0].partitions
     assert [(p.partition_index, p.committed_offset) for p in partitions] == [(0, 9), (1, -1)]
+    # Offsets of a topic the live group subscribes to cannot be deleted (KIP-496).
+    assert offset_delete(raw, "g-errors") == (ErrorCode.NONE, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+    assert offset_delete(raw, "nope")[0] == ErrorCode.GROUP_ID_NOT_FOUND
     # A live group cannot be deleted; an unknown one is not found.
     deleted = raw.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g-errors", "nope"]})
     assert [(r.group_id, r.error_code) for r in deleted.results] == [
@@ -157,11 +171,20 @@ def test_unknown_member_and_illegal_generation(raw: Raw) -> None:
     )
     assert left.error_code == ErrorCode.NONE
     assert left.members[0].error_code == ErrorCode.NONE
+    assert offset_delete(raw, "g-errors") == (ErrorCode.NONE, ErrorCode.NONE)
+    # An Empty group takes a "simple" commit (generation -1), as from a consumer using assign().
+    assert commit(raw, "g-errors", "", -1, offset=11) == ErrorCode.NONE
     described = raw.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g-errors", "nope"]})
     assert [(g.group_id, g.group_state) for g in described.groups] == [
         ("g-errors", "Empty"),
         ("nope", "Dead"),
     ]
+    before = raw.call(
+        ApiKey.OFFSET_FETCH,
+        8,
+        {"groups": [{"group_id": "g-errors", "topics": [{"name": "t", "partition_indexes": [0]}]}]},
+    )
+    assert before.groups[0].topics[0].partitions[0].committed_offset == 11
     deleted = raw.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g-errors"]})
     assert deleted.results[0].error_code == ErrorCode.NONE
     fetched = raw.call(
