@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,10 +44,11 @@ class Member:
         ]
         if records:
             command.append("--records")
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _finish
         self.process = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
@@ -101,6 +103,17 @@ class Member:
         self._reader.join(10)
         if self.process.stdout is not None:
             self.process.stdout.close()
+        self._stderr.close()
+
+    def __str__(self) -> str:
+        """What the member said (last lines of stdout and stderr), for failure messages."""
+        with self._lock:
+            said = self.lines[-5:]
+        err = b""
+        if not self._stderr.closed:
+            self._stderr.seek(0)
+            err = self._stderr.read()[-3000:]
+        return f"{self.client} member: last lines {said}; stderr: {err.decode(errors='replace')}"
 
 
 def wait_for_split(members: list[Member], partitions: int, timeout: float = 60.0) -> None:

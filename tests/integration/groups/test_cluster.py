@@ -68,7 +68,9 @@ def test_commits_survive_killing_the_coordinator(tmp_path: Path, zk_connect: str
             for p in range(2):
                 offsets = [o for q, o in before if q == p]
                 assert committed[p] == (max(offsets) + 1 if offsets else -1001)
-            wait_until(lambda: len(live.records) >= 80, 60, "the live member to read all 80")
+            wait_until(
+                lambda: len(live.records) >= 80, 120, f"the live member to read all 80: {live}"
+            )
 
             # The coordinator of both groups: the leader of their __consumer_offsets partition.
             p_durable = partition_for("durable", OFFSETS_PARTITIONS)
@@ -99,7 +101,9 @@ def test_commits_survive_killing_the_coordinator(tmp_path: Path, zk_connect: str
 
             # The live member finds the new coordinator and keeps consuming.
             produce(bootstrap, "orders", 2, 10)
-            wait_until(lambda: len(set(live.records)) >= 100, 60, "the live member to read 100")
+            wait_until(
+                lambda: len(set(live.records)) >= 100, 120, f"the live member to read 100: {live}"
+            )
             assert sorted(set(live.records)) == [(p, o) for p in range(2) for o in range(50)]
         finally:
             live.stop()
