@@ -56,7 +56,10 @@ def run_confluent(args: argparse.Namespace) -> None:
         if msg is not None and not msg.error():
             if args.records:
                 say({"record": [msg.partition(), msg.offset()]})
-            consumer.commit(message=msg, asynchronous=False)
+            try:
+                consumer.commit(message=msg, asynchronous=False)
+            except Exception as exc:  # a commit refused by a rebalance: the client's normal life
+                say({"commit_error": str(exc)})
         now = sorted(tp.partition for tp in consumer.assignment())
         if now != last:
             last = now
@@ -87,7 +90,10 @@ def run_kafka_python(args: argparse.Namespace) -> None:
                 if args.records:
                     say({"record": [r.partition, r.offset]})
         if batches:
-            consumer.commit()
+            try:
+                consumer.commit()
+            except Exception as exc:
+                say({"commit_error": str(exc)})
         now = sorted(tp.partition for tp in consumer.assignment())
         if now != last:
             last = now
@@ -120,7 +126,10 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
                     if args.records:
                         say({"record": [r.partition, r.offset]})
             if batches:
-                await consumer.commit()
+                try:
+                    await consumer.commit()
+                except Exception as exc:
+                    say({"commit_error": str(exc)})
             now = sorted(tp.partition for tp in consumer.assignment())
             if now != last:
                 last = now
