@@ -416,9 +416,7 @@ class GroupManager:
             return self._join_result(group, member), effects
         if group.state == GroupState.STABLE and same and member_id != group.leader_id:
             return self._join_result(group, member), effects
-        if member.awaiting_join:
-            # A retry while parked: the newer request replaces the old one.
-            effects.joins[member_id] = JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id)
+        # A retry while parked replaces the parked request (the caller answers the old one).
         self._update_member(member, req, now_ms)
         member.awaiting_join = True
         if group.state != GroupState.PREPARING_REBALANCE:

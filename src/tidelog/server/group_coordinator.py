@@ -469,8 +469,9 @@ class GroupCoordinator:
         if result is not None:
             self._apply(p, effects)
             return response(result)
-        previous = self._joins.get(parked)
-        if previous is not None and parked not in effects.joins:
+        # A member's newer join replaces one still parked: the old request is answered first.
+        previous = self._joins.pop(parked, None)
+        if previous is not None:
             previous(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, parked))
         self._joins[parked] = done
         self._apply(p, effects)
@@ -514,7 +515,7 @@ class GroupCoordinator:
             if not future.done():
                 future.set_result(response(r))
 
-        previous = self._syncs.get(member_id)
+        previous = self._syncs.pop(member_id, None)
         if previous is not None:
             previous(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         self._syncs[member_id] = done
