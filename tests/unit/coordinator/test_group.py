@@ -380,13 +380,13 @@ def test_partition_for_matches_java_hashcode(group_id: str, partition: int) -> N
 def test_retried_join_while_parked_stays_parked_and_completes() -> None:
     m = manager()
     a, b, generation = stable_pair(m)
-    result, _, effects = m.join_group(join_request(b, client_id="b"), 10)
+    result, _, effects = m.join_group(join_request(a, client_id="a"), 10)  # the leader rejoins
     assert result is None
-    assert not effects.joins  # waits for a
-    result, _, effects = m.join_group(join_request(b, client_id="b"), 11)  # the client retried
+    assert not effects.joins  # waits for b
+    result, _, effects = m.join_group(join_request(a, client_id="a"), 11)  # the client retried
     assert result is None
     assert not effects.joins
-    result, _, effects = m.join_group(join_request(a, client_id="a"), 12)
+    result, _, effects = m.join_group(join_request(b, client_id="b"), 12)
     assert result is None
     assert {k: v.generation_id for k, v in effects.joins.items()} == {
         a: generation + 1,
