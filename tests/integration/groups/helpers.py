@@ -108,7 +108,7 @@ class Member:
     def __str__(self) -> str:
         """What the member said (last lines of stdout and stderr), for failure messages."""
         with self._lock:
-            said = self.lines[-5:]
+            said = self.lines[:3] + self.lines[-8:]
         err = b""
         if not self._stderr.closed:
             self._stderr.seek(0)

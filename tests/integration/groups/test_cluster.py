@@ -4,6 +4,7 @@ to its new broker."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,13 @@ def read(c: Consumer, count: int, timeout: float = 60.0) -> list[tuple[int, int]
 
     wait_until(step, timeout, f"{count} records", interval=0)
     return got
+
+
+def wait_for_member(member: Member, predicate: Callable[[], bool], what: str) -> None:
+    try:
+        wait_until(predicate, 120, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {member}") from None
 
 
 def test_commits_survive_killing_the_coordinator(tmp_path: Path, zk_connect: str) -> None:
@@ -101,8 +109,8 @@ def test_commits_survive_killing_the_coordinator(tmp_path: Path, zk_connect: str
 
             # The live member finds the new coordinator and keeps consuming.
             produce(bootstrap, "orders", 2, 10)
-            wait_until(
-                lambda: len(set(live.records)) >= 100, 120, f"the live member to read 100: {live}"
+            wait_for_member(
+                live, lambda: len(set(live.records)) >= 100, "the live member to read 100"
             )
             assert sorted(set(live.records)) == [(p, o) for p in range(2) for o in range(50)]
         finally:
