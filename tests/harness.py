@@ -202,6 +202,9 @@ CLUSTER_TEST_OVERRIDES: Mapping[str, str] = {
     "default.replication.factor": "3",
     "min.insync.replicas": "2",
     "auto.leader.rebalance.enable": "false",
+    # Any consumer with a group.id creates __consumer_offsets; 5 partitions instead of Kafka's
+    # 50 keep the cluster tests' brokers light (the partition count is not what they test).
+    "offsets.topic.num.partitions": "5",
 }
 
 

@@ -19,6 +19,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.cluster",
     "tidelog.cli.topics",
     "tidelog.cli.records",
+    "tidelog.cli.groups",
     "tidelog.cli.bench",
 )
 

@@ -150,12 +150,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_PARTITION: (2, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
-    }
-)
-
-#: APIs a server may add to the table once it implements them (group coordination, offsets).
-OPTIONAL_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
-    {
+        # Group coordination (tidelog.server.group_coordinator), classic protocol.
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
         ApiKey.FIND_COORDINATOR: (0, 6),
@@ -166,6 +161,13 @@ OPTIONAL_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
+    }
+)
+
+#: APIs a server may add to the table once it implements them.
+OPTIONAL_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
+    {
         ApiKey.ELECT_LEADERS: (0, 2),
     }
 )

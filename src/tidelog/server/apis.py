@@ -189,7 +189,7 @@ class KafkaApis:
             "error_code": ErrorCode.NONE,
             "name": info.name,
             "topic_id": info.topic_id,
-            "is_internal": False,
+            "is_internal": info.name == "__consumer_offsets",  # Kafka marks its internal topic
             "partitions": self._partition_metadata(info),
         }
 

@@ -34,6 +34,7 @@ from tidelog.server.apis import KafkaApis
 from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
 from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
+from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.replica_manager import (
@@ -46,6 +47,22 @@ from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
+#: Group coordination (``tidelog.server.group_coordinator``), alone and in a cluster.
+GROUP_APIS = frozenset(
+    {
+        ApiKey.FIND_COORDINATOR,
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.LIST_GROUPS,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE,
+    }
+)
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
 #: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
 #: CreateTopics/DeleteTopics/DescribeConfigs as the protocol table has them.
@@ -67,6 +84,7 @@ SERVED_APIS = frozenset(
         ApiKey.INIT_PRODUCER_ID,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
     }
+    | GROUP_APIS
 )
 #: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
 CLUSTER_APIS = SERVED_APIS | {
@@ -102,6 +120,7 @@ class Dispatcher:
             ) from None
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
+        client_host.set(conn.peer)  # for the group coordinator's member descriptions
         handler = self._handlers.get(header.api_key)
         if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
             raise CloseConnection(f"API {header.api_name} is not served")
@@ -165,6 +184,8 @@ class Broker:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
         self.apis.load_topics(self.log_manager.high_watermarks())
+        self.groups = GroupCoordinator(self.apis)
+        self.apis.handlers.update(self.groups.handlers())
         warm_up(self.supported)
         self.dispatcher = Dispatcher(self.apis, self.supported)
 
@@ -185,6 +206,8 @@ class Broker:
             self.config, self.replica_manager, cache, self.log_manager.high_watermarks()
         )
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
+        self.groups = GroupCoordinator(self.apis, self.node)
+        self.apis.handlers.update(self.groups.handlers())
         warm_up(self.supported)
         self.dispatcher = Dispatcher(self.apis, self.supported)
 
@@ -210,6 +233,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
+        self.groups.start()
         if self.node is not None:
             await self.node.start(self.bound_port)
         log.info(
@@ -288,6 +312,8 @@ class Broker:
             log.info("left the cluster")
         for task in self._tasks:
             task.cancel()
+        if hasattr(self, "groups"):
+            await self.groups.stop()
         # Parked requests answer now, with what they have. Their answers travel through two
         # layers of future callbacks (handler -> dispatcher -> connection), each one loop
         # iteration, before they are written: let those run before closing the sockets.

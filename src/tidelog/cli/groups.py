@@ -1,0 +1,360 @@
+"""``tidelog groups list|describe|delete``: consumer groups, as kafka-consumer-groups.sh shows them.
+
+- ``list``: every group of every broker (ListGroups goes to each broker: each coordinates
+  its own share), with its state and protocol type.
+- ``describe [--group G]``: per group its state, coordinator and members (id, client id,
+  host, assigned partitions, decoded from the consumer protocol's assignment), then one row
+  per partition with the committed offset, the log end offset (what a consumer can read up
+  to: the high watermark) and the lag between them.
+- ``delete --group G``: DeleteGroups at the coordinator (only an Empty group; its offsets go).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.index import load_request_schema
+
+from tidelog.cli.main import COMMANDS
+from tidelog.cli.output import (
+    CommandError,
+    add_bootstrap_flags,
+    add_json_flag,
+    format_table,
+    kafka_error,
+    print_json,
+    resolve_bootstrap,
+)
+from tidelog.client import BlockingClient
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.protocol.apis import ApiKey
+from tidelog.server.messages import build
+
+LATEST_TIMESTAMP = -1
+FIND_COORDINATOR_V = 3
+DESCRIBE_GROUPS_V = 5
+LIST_GROUPS_V = 4
+OFFSET_FETCH_V = 7
+DELETE_GROUPS_V = 2
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    tp: TopicPartition
+    current_offset: int | None
+    log_end_offset: int | None
+    member: MemberView | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.current_offset is None or self.log_end_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.current_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: int
+    members: tuple[MemberView, ...]
+    partitions: tuple[PartitionView, ...] = field(default=())
+
+
+def decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
+    """A ConsumerProtocolAssignment (version int16, [topic string, [partition int32]], user
+    data bytes) -> its partitions; empty when it cannot be read."""
+    try:
+        pos = 2
+        (n_topics,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        out = []
+        for _ in range(max(0, n_topics)):
+            (n,) = struct.unpack_from(">h", raw, pos)
+            pos += 2
+            topic = raw[pos : pos + n].decode()
+            pos += n
+            (count,) = struct.unpack_from(">i", raw, pos)
+            pos += 4
+            for _ in range(max(0, count)):
+                (p,) = struct.unpack_from(">i", raw, pos)
+                pos += 4
+                out.append(TopicPartition(topic, p))
+        return tuple(sorted(out))
+    except (struct.error, UnicodeDecodeError):
+        return ()
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
+    except KeyError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _request(api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
+    return build(load_request_schema(api, version), data)
+
+
+def coordinator_of(client: BlockingClient, group: str) -> int:
+    response = client.send(
+        _request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
+    )
+    if response.error_code != ErrorCode.NONE:
+        raise kafka_error(_code(response.error_code), response.error_message, f"group '{group}'")
+    return int(response.node_id)
+
+
+def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:
+    """(group, state, protocol type, coordinator) of every broker's groups."""
+    cluster = client.metadata(None)
+    out = []
+    for node_id in sorted(cluster.brokers):
+        response = client.send(
+            _request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": []}), node_id=node_id
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise kafka_error(_code(response.error_code), None, f"broker {node_id}")
+        out += [
+            (str(g.group_id), str(g.group_state), str(g.protocol_type), node_id)
+            for g in response.groups
+        ]
+    return sorted(out)
+
+
+def describe_group(client: BlockingClient, group: str) -> GroupView:
+    node = coordinator_of(client, group)
+    described = client.send(
+        _request(
+            ApiKey.DESCRIBE_GROUPS,
+            DESCRIBE_GROUPS_V,
+            {"groups": [group], "include_authorized_operations": False},
+        ),
+        node_id=node,
+    ).groups[0]
+    if described.error_code != ErrorCode.NONE:
+        raise kafka_error(_code(described.error_code), None, f"group '{group}'")
+    members = tuple(
+        MemberView(
+            str(m.member_id),
+            str(m.client_id),
+            str(m.client_host),
+            m.group_instance_id,
+            decode_assignment(bytes(m.member_assignment))
+            if described.protocol_type == "consumer"
+            else (),
+        )
+        for m in described.members
+    )
+    fetched = client.send(
+        _request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V, {"group_id": group, "topics": None}),
+        node_id=node,
+    )
+    if fetched.error_code != ErrorCode.NONE:
+        raise kafka_error(_code(fetched.error_code), None, f"offsets of group '{group}'")
+    committed = {
+        TopicPartition(str(t.name), int(p.partition_index)): int(p.committed_offset)
+        for t in fetched.topics
+        for p in t.partitions
+        if int(p.committed_offset) >= 0
+    }
+    owner = {tp: m for m in members for tp in m.assignment}
+    tps = sorted(set(committed) | set(owner))
+    ends: dict[TopicPartition, int] = {}
+    if tps:
+        for tp, result in client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP)).items():
+            if result.error_code == ErrorCode.NONE:
+                ends[tp] = result.offset
+    partitions = tuple(
+        PartitionView(tp, committed.get(tp), ends.get(tp), owner.get(tp)) for tp in tps
+    )
+    return GroupView(
+        group,
+        str(described.group_state),
+        str(described.protocol_type),
+        str(described.protocol_data),
+        node,
+        members,
+        partitions,
+    )
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def format_group(view: GroupView) -> str:
+    lines = [
+        f"Consumer group '{view.group_id}': {view.state}, {len(view.members)} member(s), "
+        f"coordinator {view.coordinator}" + (f", assignor {view.protocol}" if view.protocol else "")
+    ]
+    if view.members:
+        lines += [
+            "",
+            format_table(
+                ["CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+                [
+                    [
+                        m.member_id,
+                        m.host,
+                        m.client_id,
+                        len(m.assignment),
+                        ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-",
+                    ]
+                    for m in view.members
+                ],
+            ),
+        ]
+    lines += [
+        "",
+        format_table(
+            [
+                "GROUP",
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "CONSUMER-ID",
+                "HOST",
+                "CLIENT-ID",
+            ],
+            [
+                [
+                    view.group_id,
+                    p.tp.topic,
+                    p.tp.partition,
+                    _dash(p.current_offset),
+                    _dash(p.log_end_offset),
+                    _dash(p.lag),
+                    p.member.member_id if p.member else "-",
+                    p.member.host if p.member else "-",
+                    p.member.client_id if p.member else "-",
+                ]
+                for p in view.partitions
+            ],
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def group_to_json(view: GroupView) -> dict[str, Any]:
+    return {
+        "group": view.group_id,
+        "state": view.state,
+        "protocol_type": view.protocol_type,
+        "assignor": view.protocol,
+        "coordinator": view.coordinator,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "assignment": [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in m.assignment
+                ],
+            }
+            for m in view.members
+        ],
+        "partitions": [
+            {
+                "topic": p.tp.topic,
+                "partition": p.tp.partition,
+                "current_offset": p.current_offset,
+                "log_end_offset": p.log_end_offset,
+                "lag": p.lag,
+                "member_id": p.member.member_id if p.member else None,
+            }
+            for p in view.partitions
+        ],
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_bootstrap_flags(p)
+        add_json_flag(p)
+        return p
+
+    add("list", "every consumer group with its state (ListGroups on every broker)")
+    describe = add("describe", "members, assignments, committed offsets and lag")
+    describe.add_argument("--group", action="append", help="group (repeatable; default: all)")
+    delete = add("delete", "delete an empty group and its committed offsets (DeleteGroups)")
+    delete.add_argument("--group", action="append", required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap = resolve_bootstrap(args)
+    with BlockingClient(bootstrap, client_id="tidelog-cli") as client:
+        if args.action == "list":
+            groups = list_groups(client)
+            if args.json:
+                print_json(
+                    [
+                        {"group": g, "state": s, "protocol_type": t, "coordinator": c}
+                        for g, s, t, c in groups
+                    ]
+                )
+            elif groups:
+                print(format_table(["GROUP", "STATE", "PROTOCOL-TYPE", "COORDINATOR"], groups))
+            return 0
+        if args.action == "describe":
+            names: Sequence[str] = args.group or [g for g, *_ in list_groups(client)]
+            views = [describe_group(client, name) for name in names]
+            if args.json:
+                print_json([group_to_json(v) for v in views])
+            else:
+                print("\n\n".join(format_group(v) for v in views))
+            return 0
+        if args.action == "delete":
+            return _delete(client, args)
+    raise AssertionError(args.action)
+
+
+def _delete(client: BlockingClient, args: argparse.Namespace) -> int:
+    results = {}
+    for group in args.group:
+        node = coordinator_of(client, group)
+        response = client.send(
+            _request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": [group]}),
+            node_id=node,
+        )
+        results[group] = _code(response.results[0].error_code)
+    failed = {g: e for g, e in results.items() if e != ErrorCode.NONE}
+    if args.json:
+        print_json({g: e.name for g, e in results.items()})
+    else:
+        for g, e in results.items():
+            if e == ErrorCode.NONE:
+                print(f"Deleted group '{g}'.")
+    if failed:
+        group, error = next(iter(failed.items()))
+        hints = {
+            ErrorCode.NON_EMPTY_GROUP: "the group has members; stop its consumers first",
+            ErrorCode.GROUP_ID_NOT_FOUND: "check the name with `tidelog groups list`",
+        }
+        raise CommandError(f"group '{group}'", code=error, hint=hints.get(error))
+    return 0
+
+
+COMMANDS["groups"] = ("list, describe and delete consumer groups", add_arguments, run)

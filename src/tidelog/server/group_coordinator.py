@@ -1,0 +1,824 @@
+"""The group coordinator's asyncio shell: ``__consumer_offsets``, timers and the group APIs.
+
+Theory of operation (Kafka's GroupCoordinator + GroupMetadataManager, classic protocol):
+
+1. Placement. Group ``g`` belongs to partition ``partition_for(g, N)`` of the internal topic
+   ``__consumer_offsets`` (``offsets.topic.num.partitions`` N, default 50); the leader of that
+   partition is the group's coordinator. The topic is created on the first FindCoordinator
+   (replication factor ``min(offsets.topic.replication.factor, live brokers)``); until its
+   partitions have leaders FindCoordinator answers COORDINATOR_NOT_AVAILABLE (15).
+2. Ownership follows leadership. A ``GroupManager`` (the pure state machine of
+   ``tidelog.coordinator.group``) exists per partition this broker leads, tagged with the
+   leader epoch it was loaded at. When this broker leads a partition at a new epoch it
+   *loads* it: replays the partition's records (Kafka's key/value format,
+   ``tidelog.coordinator.records``) from the log start to the log end. The new leader was in
+   the ISR, so every acknowledged commit is in its log. When it stops leading (or the epoch
+   changes) the manager is *unloaded*: parked joins/syncs answer NOT_COORDINATOR (16) and
+   every group request does too, so clients look the coordinator up again. A maintenance
+   loop (every ``TICK_S``) notices leadership changes and runs the managers' timers.
+3. Durability. Offsets commit with acks=all through the ordinary replication path
+   (``ReplicaManager.append_records`` + ``wait_for_acks``): a commit is answered, and made
+   visible to OffsetFetch, only once the high watermark passed it. Group metadata (generation,
+   protocol, leader, members and assignments) is appended when a generation becomes Stable or
+   Empty, so a new coordinator continues the group without a rebalance. DeleteGroups and
+   OffsetDelete append tombstones (null values) and answer once they are replicated.
+4. Parked requests. JoinGroup/SyncGroup answers the state machine delays are futures keyed
+   by member id, resolved from the ``Effects`` every call and tick returns.
+
+The internal topic keeps everything (``retention.ms=-1``): tidelog has no log cleaner, so
+Kafka's compaction is not there to bound it. Not done (docs/groups.md): ``offsets.retention.ms``
+expiry, compaction, transactional offset commits, the KIP-848 consumer protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidelog.client.records import Record, build_batch, decode_records
+from tidelog.coordinator import partition_for
+from tidelog.coordinator.group import (
+    OFFSET_METADATA_MAX_BYTES,
+    Effects,
+    GroupConfig,
+    GroupManager,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+)
+from tidelog.coordinator.records import (
+    GroupRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    RecordFormatError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+)
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.records import iter_batches
+from tidelog.server.replica_manager import ProduceResult, now_ms
+
+if TYPE_CHECKING:
+    from tidelog.server.apis import KafkaApis
+    from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's offsets.topic.segment.bytes.
+OFFSETS_SEGMENT_BYTES = 104857600
+#: How often leadership is re-checked and the managers' timers run.
+TICK_S = 0.1
+#: The address of the client whose request is being handled (set by the dispatcher).
+client_host: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+#: Kafka maps append errors of the internal topic to what group clients understand.
+_APPEND_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+@dataclass(slots=True)
+class _Loaded:
+    manager: GroupManager
+    leader_epoch: int
+
+
+def _host_of(peer: str) -> str:
+    return "/" + peer.rsplit(":", 1)[0] if peer else ""
+
+
+class GroupCoordinator:
+    """Group APIs of one broker; ``node`` is the cluster side (None: a single broker)."""
+
+    def __init__(self, apis: KafkaApis, node: ClusterNode | None = None) -> None:
+        self.apis = apis
+        self.config = apis.config
+        self.replica_manager = apis.replica_manager
+        self.node = node
+        config = self.config
+        self.group_config = GroupConfig(
+            min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            max_size=config.get_int("group.max.size"),
+        )
+        self.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms")
+        self.loaded: dict[int, _Loaded] = {}
+        self._joins: dict[str, Callable[[JoinResult], None]] = {}
+        self._syncs: dict[str, Callable[[SyncResult], None]] = {}
+        self._creating: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+        }
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._maintenance_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for p in list(self.loaded):
+            self._unload(p)
+
+    async def _maintenance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.maintain(now_ms())
+            except Exception:  # a bug here must not stop the timers of every group
+                log.exception("group coordinator maintenance failed")
+
+    def maintain(self, now: int) -> None:
+        """Load newly led partitions, unload lost ones, run every manager's timers."""
+        for tp, hosted in list(self.replica_manager.partitions.items()):
+            if tp.topic == OFFSETS_TOPIC and hosted.partition.is_leader:
+                self._manager_of_partition(tp.partition)
+        for p in list(self.loaded):
+            loaded = self._manager_of_partition(p)
+            if loaded is not None:
+                self._apply(p, loaded.tick(now))
+
+    # --- partitions: load, unload ----------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        info = self.apis.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            return info.num_partitions
+        return self.config.get_int("offsets.topic.num.partitions")
+
+    def _manager_of_partition(self, p: int) -> GroupManager | None:
+        """The manager of partition ``p`` when this broker leads it (loading it at a new
+        leader epoch), else None (after unloading what was there)."""
+        hosted = self.replica_manager.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+        loaded = self.loaded.get(p)
+        if hosted is None or not hosted.partition.is_leader:
+            if loaded is not None:
+                self._unload(p)
+            return None
+        epoch = hosted.partition.leader_epoch
+        if loaded is not None and loaded.leader_epoch == epoch:
+            return loaded.manager
+        if loaded is not None:
+            self._unload(p)
+        manager = GroupManager(self.group_config)
+        groups, offsets = self._read_partition(p)
+        manager.load(groups, offsets, now_ms())
+        self.loaded[p] = _Loaded(manager, epoch)
+        log.info("loaded %s-%d at leader epoch %d: %d groups", OFFSETS_TOPIC, p, epoch, len(groups))
+        return manager
+
+    def _read_partition(
+        self, p: int
+    ) -> tuple[dict[str, GroupRecord], dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        """Replay the partition from its start to its end: the last record per key wins."""
+        hosted = self.replica_manager.partitions[TopicPartition(OFFSETS_TOPIC, p)]
+        the_log = hosted.log
+        groups: dict[str, GroupRecord] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        position = the_log.log_start_offset
+        end = the_log.log_end_offset
+        while position < end:
+            chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
+            if chunk is None:
+                break
+            data = chunk.read_bytes()
+            next_position = position
+            for _pos, header in iter_batches(data):
+                next_position = max(next_position, header.next_offset)
+            for rec in decode_records(data):
+                if rec.offset < position or rec.key is None:
+                    continue
+                try:
+                    key = decode_key(rec.key)
+                    if isinstance(key, OffsetKey):
+                        by_tp = offsets.setdefault(key.group_id, {})
+                        if rec.value is None:
+                            by_tp.pop(key.tp, None)
+                        else:
+                            by_tp[key.tp] = decode_offset_value(rec.value)
+                    elif rec.value is None:
+                        groups.pop(key.group_id, None)
+                        offsets.pop(key.group_id, None)
+                    else:
+                        groups[key.group_id] = decode_group_value(rec.value)
+                except RecordFormatError as exc:
+                    log.warning("%s-%d offset %d skipped: %s", OFFSETS_TOPIC, p, rec.offset, exc)
+            if next_position <= position:
+                break
+            position = next_position
+        return groups, {g: o for g, o in offsets.items() if o}
+
+    def _unload(self, p: int) -> None:
+        loaded = self.loaded.pop(p, None)
+        if loaded is not None:
+            log.info("unloaded %s-%d: no longer its leader", OFFSETS_TOPIC, p)
+            self._apply(p, loaded.manager.unload())
+
+    def _lookup(self, group_id: str) -> tuple[int, GroupManager | None, ErrorCode]:
+        """The partition and manager of a group here, or NOT_COORDINATOR."""
+        if OFFSETS_TOPIC not in self.apis.metadata.topics:
+            return -1, None, ErrorCode.NOT_COORDINATOR
+        p = partition_for(group_id, self.num_partitions)
+        manager = self._manager_of_partition(p)
+        if manager is None:
+            return p, None, ErrorCode.NOT_COORDINATOR
+        return p, manager, ErrorCode.NONE
+
+    # --- effects and appends ---------------------------------------------------------------
+
+    def _apply(self, p: int, effects: Effects) -> None:
+        for member_id, join in effects.joins.items():
+            join_done = self._joins.pop(member_id, None)
+            if join_done is not None:
+                join_done(join)
+        for member_id, sync in effects.syncs.items():
+            sync_done = self._syncs.pop(member_id, None)
+            if sync_done is not None:
+                sync_done(sync)
+        if effects.group_records:
+            entries: list[tuple[bytes, bytes | None]] = [
+                (group_key(g), None if rec is None else group_value(rec))
+                for g, rec in effects.group_records.items()
+            ]
+            future = self._append(p, entries)
+            future.add_done_callback(
+                lambda f: (
+                    log.warning("group metadata write to partition %d failed: %s", p, f.result())
+                    if not f.cancelled() and f.result() != ErrorCode.NONE
+                    else None
+                )
+            )
+
+    def _append(
+        self, p: int, entries: list[tuple[bytes, bytes | None]]
+    ) -> asyncio.Future[ErrorCode]:
+        """Append records with acks=all; the future resolves once they are replicated."""
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        now = now_ms()
+        batch = build_batch(
+            [Record(value=value, key=key) for key, value in entries], base_timestamp_ms=now
+        )
+        rm = self.replica_manager
+        appended = rm.append_records({tp: batch}, -1)
+        result, required = appended[tp]
+        if result.error != ErrorCode.NONE or required < 0:
+            future.set_result(_APPEND_ERRORS.get(result.error, result.error))
+            return future
+
+        def respond(final: dict[TopicPartition, ProduceResult]) -> None:
+            if not future.done():
+                error = final[tp].error
+                future.set_result(_APPEND_ERRORS.get(error, error))
+
+        rm.wait_for_acks(appended, self.commit_timeout_ms, respond)
+        return future
+
+    def _respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
+        return self.apis._respond(header, data)
+
+    # --- FindCoordinator (10) --------------------------------------------------------------
+
+    def handle_find_coordinator(self, header: RequestHeader, body: Any) -> Any:
+        keys = list(body.coordinator_keys) if header.api_version >= 4 else [body.key]
+        key_type = int(getattr(body, "key_type", 0))
+
+        async def run() -> Any:
+            answers = [await self._find(key_type, str(k)) for k in keys]
+            if header.api_version >= 4:
+                return self._respond(header, {"coordinators": answers})
+            return self._respond(header, answers[0])
+
+        return asyncio.ensure_future(run())
+
+    async def _find(self, key_type: int, key: str) -> dict[str, Any]:
+        def error(code: ErrorCode, message: str) -> dict[str, Any]:
+            return {
+                "key": key,
+                "error_code": code,
+                "error_message": message,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+
+        if key_type != COORDINATOR_GROUP:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "only group coordinators exist")
+        # An empty group id is Kafka's too: it has a coordinator (partition 0), and the group
+        # APIs answer it INVALID_GROUP_ID (24).
+        if OFFSETS_TOPIC not in self.apis.metadata.topics:
+            await self._create_offsets_topic()
+            if OFFSETS_TOPIC not in self.apis.metadata.topics:
+                return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets")
+        p = partition_for(key, self.num_partitions)
+        found = self._leader_of(TopicPartition(OFFSETS_TOPIC, p))
+        if found is None:
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition")
+        node_id, host, port = found
+        return {
+            "key": key,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "node_id": node_id,
+            "host": host,
+            "port": port,
+        }
+
+    def _leader_of(self, tp: TopicPartition) -> tuple[int, str, int] | None:
+        if self.node is None:
+            if tp not in self.replica_manager.partitions:
+                return None
+            return self.apis.broker_id, self.apis.host, self.apis.port
+        cache: ClusterMetadataCache = self.node.metadata
+        state = cache.partitions.get(tp)
+        if state is None or state.leader < 0:
+            return None
+        broker = cache.brokers.get(state.leader)
+        if broker is None:
+            return None
+        return broker.broker_id, broker.host, broker.port
+
+    async def _create_offsets_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._creating), 5.0)
+        except TimeoutError:
+            return
+
+    async def _create(self) -> None:
+        n = self.config.get_int("offsets.topic.num.partitions")
+        if self.node is None:
+            self.apis.create_topic(
+                OFFSETS_TOPIC, n, {"segment.bytes": OFFSETS_SEGMENT_BYTES, "retention.ms": -1}
+            )
+            return
+        live = max(1, len(self.node.metadata.brokers))
+        rf = min(self.config.get_int("offsets.topic.replication.factor"), live)
+        error, message, _topic_id = await self.node.create_topic(
+            OFFSETS_TOPIC,
+            num_partitions=n,
+            replication_factor=rf,
+            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES), "retention.ms": "-1"},
+            assignment=None,
+            validate_only=False,
+        )
+        if error == ErrorCode.NONE:
+            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
+        elif error != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, error.name, message or "")
+            return
+        await self.node.wait_for_leaders([OFFSETS_TOPIC], 5.0)
+
+    # --- JoinGroup (11) --------------------------------------------------------------------
+
+    def handle_join_group(self, header: RequestHeader, body: Any) -> Any:
+        version = header.api_version
+
+        def response(r: JoinResult) -> Any:
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in r.members
+            ]
+            return self._respond(
+                header,
+                {
+                    "error_code": r.error,
+                    "generation_id": r.generation_id,
+                    "protocol_type": r.protocol_type,
+                    "protocol_name": r.protocol_name or ("" if version < 7 else None),
+                    "leader": r.leader,
+                    "skip_assignment": r.skip_assignment,
+                    "member_id": r.member_id,
+                    "members": members,
+                },
+            )
+
+        group_id = str(body.group_id)
+        member_id = str(body.member_id or "")
+        _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if group_id and manager is None:
+            return response(JoinResult(error, member_id))
+        session_ms = int(body.session_timeout.total_seconds() * 1000)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        rebalance_ms = int(rebalance.total_seconds() * 1000) if rebalance is not None else -1
+        request = JoinRequest(
+            group_id=group_id,
+            member_id=member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            client_id=header.client_id or "",
+            client_host=_host_of(client_host.get()),
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms if rebalance_ms > 0 else session_ms,
+            protocol_type=str(body.protocol_type),
+            protocols=tuple((str(p.name), bytes(p.metadata)) for p in body.protocols),
+            require_known_member_id=version >= 4,
+        )
+        if manager is None:  # the empty group id
+            return response(JoinResult(ErrorCode.INVALID_GROUP_ID, member_id))
+        p = _p
+        now = now_ms()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(r: JoinResult) -> None:
+            if not future.done():
+                future.set_result(response(r))
+
+        result, parked, effects = manager.join_group(request, now)
+        if result is not None:
+            self._apply(p, effects)
+            return response(result)
+        # A member's newer join replaces one still parked: the old request is answered first.
+        previous = self._joins.pop(parked, None)
+        if previous is not None:
+            previous(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, parked))
+        self._joins[parked] = done
+        self._apply(p, effects)
+        return future
+
+    # --- SyncGroup (14) --------------------------------------------------------------------
+
+    def handle_sync_group(self, header: RequestHeader, body: Any) -> Any:
+        def response(r: SyncResult) -> Any:
+            return self._respond(
+                header,
+                {
+                    "error_code": r.error,
+                    "protocol_type": r.protocol_type,
+                    "protocol_name": r.protocol_name,
+                    "assignment": r.assignment,
+                },
+            )
+
+        group_id = str(body.group_id)
+        member_id = str(body.member_id)
+        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if manager is None:
+            return response(SyncResult(error if group_id else ErrorCode.INVALID_GROUP_ID))
+        result, effects = manager.sync_group(
+            group_id,
+            generation_id=int(body.generation_id),
+            member_id=member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+            assignments={str(a.member_id): bytes(a.assignment) for a in body.assignments},
+            now_ms=now_ms(),
+        )
+        if result is not None:
+            self._apply(p, effects)
+            return response(result)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(r: SyncResult) -> None:
+            if not future.done():
+                future.set_result(response(r))
+
+        previous = self._syncs.pop(member_id, None)
+        if previous is not None:
+            previous(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        self._syncs[member_id] = done
+        self._apply(p, effects)
+        return future
+
+    # --- Heartbeat (12), LeaveGroup (13) ---------------------------------------------------
+
+    def handle_heartbeat(self, header: RequestHeader, body: Any) -> Any:
+        group_id = str(body.group_id)
+        _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if manager is not None:
+            error = manager.heartbeat(
+                group_id,
+                int(body.generation_id),
+                str(body.member_id),
+                getattr(body, "group_instance_id", None),
+                now_ms(),
+            )
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        return self._respond(header, {"error_code": error})
+
+    def handle_leave_group(self, header: RequestHeader, body: Any) -> Any:
+        group_id = str(body.group_id)
+        if header.api_version >= 3:
+            members = [(str(m.member_id), m.group_instance_id) for m in body.members]
+        else:
+            members = [(str(body.member_id), None)]
+        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        member_errors: list[ErrorCode] = []
+        if manager is not None:
+            error, member_errors, effects = manager.leave_group(group_id, members, now_ms())
+            self._apply(p, effects)
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        if header.api_version < 3 and error == ErrorCode.NONE and member_errors:
+            error = member_errors[0]
+        return self._respond(
+            header,
+            {
+                "error_code": error,
+                "members": [
+                    {"member_id": m, "group_instance_id": i, "error_code": e}
+                    for (m, i), e in zip(members, member_errors, strict=False)
+                ],
+            },
+        )
+
+    # --- OffsetCommit (8), OffsetFetch (9) -------------------------------------------------
+
+    def handle_offset_commit(self, header: RequestHeader, body: Any) -> Any:
+        group_id = str(body.group_id)
+        generation = int(
+            getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
+        )
+        requested = [
+            (str(t.name), int(p.partition_index), p) for t in body.topics for p in t.partitions
+        ]
+
+        def response(errors: Mapping[tuple[str, int], ErrorCode]) -> Any:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for name, index, _ in requested:
+                topics.setdefault(name, []).append(
+                    {"partition_index": index, "error_code": errors[(name, index)]}
+                )
+            return self._respond(
+                header,
+                {"topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]},
+            )
+
+        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        now = now_ms()
+        if manager is not None:
+            error = manager.validate_commit(
+                group_id,
+                generation,
+                str(body.member_id or ""),
+                getattr(body, "group_instance_id", None),
+                now,
+            )
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        if error != ErrorCode.NONE or manager is None:
+            return response({(n, i): error for n, i, _ in requested})
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        values: dict[TopicPartition, OffsetAndMetadata] = {}
+        topics = self.apis.metadata.topics
+        for name, index, part in requested:
+            metadata = part.committed_metadata or ""
+            info = topics.get(name)
+            if info is None or not 0 <= index < info.num_partitions:
+                # Kafka refuses commits for partitions that do not exist.
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                errors[(name, index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            values[TopicPartition(name, index)] = OffsetAndMetadata(
+                int(part.committed_offset),
+                int(getattr(part, "committed_leader_epoch", -1)),
+                metadata,
+                now,
+            )
+        if not values:
+            return response(errors)
+        entries: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, tp), offset_value(v)) for tp, v in values.items()
+        ]
+        appended = self._append(p, entries)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def written(f: asyncio.Future[ErrorCode]) -> None:
+            code = f.result()
+            if code == ErrorCode.NONE:
+                loaded = self.loaded.get(p)
+                if loaded is not None and loaded.manager is manager:
+                    manager.apply_offsets(group_id, values)
+            for tp in values:
+                errors[(tp.topic, tp.partition)] = code
+            if not future.done():
+                future.set_result(response(errors))
+
+        appended.add_done_callback(written)
+        return future
+
+    def handle_offset_fetch(self, header: RequestHeader, body: Any) -> Any:
+        version = header.api_version
+        if version >= 8:
+            requests = [(str(g.group_id), g.topics) for g in body.groups]
+        else:
+            requests = [(str(body.group_id), body.topics)]
+        answers = [self._fetch_offsets(group_id, topics, version) for group_id, topics in requests]
+        if version >= 8:
+            return self._respond(header, {"groups": answers})
+        answer = answers[0]
+        return self._respond(
+            header, {"topics": answer["topics"], "error_code": answer["error_code"]}
+        )
+
+    def _fetch_offsets(self, group_id: str, topics: Any, version: int) -> dict[str, Any]:
+        _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        committed = manager.committed(group_id) if manager is not None else {}
+        if topics is None:
+            wanted = sorted(committed)
+        else:
+            wanted = [
+                TopicPartition(str(t.name), int(i)) for t in topics for i in t.partition_indexes
+            ]
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in wanted:
+            value = committed.get(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": value.offset if value is not None else -1,
+                    "committed_leader_epoch": value.leader_epoch if value is not None else -1,
+                    "metadata": value.metadata if value is not None else "",
+                    # v1 has no top-level error: it goes to every partition.
+                    "error_code": error if version < 2 else ErrorCode.NONE,
+                }
+            )
+        if error != ErrorCode.NONE and version >= 2:
+            by_topic = {}
+        return {
+            "group_id": group_id,
+            "error_code": error,
+            "topics": [{"name": n, "partitions": parts} for n, parts in by_topic.items()],
+        }
+
+    # --- ListGroups (16), DescribeGroups (15), DeleteGroups (42), OffsetDelete (47) --------
+
+    def handle_list_groups(self, header: RequestHeader, body: Any) -> Any:
+        states = {s.lower() for s in (getattr(body, "states_filter", None) or ())}
+        types = {t.lower() for t in (getattr(body, "types_filter", None) or ())}
+        groups = []
+        self.maintain(now_ms())
+        for loaded in self.loaded.values():
+            for group in loaded.manager.groups.values():
+                if states and group.state.value.lower() not in states:
+                    continue
+                if types and "classic" not in types:
+                    continue
+                groups.append(
+                    {
+                        "group_id": group.group_id,
+                        "protocol_type": group.protocol_type or "",
+                        "group_state": group.state.value,
+                        "group_type": "classic",
+                    }
+                )
+        return self._respond(header, {"error_code": ErrorCode.NONE, "groups": groups})
+
+    def handle_describe_groups(self, header: RequestHeader, body: Any) -> Any:
+        results = []
+        for raw_id in body.groups:
+            group_id = str(raw_id)
+            _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+            entry: dict[str, Any] = {
+                "error_code": error if group_id else ErrorCode.INVALID_GROUP_ID,
+                "group_id": group_id,
+                "group_state": GroupState.DEAD.value,
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+            group = manager.groups.get(group_id) if manager is not None else None
+            if group is not None:
+                stable = group.state == GroupState.STABLE
+                entry.update(
+                    group_state=group.state.value,
+                    protocol_type=group.protocol_type or "",
+                    protocol_data=(
+                        group.protocol_name or ""
+                        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+                        else ""
+                    ),
+                    members=[
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": (
+                                m.metadata_for(group.protocol_name or "") if stable else b""
+                            ),
+                            "member_assignment": m.assignment if stable else b"",
+                        }
+                        for m in group.members.values()
+                    ],
+                )
+            results.append(entry)
+        return self._respond(header, {"groups": results})
+
+    def handle_delete_groups(self, header: RequestHeader, body: Any) -> Any:
+        async def run() -> Any:
+            results = []
+            for raw_id in body.groups_names:
+                group_id = str(raw_id)
+                p, manager, error = (
+                    self._lookup(group_id) if group_id else (-1, None, ErrorCode.INVALID_GROUP_ID)
+                )
+                if manager is not None:
+                    error, tps = manager.delete_group(group_id, now_ms())
+                    if error == ErrorCode.NONE:
+                        entries: list[tuple[bytes, bytes | None]] = [
+                            (offset_key(group_id, tp), None) for tp in tps
+                        ]
+                        entries.append((group_key(group_id), None))
+                        error = await self._append(p, entries)
+                results.append({"group_id": group_id, "error_code": error})
+            return self._respond(header, {"results": results})
+
+        return asyncio.ensure_future(run())
+
+    def handle_offset_delete(self, header: RequestHeader, body: Any) -> Any:
+        group_id = str(body.group_id)
+        tps = [
+            TopicPartition(str(t.name), int(p.partition_index))
+            for t in body.topics
+            for p in t.partitions
+        ]
+
+        def response(error: ErrorCode, errors: Mapping[TopicPartition, ErrorCode]) -> Any:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp, e in errors.items():
+                topics.setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "error_code": e}
+                )
+            return self._respond(
+                header,
+                {
+                    "error_code": error,
+                    "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()],
+                },
+            )
+
+        p, manager, error = (
+            self._lookup(group_id) if group_id else (-1, None, ErrorCode.INVALID_GROUP_ID)
+        )
+        if manager is None:
+            return response(error, {})
+        error, errors = manager.offset_delete_check(group_id, tps)
+        deletable = [tp for tp, e in errors.items() if e == ErrorCode.NONE]
+        if error != ErrorCode.NONE or not deletable:
+            return response(error, errors)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        appended = self._append(p, [(offset_key(group_id, tp), None) for tp in deletable])
+
+        def written(f: asyncio.Future[ErrorCode]) -> None:
+            code = f.result()
+            if code == ErrorCode.NONE:
+                manager.apply_offsets(group_id, dict.fromkeys(deletable))
+            else:
+                for tp in deletable:
+                    errors[tp] = code
+            if not future.done():
+                future.set_result(response(ErrorCode.NONE, errors))
+
+        appended.add_done_callback(written)
+        return future
+
+
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "client_host"]
