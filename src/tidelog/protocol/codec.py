@@ -23,8 +23,9 @@ Theory of operation:
    + empty tagged fields. Every encoder returns the whole frame, size prefix included.
 5. kio refuses writable buffers: frames are ``bytes`` (``FrameDecoder`` returns bytes).
 
-Schemas take ~1 s to build; ``warm_up`` builds them for a version table at start-up so the
-first request does not pay for it. Without it they are built on first use and cached.
+Schemas take seconds of CPU to build for a whole version table (about 25 ms per API version);
+``warm_up_steps`` builds them one at a time so a server can do it in the background after it
+starts listening. A codec not yet built is built on first use and cached.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import datetime
 import io
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -149,15 +150,24 @@ def _response_codec(api_key: int, api_version: int) -> _BodyCodec | None:
 def warm_up(table: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) -> int:
     """Build request and response codecs for every version in ``table``; returns how many.
 
-    Call at start-up (it takes about a second for the default table).
+    Takes several seconds of CPU for the whole table (kio builds its schema dataclasses on
+    import); a server should use ``warm_up_steps`` in the background instead.
     """
-    count = 0
-    for api_key, (low, high) in table.items():
-        for version in range(low, high + 1):
-            if _request_codec(api_key, version) is not None:
-                count += 1
+    return sum(warm_up_steps(table))
+
+
+def warm_up_steps(table: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) -> Iterator[int]:
+    """Build the codecs of ``table`` one (api, version) at a time, newest versions first
+    (the ones current clients send), yielding 1 for each request codec built, so a caller
+    can interleave the work with serving. Codecs not yet built are built on first use."""
+    for version_rank in range(max((high - low for low, high in table.values()), default=-1) + 1):
+        for api_key, (low, high) in table.items():
+            version = high - version_rank
+            if version < low:
+                continue
+            built = _request_codec(api_key, version) is not None
             _response_codec(api_key, version)
-    return count
+            yield int(built)
 
 
 # --- requests (server side) ------------------------------------------------------------

@@ -27,7 +27,7 @@ from tidelog.protocol.codec import (
     decode_request,
     encode_api_versions_fallback,
     encode_response,
-    warm_up,
+    warm_up_steps,
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis import KafkaApis
@@ -186,7 +186,6 @@ class Broker:
         self.apis.load_topics(self.log_manager.high_watermarks())
         self.groups = GroupCoordinator(self.apis)
         self.apis.handlers.update(self.groups.handlers())
-        warm_up(self.supported)
         self.dispatcher = Dispatcher(self.apis, self.supported)
 
     def _open_cluster(self) -> None:
@@ -208,7 +207,6 @@ class Broker:
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         self.groups = GroupCoordinator(self.apis, self.node)
         self.apis.handlers.update(self.groups.handlers())
-        warm_up(self.supported)
         self.dispatcher = Dispatcher(self.apis, self.supported)
 
     async def start(self) -> None:
@@ -233,6 +231,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
+        self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
         self.groups.start()
         if self.node is not None:
             await self.node.start(self.bound_port)
@@ -243,6 +242,17 @@ class Broker:
             self.bound_port,
             len(self.metadata.topics),
         )
+
+    async def _warm_up_codecs(self) -> None:
+        """Build the protocol codecs one at a time after the listener is up: start-up and
+        readiness do not wait seconds of CPU for it, and requests are served in between
+        (a codec a request needs before its turn is built on the spot)."""
+        started = time.monotonic()
+        count = 0
+        for built in warm_up_steps(self.supported):
+            count += built
+            await asyncio.sleep(0)
+        log.debug("built %d request codecs in %.1f s", count, time.monotonic() - started)
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
