@@ -2,6 +2,6 @@
 
 import sys
 
-from tidelog.cli.main import main
+from tidelog.cli.main import console
 
-sys.exit(main())
+sys.exit(console())

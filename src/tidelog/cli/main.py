@@ -78,5 +78,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def console() -> int:
+    """The ``tidelog`` console script and ``python -m tidelog``: a process of its own.
+
+    kio registers Hypothesis strategies for its types whenever ``hypothesis`` is importable
+    (it is, in a dev venv), which costs every broker and CLI process ~0.2 s of start-up
+    CPU for nothing. A process that is only tidelog marks the module absent before kio is
+    imported; code that calls ``main`` in-process (tests) is left alone.
+    """
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())
