@@ -1,0 +1,56 @@
+"""The orders job as declarative pipeline definitions (spark-pipelines imports this file
+with ``spark`` — a Spark Connect session — in its globals).
+
+Reads the ``tidelog`` stream named by ``TIDELOG_BOOTSTRAP`` / ``TIDELOG_ORDERS_TOPIC``
+(environment: the CLI imports this file in its own Python process), parses the JSON
+orders, and keeps revenue per category per 1-minute event-time window (watermark 2
+minutes) in the streaming table ``revenue_per_minute``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pyspark import pipelines as dp
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
+
+import tidelog.spark
+
+spark: Any = globals()["spark"]  # injected by spark-pipelines
+tidelog.spark.register(spark)
+
+BOOTSTRAP = os.environ["TIDELOG_BOOTSTRAP"]
+ORDERS_TOPIC = os.environ.get("TIDELOG_ORDERS_TOPIC", "orders")
+SCHEMA = "order_id STRING, customer STRING, category STRING, amount_cents LONG, event_time_ms LONG"
+
+
+def orders() -> DataFrame:
+    """The orders stream: parsed JSON with an event-time column."""
+    return (
+        spark.readStream.format("tidelog")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", ORDERS_TOPIC)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("o"))
+        .select("o.*")
+        .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+    )
+
+
+@dp.table(comment="Revenue per category per minute of event time (finished windows only).")
+def revenue_per_minute() -> DataFrame:
+    return (
+        orders()
+        .withWatermark("event_time", "2 minutes")
+        .groupBy(F.window("event_time", "1 minute"), "category")
+        .agg(F.sum("amount_cents").alias("revenue_cents"), F.count("*").alias("orders"))
+        .select(
+            F.unix_millis(F.col("window.start")).alias("window_start_ms"),
+            "category",
+            "revenue_cents",
+            "orders",
+        )
+    )
