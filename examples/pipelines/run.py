@@ -1,7 +1,7 @@
 """Run the orders job as a Spark Declarative Pipeline (``spark-pipelines run``) and verify it.
 
 1. Uses ``--bootstrap`` or starts one standalone broker (``LocalCluster``, no ZooKeeper)
-   under ``--dir`` (default ``.tidelog-pipeline``), stopped at the end by its PID.
+   under ``--dir`` (default ``.tidelog/pipeline``), stopped at the end by its PID.
 2. Writes ``--orders`` orders (examples/orders_pipeline.py's generator, acks=all) and the
    heartbeat that closes every window, to a fresh topic.
 3. Runs ``spark-pipelines run --spec examples/pipelines/spark-pipeline.yml`` (this
@@ -160,7 +160,7 @@ def run_cli(command: list[str], env: dict[str, str], cwd: Path) -> tuple[int, bo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--bootstrap", help="use these brokers instead of starting one")
-    parser.add_argument("--dir", type=Path, default=Path(".tidelog-pipeline"))
+    parser.add_argument("--dir", type=Path, default=Path(".tidelog/pipeline"))
     parser.add_argument("--orders", type=int, default=3000)
     parser.add_argument("--minutes", type=int, default=5)
     args = parser.parse_args(argv)
