@@ -30,8 +30,9 @@ from tests.integration.cluster.helpers import create_topic
 from tests.spark.conftest import read_all, unique
 
 # 1.7 min (load average ~1) to 3.7 min (~6) on this 2-core machine, Spark's start-up
-# included; at ~16 Spark's Python planner missed its fixed 10 s connect-back before any
-# broker was touched. Run with `-m slow` (see docs/spark.md).
+# included. At load 8-16 (other jobs) it failed twice before the kill: a query's Python
+# planner missed Spark's fixed 10 s connect-back ("Python worker failed to connect
+# back"). Run with `-m slow` on a quiet machine (see docs/spark.md).
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 SOURCE_PARTITIONS = 2
