@@ -496,8 +496,9 @@ class SparkChaos:
             if queries[0].exception() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the streaming query processed no micro-batch with input")
             time.sleep(0.1)
-        if not generator.is_alive():
-            raise RuntimeError("the generator finished before the query's first micro-batch")
+        # On a loaded machine the first micro-batch can come after the generator finished:
+        # the kill then lands while the query still runs, maybe caught up (reported).
+        self.report["generator_alive_at_kill"] = generator.is_alive()
         victim = leader_of(bootstrap, 0, SPARK_ORDERS_TOPIC)
         self.report["victim"] = victim
         self.report["victim_partitions"] = victim_partitions(bootstrap, victim, SPARK_ORDERS_TOPIC)
@@ -509,7 +510,8 @@ class SparkChaos:
         print(
             f"  SIGKILL broker {victim} (leader of {SPARK_ORDERS_TOPIC}-0) after "
             f"{self.report['batches_before_kill']} micro-batches, generator at "
-            f"{self.report['acked_at_kill']} acknowledged orders",
+            f"{self.report['acked_at_kill']} acknowledged orders"
+            + ("" if self.report["generator_alive_at_kill"] else " (generator already done)"),
             flush=True,
         )
         wait_leader_moved(bootstrap, SPARK_ORDERS_TOPIC, 0, victim)

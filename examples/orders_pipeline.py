@@ -194,6 +194,7 @@ def start_job(
         .trigger(processingTime="1 second")
         .start()
     )
+    wait_sources_initialized(parquet)
     topic = (
         revenue.select(
             F.concat_ws("|", F.col("window_start_ms").cast("string"), "category").alias("key"),
@@ -210,6 +211,20 @@ def start_job(
         .start()
     )
     return [parquet, topic]
+
+
+def wait_sources_initialized(query: Any, timeout_s: float = 120.0) -> None:
+    """Until ``query`` has set up its source (its Python planner process is running).
+
+    Each streaming query from a Python data source starts a planner process that must
+    connect back to the JVM within Spark's fixed 10 s; two starting at once on a loaded
+    2-core machine missed that ("Python worker failed to connect back"), so the second
+    query starts only after the first one's planner is up."""
+    deadline = time.monotonic() + timeout_s
+    while query.status["message"] == "Initializing sources" and time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(f"query {query.name or query.id} failed: {query.exception()}")
+        time.sleep(0.2)
 
 
 def read_topic_windows(spark: Any, bootstrap: str, topic: str) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 Spark's Python workers must run this interpreter (``PYSPARK_PYTHON``), which has pyarrow
 and tidelog (editable install) — see docs/spark.md. The session's JVM is stopped by its
-PID at the end.
+PID at the end. The cluster tests (test_failover.py) reuse the integration tests' real
+ZooKeeper fixtures (``zookeeper`` per session, ``zk_connect`` with a chroot per test).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.harness import BrokerProcess
+from tests.integration.conftest import zk_connect, zookeeper  # noqa: F401 - fixtures
 from tidelog.client import BlockingClient, NewTopic, Record, build_batch, decode_records
 from tidelog.client.client import FetchRequestPartition
 from tidelog.errors import ErrorCode
