@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast demo soak chaos bench bench-micro bench-storage clean
+.PHONY: all venv lint test test-fast demo pipeline soak chaos bench bench-micro bench-storage clean
 
 all: test
 
@@ -27,6 +27,11 @@ test-fast: venv
 
 demo: venv
 	$(BIN)/python examples/demo.py
+
+# The orders job as a Spark Declarative Pipeline (`spark-pipelines run`), verified (issue 6).
+pipeline: venv
+	@bash scripts/bootstrap.sh spark bench pipelines
+	$(BIN)/python examples/pipelines/run.py
 
 # Long simulator sweep (issue 4): many seeds; prints any failing seed with its replay command.
 soak: venv
