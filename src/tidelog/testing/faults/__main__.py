@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=None)
     parser.add_argument("--kinds", default=",".join(ALL_KINDS), help="comma-separated")
     parser.add_argument("--dir", type=Path, default=None, help="keep the cluster's files here")
+    parser.add_argument(
+        "--time-limit", type=float, default=None, help="stop injecting faults after N seconds"
+    )
     args = parser.parse_args(args_list)
     kinds = tuple(k for k in args.kinds.split(",") if k)
     unknown = sorted(set(kinds) - set(ALL_KINDS))
@@ -33,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds=kinds,
         directory=args.dir,
         keep_directory=args.dir is not None,
+        time_limit_s=args.time_limit,
     )
     result = run(config, log=print_err)
     print(result.findings.summary())

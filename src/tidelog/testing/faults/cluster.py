@@ -155,14 +155,30 @@ class FaultCluster(LocalCluster):
         md = self.metadata([])
         return None if md is None or md.controller_id < 0 else md.controller_id
 
+    def metadata_of(self, broker_id: int, topics: list[str]) -> ClusterMetadata | None:
+        """Metadata as one broker's cache has it (None when it does not answer)."""
+        try:
+            with BlockingClient(self.broker(broker_id).bootstrap, request_timeout_s=3.0) as c:
+                return c.metadata(topics)
+        except (ClientError, OSError, TimeoutError):
+            return None
+
     def healthy(self, topic: str) -> bool:
-        """Every broker reachable and in the ISR of every partition it replicates."""
+        """Every broker reachable and in the ISR of every partition it replicates, as EVERY
+        broker's metadata says: a broker back from a partition may still hold a stale cache
+        (the controller sends nothing to a broker it thinks dead)."""
         if len(self.reachable()) != len(self.broker_ids):
             return False
-        parts = self.partitions(topic)
-        return bool(parts) and all(
-            p.leader_id >= 0 and set(p.isr) == set(p.replicas) for p in parts.values()
-        )
+        for broker_id in self.broker_ids:
+            md = self.metadata_of(broker_id, [topic])
+            if md is None or topic not in md.topics or not md.topics[topic].partitions:
+                return False
+            if len(md.brokers) != len(self.broker_ids):
+                return False
+            for p in md.topics[topic].partitions.values():
+                if p.leader_id < 0 or set(p.isr) != set(p.replicas):
+                    return False
+        return True
 
     def wait_healthy(self, topic: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidelog.cli.launcher import ClusterError
 from tidelog.testing.faults.cluster import FaultCluster
 
 ALL_KINDS: tuple[str, ...] = (
@@ -92,6 +93,16 @@ class Nemesis:
         self.t = timings
         self.log = log
         self.records: list[FaultRecord] = []
+        #: Brokers that did not stop or start when told to (with their exit codes).
+        self.harness_errors: list[str] = []
+
+    def exit_codes(self) -> dict[int, int | None]:
+        """Exit status of every broker process this harness started and saw exit."""
+        return {
+            pid: child.returncode
+            for pid, child in self.cluster._children.items()
+            if child.poll() is not None
+        }
 
     def kinds(self) -> list[str]:
         return [k for k in ALL_KINDS if k != "disk_full" or self.cluster.tmpfs_mount is not None]
@@ -113,7 +124,14 @@ class Nemesis:
 
     def run_one(self, index: int, kind: str) -> FaultRecord:
         start = time.monotonic()
-        target, detail = getattr(self, f"_{kind}")()
+        try:
+            target, detail = getattr(self, f"_{kind}")()
+        except ClusterError as exc:
+            # A broker that would not stop or start (reported, then healed by restarting).
+            first_line = str(exc).splitlines()[0]
+            target, detail = None, f"harness: {first_line}; exit codes {self.exit_codes()}"
+            self.harness_errors.append(f"fault {index} ({kind}): {detail}")
+            self.heal_all()
         healed = time.monotonic()
         healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
         if not healthy:
@@ -174,18 +192,28 @@ class Nemesis:
     def _pause_long(self) -> tuple[int | None, str]:
         return self._pause(self.rng.uniform(self.t.session_s * 1.2, self.t.session_s * 1.6))
 
+    def _clean_stop(self, broker: int) -> str:
+        """SIGTERM and wait (the launcher SIGKILLs after 30 s); says how long it took."""
+        begin = time.monotonic()
+        self.cluster.stop_broker(broker)
+        took = time.monotonic() - begin
+        if took > 20.0:
+            self.harness_errors.append(f"broker {broker}: SIGTERM shutdown took {took:.0f}s")
+        return f"stopped in {took:.1f}s"
+
     def _restart_clean(self) -> tuple[int | None, str]:
         broker = self._random_broker()
-        self.cluster.stop_broker(broker)
+        stopped = self._clean_stop(broker)
         self.cluster.start_broker(broker)
-        return broker, "SIGTERM + start"
+        return broker, f"SIGTERM ({stopped}) + start"
 
     def _rolling_restart(self) -> tuple[int | None, str]:
+        stops = []
         for broker in self.cluster.broker_ids:
-            self.cluster.stop_broker(broker)
+            stops.append(self._clean_stop(broker))
             self.cluster.start_broker(broker)
             self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
-        return None, "every broker SIGTERM + start in turn"
+        return None, "every broker SIGTERM + start in turn (" + ", ".join(stops) + ")"
 
     def _partition_zk(self) -> tuple[int | None, str]:
         broker = self._random_broker()
@@ -253,7 +281,15 @@ class Nemesis:
             if state == "paused":
                 self.cluster.resume_broker(broker)
             elif state == "stopped":
-                self.cluster.start_broker(broker)
+                for attempt in range(3):
+                    try:
+                        self.cluster.start_broker(broker)
+                        break
+                    except ClusterError as exc:
+                        self.harness_errors.append(
+                            f"start of broker {broker} (attempt {attempt + 1}) failed: "
+                            f"{str(exc).splitlines()[0]}"
+                        )
 
 
 def fill(path: Path) -> int:

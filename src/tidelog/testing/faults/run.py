@@ -50,6 +50,8 @@ class RunConfig:
     tmpfs_size: str = "64m"
     directory: Path | None = None
     keep_directory: bool = False
+    #: Stop scheduling faults after this many seconds (the report says how many ran).
+    time_limit_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -138,6 +140,9 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         rest = [k for k in (config.rest_kinds or available) if k in available]
         schedule = rng.sample(available, len(available)) if config.cover_all_first else []
         for i in range(config.faults):
+            if config.time_limit_s is not None and time.monotonic() - started > config.time_limit_s:
+                log(f"time limit reached after {i} faults")
+                break
             kind = schedule[i] if i < len(schedule) else rng.choice(rest)
             nemesis.run_one(i, kind)
             time.sleep(rng.uniform(*config.gap_s))
@@ -179,6 +184,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             for r in nemesis.records
             if not r.healthy
         )
+        result.notes.extend(nemesis.harness_errors)
         for c in consumers:
             result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
         return result
