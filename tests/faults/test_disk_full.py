@@ -34,6 +34,7 @@ def _until(what: str, predicate: object, timeout_s: float = 45.0) -> None:
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
+@pytest.mark.slow  # ~1-2 min; the short run in make test includes disk_full faults
 def test_full_log_dir_refuses_writes_with_storage_error_and_recovers(tmp_path: Path) -> None:
     cluster = FaultCluster(
         tmp_path / "cluster",

@@ -44,6 +44,7 @@ def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) ->
     assert result.findings.lost_count == 0
 
 
+@pytest.mark.slow  # ~2 min (three session timeouts); the checker's unit tests run in make test
 def test_unclean_election_loses_acknowledged_records_and_the_checker_reports_them(
     tmp_path: Path,
 ) -> None:

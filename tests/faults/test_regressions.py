@@ -27,6 +27,7 @@ def _wait(cluster: FaultCluster, what: str, predicate: object, timeout_s: float 
     )
 
 
+@pytest.mark.slow  # ~1.5 min (two session expiries)
 def test_leader_after_session_expiry_can_still_change_its_isr(tmp_path: Path) -> None:
     """A broker whose ZooKeeper session expired registers again with a new broker epoch
     (czxid). It used to keep sending the old epoch in AlterPartition, so as a leader it
