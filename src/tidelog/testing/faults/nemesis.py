@@ -21,7 +21,8 @@ rolling_restart    SIGTERM and restart every broker in turn, each awaited health
 partition_zk       cut one broker's link to ZooKeeper for 1 s .. 1.5 session, heal
 isolate_broker     cut every client's and peer's link to one broker for 1-6 s, heal
 torn_tail          SIGKILL a broker, truncate one partition's active segment at a random
-                   byte while it is down (a torn write), restart it
+                   byte at or above its recovery point while it is down (a torn write of
+                   what was not fsynced), restart it
 disk_full          fill the tmpfs log dir of the tmpfs broker, hold 2-5 s, free it; a broker
                    that did not recover by itself within a few seconds is restarted
 =================  ==========================================================================
@@ -33,6 +34,7 @@ import contextlib
 import errno
 import os
 import random
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,8 @@ from pathlib import Path
 
 from tidelog.cli.launcher import ClusterError
 from tidelog.testing.faults.cluster import FaultCluster
+
+_BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 
 ALL_KINDS: tuple[str, ...] = (
     "kill_leader",
@@ -239,13 +243,24 @@ class Nemesis:
         detail = "SIGKILL, nothing to tear"
         dirs = sorted(self.cluster.log_dir(broker).glob(f"{self.topic}-*"))
         if dirs:
-            segments = sorted(self.rng.choice(dirs).glob("*.log"))
+            partition_dir = self.rng.choice(dirs)
+            segments = sorted(partition_dir.glob("*.log"))
             if segments:
+                # A crash can only tear what was not fsynced: the bytes at or above the
+                # recovery point (rule 5 of tidelog.storage.log; below it a torn file is
+                # lost fsynced data, which the broker refuses to serve: log offline).
                 active = segments[-1]
                 size = active.stat().st_size
-                cut = self.rng.randrange(size) if size else 0
-                os.truncate(active, cut)
-                detail = f"SIGKILL, {active.parent.name}/{active.name} torn at {cut} of {size}"
+                floor = unflushed_position(active, recovery_point(partition_dir))
+                if floor < size:
+                    cut = self.rng.randrange(floor, size)
+                    os.truncate(active, cut)
+                    detail = (
+                        f"SIGKILL, {partition_dir.name}/{active.name} torn at {cut} of {size} "
+                        f"(unflushed from {floor})"
+                    )
+                else:
+                    detail = f"SIGKILL, {partition_dir.name}: nothing unflushed to tear"
         time.sleep(self.rng.uniform(0.2, 1.0))
         self.cluster.start_broker(broker)
         return broker, detail
@@ -308,3 +323,31 @@ def fill(path: Path) -> int:
                     break
                 chunk = chunk[: len(chunk) // 2]
     return written
+
+
+def recovery_point(partition_dir: Path) -> int:
+    """The partition's checkpointed recovery point (0 when unknown)."""
+    topic, _, partition = partition_dir.name.rpartition("-")
+    path = partition_dir.parent / "recovery-point-offset-checkpoint"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    for line in lines[2:]:
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == topic and fields[1] == partition:
+            return int(fields[2])
+    return 0
+
+
+def unflushed_position(segment: Path, recovery_offset: int) -> int:
+    """Byte position in ``segment`` of the first batch at or above ``recovery_offset``
+    (the file size when there is none)."""
+    data = segment.read_bytes()
+    pos = 0
+    while pos + _BATCH_PREFIX.size <= len(data):
+        base, length = _BATCH_PREFIX.unpack_from(data, pos)
+        if base >= recovery_offset or length <= 0:
+            return pos
+        pos += _BATCH_PREFIX.size + length
+    return len(data)
