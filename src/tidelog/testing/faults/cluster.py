@@ -92,6 +92,13 @@ class FaultCluster(LocalCluster):
             proxy.heal()
         with contextlib.suppress(ClusterError):
             super().stop(timeout_s)
+        # Any child of ours still running (a start that was given up on): by its own PID.
+        for pid, child in list(self._children.items()):
+            if child.poll() is None:
+                child.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(10)
+            self._children.pop(pid, None)
         for proxy in (*self.broker_proxy.values(), *self.zk_proxy.values()):
             proxy.close()
         self.broker_proxy.clear()
@@ -167,18 +174,26 @@ class FaultCluster(LocalCluster):
         """Every broker reachable and in the ISR of every partition it replicates, as EVERY
         broker's metadata says: a broker back from a partition may still hold a stale cache
         (the controller sends nothing to a broker it thinks dead)."""
-        if len(self.reachable()) != len(self.broker_ids):
-            return False
+        return self.unhealthy_because(topic) is None
+
+    def unhealthy_because(self, topic: str) -> str | None:
+        """Why the cluster is not healthy (None when it is); see ``healthy``."""
+        reachable = self.reachable()
+        if len(reachable) != len(self.broker_ids):
+            return f"reachable brokers {reachable}"
         for broker_id in self.broker_ids:
             md = self.metadata_of(broker_id, [topic])
             if md is None or topic not in md.topics or not md.topics[topic].partitions:
-                return False
+                return f"broker {broker_id}: no metadata for {topic}"
             if len(md.brokers) != len(self.broker_ids):
-                return False
+                return f"broker {broker_id} sees brokers {sorted(md.brokers)}"
             for p in md.topics[topic].partitions.values():
                 if p.leader_id < 0 or set(p.isr) != set(p.replicas):
-                    return False
-        return True
+                    return (
+                        f"broker {broker_id} sees {topic}-{p.partition} leader {p.leader_id} "
+                        f"isr {sorted(p.isr)}"
+                    )
+        return None
 
     def wait_healthy(self, topic: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

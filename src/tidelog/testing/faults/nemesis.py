@@ -132,14 +132,15 @@ class Nemesis:
             target, detail = getattr(self, f"_{kind}")()
         except ClusterError as exc:
             # A broker that would not stop or start (reported, then healed by restarting).
-            first_line = str(exc).splitlines()[0]
-            target, detail = None, f"harness: {first_line}; exit codes {self.exit_codes()}"
+            said = " | ".join(line for line in str(exc).splitlines()[-3:] if line.strip())
+            target, detail = None, f"harness: {said}; exit codes {self.exit_codes()}"
             self.harness_errors.append(f"fault {index} ({kind}): {detail}")
             self.heal_all()
         healed = time.monotonic()
         healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
         if not healthy:
-            detail += "; not healthy after the heal timeout: restarting what is down"
+            why = self.cluster.unhealthy_because(self.topic)
+            detail += f"; not healthy after the heal timeout ({why}): restarting what is down"
             self.heal_all()
             healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
         record = FaultRecord(index, kind, target, start, healed, time.monotonic(), healthy, detail)
@@ -303,7 +304,7 @@ class Nemesis:
                     except ClusterError as exc:
                         self.harness_errors.append(
                             f"start of broker {broker} (attempt {attempt + 1}) failed: "
-                            f"{str(exc).splitlines()[0]}"
+                            + " | ".join(str(exc).splitlines()[-2:])
                         )
 
 

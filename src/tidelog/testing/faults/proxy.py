@@ -76,6 +76,12 @@ class LinkProxy:
                 up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
             except OSError:
                 return
+            if up_writer.get_extra_info("sockname") == up_writer.get_extra_info("peername"):
+                # TCP self-connect: the target is down and the kernel picked its port as our
+                # ephemeral source port. Holding it would keep the broker from binding its
+                # listener on restart ("address already in use"): let go at once.
+                up_writer.transport.abort()
+                return
             self._writers.add(up_writer)
             try:
                 await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
