@@ -24,7 +24,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidelog.cli.launcher import BrokerInfo, ClusterError, LocalCluster
+from tidelog.cli.launcher import (
+    BrokerInfo,
+    ClusterError,
+    LocalCluster,
+    ProcessState,
+    process_state,
+)
 from tidelog.client import BlockingClient, ClientError, ClusterMetadata
 from tidelog.client.client import PartitionMetadata
 from tidelog.testing.faults.proxy import LinkProxy, ProxyLoop
@@ -111,6 +117,20 @@ class FaultCluster(LocalCluster):
         if self.tmpfs_mount is not None:
             subprocess.run(["umount", "-l", str(self.tmpfs_mount)], check=False)
             self.tmpfs_mount = None
+
+    def broker_state(self, broker_id: int) -> ProcessState:
+        """As ``LocalCluster.broker_state``, but a child of ours that has not exited is never
+        "stopped": right after ``Popen`` returns, ``/proc/<pid>/cmdline`` may still show our
+        own command line (the kernel closes the exec error pipe before it installs the new
+        arguments), and the launcher's check then took a starting broker for an exited one
+        ("exited during start-up" with nothing in its log)."""
+        info = self.broker(broker_id)
+        child = self._children.get(info.pid or -1)
+        if child is None:
+            return super().broker_state(broker_id)
+        if child.poll() is not None:
+            return "stopped"
+        return "paused" if process_state(info.pid, "") == "paused" else "running"
 
     # -- observation --------------------------------------------------------------------------
 
