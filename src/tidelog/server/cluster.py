@@ -49,7 +49,7 @@ from tidelog.controller.controller import (
     create_partitions,
     create_topic,
 )
-from tidelog.controller.zk import LiveBroker, Watch, ZkClient, ZkError
+from tidelog.controller.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
 from tidelog.controller.znodes import CONFIG_CHANGES_PATH, BrokerRegistration, EndPoint
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
@@ -623,6 +623,11 @@ class ClusterNode:
         )
         self.broker_epoch = await self.zk.register_broker(registration)
         log.info("broker %d registered, broker epoch %d", self.broker_id, self.broker_epoch)
+        # After a session expiry the registration is redone with a new czxid: requests to
+        # the controller (AlterPartition, ControlledShutdown) must carry the new broker
+        # epoch, or the controller answers STALE_BROKER_EPOCH forever (found by the fault
+        # harness, issue 7: a leader could never change its ISR again).
+        self.zk.add_session_listener(self._on_session_event)
         self.controller = Controller(
             self.zk,
             self.broker_id,
@@ -637,6 +642,11 @@ class ClusterNode:
             CONFIG_CHANGES_PATH, lambda _children: self._config_changed.set()
         )
         self._tasks.append(asyncio.get_running_loop().create_task(self._config_loop()))
+
+    def _on_session_event(self, event: SessionEvent, broker_epoch: int | None) -> None:
+        if event is SessionEvent.REESTABLISHED and broker_epoch is not None:
+            log.info("broker %d re-registered, broker epoch %d", self.broker_id, broker_epoch)
+            self.broker_epoch = broker_epoch
 
     async def _config_loop(self) -> None:
         """Re-read the overrides of every known topic after a change notification and apply

@@ -266,6 +266,17 @@ class ReplicaManager:
                 log.info("produce to %s refused: %s", tp, exc)
                 results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
                 continue
+            except OSError as exc:
+                # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
+                # (56, retriable) for this partition, not a dropped connection. The segment
+                # only counts what was written whole (``LogSegment.append`` advances its size
+                # after the write), so the next append rewrites the same position.
+                log.warning("produce to %s failed on its log dir: %s", tp, exc)
+                results[tp] = (
+                    ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
+                    -1,
+                )
+                continue
             if info.error != ErrorCode.NONE:
                 # An idempotent producer's batch refused by its sequence/epoch checks: nothing
                 # was written, so the answer must be the error (never a success with offsets).

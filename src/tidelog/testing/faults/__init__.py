@@ -1,0 +1,17 @@
+"""Fault injection against real processes (issue 7): does acks=all with RF=3,
+min.insync.replicas=2 and no unclean election lose an acknowledged record, whatever fails?
+
+- ``cluster``: ``FaultCluster``, ZooKeeper + brokers as real processes (``LocalCluster``),
+  every broker behind a TCP proxy for clients/peers and for ZooKeeper, optionally one log
+  dir on a small tmpfs;
+- ``proxy``: the loopback TCP proxies that cut and heal links;
+- ``workload``: confluent-kafka producers (acks=all) and consumers (assign) recording
+  their histories;
+- ``nemesis``: the faults (kills, pauses, restarts, partitions, torn tails, full disks);
+- ``checker``: lost / moved / vanished / inconsistent / reordered / duplicated records,
+  replicas diverging below the HW, unavailability per fault;
+- ``run``: one run and its Markdown report; ``unclean``: the seed-000 data-loss scenario
+  with ``unclean.leader.election.enable=true``, which the checker must catch.
+
+IO is the point here: this package starts processes, signals them by PID, mounts tmpfs.
+"""

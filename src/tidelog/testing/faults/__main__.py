@@ -1,0 +1,51 @@
+"""``python -m tidelog.testing.faults --faults 500 --seed S --report docs/reliability.md``
+
+Runs the fault-injection harness (see ``tidelog.testing.faults``) and writes the report.
+Exit status 0 when the checker found nothing, 1 otherwise (the findings are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tidelog.testing.faults.nemesis import ALL_KINDS
+from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m tidelog.testing.faults")
+    parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--report", type=Path, default=None)
+    parser.add_argument("--kinds", default=",".join(ALL_KINDS), help="comma-separated")
+    parser.add_argument("--dir", type=Path, default=None, help="keep the cluster's files here")
+    parser.add_argument(
+        "--time-limit", type=float, default=None, help="stop injecting faults after N seconds"
+    )
+    args = parser.parse_args(args_list)
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
+    if unknown:
+        parser.error(f"unknown fault kinds {unknown}; known: {', '.join(ALL_KINDS)}")
+    config = RunConfig(
+        faults=args.faults,
+        seed=args.seed,
+        kinds=kinds,
+        directory=args.dir,
+        keep_directory=args.dir is not None,
+        time_limit_s=args.time_limit,
+    )
+    result = run(config, log=print_err)
+    print(result.findings.summary())
+    if args.report is not None:
+        command = "python -m tidelog.testing.faults " + " ".join(args_list)
+        args.report.write_text(render_report(result, command), encoding="utf-8")
+        print_err(f"report written to {args.report}")
+    return 0 if result.findings.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""The nemesis: faults drawn from a seeded RNG, applied to real processes, then healed.
+
+One fault at a time (RF=3 with min.insync.replicas=2 promises availability with one broker
+faulty, durability while one ISR member survives; the runner waits for a healthy cluster
+between faults, bounded, so each fault's unavailability is its own). Every fault is
+recorded with what it hit and when, so a failing run can be replayed from its seed.
+
+Kinds (durations relative to ``replica.lag.time.max.ms`` = lag and the ZooKeeper session
+timeout = session):
+
+=================  ==========================================================================
+kill_leader        SIGKILL the leader of a random partition, restart it after 0.5-3 s
+kill_follower      SIGKILL a follower of a random partition, restart it after 0.5-3 s
+kill_controller    SIGKILL the active controller (Metadata's controller id), restart
+pause_short        SIGSTOP a broker for less than lag/2, SIGCONT
+pause_lag          SIGSTOP longer than lag, shorter than session (leaves the ISR, keeps its
+                   session), SIGCONT
+pause_long         SIGSTOP longer than session (its session expires: a zombie on SIGCONT)
+restart_clean      SIGTERM a broker (controlled shutdown), start it again
+rolling_restart    SIGTERM and restart every broker in turn, each awaited healthy
+partition_zk       cut one broker's link to ZooKeeper for 1 s .. 1.5 session, heal
+isolate_broker     cut every client's and peer's link to one broker for 1-6 s, heal
+torn_tail          SIGKILL a broker, truncate one partition's active segment at a random
+                   byte at or above its recovery point while it is down (a torn write of
+                   what was not fsynced), restart it
+disk_full          fill the tmpfs log dir of the tmpfs broker, hold 2-5 s, free it; a broker
+                   that did not recover by itself within a few seconds is restarted
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.cli.launcher import ClusterError
+from tidelog.testing.faults.cluster import FaultCluster
+
+_BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+
+ALL_KINDS: tuple[str, ...] = (
+    "kill_leader",
+    "kill_follower",
+    "kill_controller",
+    "pause_short",
+    "pause_lag",
+    "pause_long",
+    "restart_clean",
+    "rolling_restart",
+    "partition_zk",
+    "isolate_broker",
+    "torn_tail",
+    "disk_full",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    session_s: float
+    lag_s: float
+    heal_timeout_s: float = 45.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    index: int
+    kind: str
+    target: int | None
+    start: float  # time.monotonic()
+    healed: float  # when the heal action finished
+    settled: float  # when the cluster was healthy again (or the wait gave up)
+    healthy: bool
+    detail: str
+
+
+class Nemesis:
+    """Applies faults to a ``FaultCluster`` for one topic; see the module docstring."""
+
+    def __init__(
+        self,
+        cluster: FaultCluster,
+        topic: str,
+        rng: random.Random,
+        timings: Timings,
+        log: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.rng = rng
+        self.t = timings
+        self.log = log
+        self.records: list[FaultRecord] = []
+        #: Brokers that did not stop or start when told to (with their exit codes).
+        self.harness_errors: list[str] = []
+
+    def exit_codes(self) -> dict[int, int | None]:
+        """Exit status of every broker process this harness started and saw exit."""
+        return {
+            pid: child.returncode
+            for pid, child in self.cluster._children.items()
+            if child.poll() is not None
+        }
+
+    def kinds(self) -> list[str]:
+        return [k for k in ALL_KINDS if k != "disk_full" or self.cluster.tmpfs_mount is not None]
+
+    # -- targets ------------------------------------------------------------------------------
+
+    def _random_broker(self) -> int:
+        return self.rng.choice(self.cluster.broker_ids)
+
+    def _leader_and_followers(self) -> tuple[int | None, list[int]]:
+        parts = self.cluster.partitions(self.topic)
+        if not parts:
+            return None, []
+        p = parts[self.rng.choice(sorted(parts))]
+        leader = p.leader_id if p.leader_id >= 0 else None
+        return leader, [r for r in p.replicas if r != p.leader_id]
+
+    # -- the faults ---------------------------------------------------------------------------
+
+    def run_one(self, index: int, kind: str) -> FaultRecord:
+        start = time.monotonic()
+        try:
+            target, detail = getattr(self, f"_{kind}")()
+        except ClusterError as exc:
+            # A broker that would not stop or start (reported, then healed by restarting).
+            said = " | ".join(line for line in str(exc).splitlines()[-3:] if line.strip())
+            target, detail = None, f"harness: {said}; exit codes {self.exit_codes()}"
+            self.harness_errors.append(f"fault {index} ({kind}): {detail}")
+            self.heal_all()
+        healed = time.monotonic()
+        healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+        if not healthy:
+            why = self.cluster.unhealthy_because(self.topic)
+            detail += f"; not healthy after the heal timeout ({why}): restarting what is down"
+            self.heal_all()
+            healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+        record = FaultRecord(index, kind, target, start, healed, time.monotonic(), healthy, detail)
+        self.records.append(record)
+        self.log(
+            f"fault {index:4d} {kind:16s} broker {target} {detail} "
+            f"(heal {healed - start:.1f}s, healthy {record.settled - healed:.1f}s later: {healthy})"
+        )
+        return record
+
+    def _down_for(self) -> float:
+        return self.rng.uniform(0.5, 3.0)
+
+    def _crash_and_restart(self, broker: int) -> None:
+        self.cluster.kill_broker(broker)
+        time.sleep(self._down_for())
+        self.cluster.start_broker(broker)
+
+    def _kill_leader(self) -> tuple[int | None, str]:
+        leader, _ = self._leader_and_followers()
+        if leader is None:
+            return None, "no leader to kill"
+        self._crash_and_restart(leader)
+        return leader, "SIGKILL leader"
+
+    def _kill_follower(self) -> tuple[int | None, str]:
+        _, followers = self._leader_and_followers()
+        if not followers:
+            return None, "no follower to kill"
+        broker = self.rng.choice(followers)
+        self._crash_and_restart(broker)
+        return broker, "SIGKILL follower"
+
+    def _kill_controller(self) -> tuple[int | None, str]:
+        controller = self.cluster.controller()
+        if controller is None:
+            return None, "no controller to kill"
+        self._crash_and_restart(controller)
+        return controller, "SIGKILL controller"
+
+    def _pause(self, seconds: float) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        self.cluster.pause_broker(broker)
+        time.sleep(seconds)
+        self.cluster.resume_broker(broker)
+        return broker, f"SIGSTOP {seconds:.1f}s"
+
+    def _pause_short(self) -> tuple[int | None, str]:
+        return self._pause(self.rng.uniform(0.2, self.t.lag_s / 2))
+
+    def _pause_lag(self) -> tuple[int | None, str]:
+        return self._pause(self.rng.uniform(self.t.lag_s * 1.2, self.t.session_s * 0.8))
+
+    def _pause_long(self) -> tuple[int | None, str]:
+        return self._pause(self.rng.uniform(self.t.session_s * 1.2, self.t.session_s * 1.6))
+
+    def _clean_stop(self, broker: int) -> str:
+        """SIGTERM and wait (the launcher SIGKILLs after 30 s); says how long it took."""
+        begin = time.monotonic()
+        self.cluster.stop_broker(broker)
+        took = time.monotonic() - begin
+        if took > 20.0:
+            self.harness_errors.append(f"broker {broker}: SIGTERM shutdown took {took:.0f}s")
+        return f"stopped in {took:.1f}s"
+
+    def _restart_clean(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        stopped = self._clean_stop(broker)
+        self.cluster.start_broker(broker)
+        return broker, f"SIGTERM ({stopped}) + start"
+
+    def _rolling_restart(self) -> tuple[int | None, str]:
+        stops = []
+        for broker in self.cluster.broker_ids:
+            stops.append(self._clean_stop(broker))
+            self.cluster.start_broker(broker)
+            self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+        return None, "every broker SIGTERM + start in turn (" + ", ".join(stops) + ")"
+
+    def _partition_zk(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        seconds = self.rng.uniform(1.0, self.t.session_s * 1.5)
+        proxy = self.cluster.zk_proxy[broker]
+        proxy.cut()
+        time.sleep(seconds)
+        proxy.heal()
+        return broker, f"cut from ZooKeeper {seconds:.1f}s"
+
+    def _isolate_broker(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        seconds = self.rng.uniform(1.0, 6.0)
+        proxy = self.cluster.broker_proxy[broker]
+        proxy.cut()
+        time.sleep(seconds)
+        proxy.heal()
+        return broker, f"clients and peers cut from it {seconds:.1f}s"
+
+    def _torn_tail(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        self.cluster.kill_broker(broker)
+        detail = "SIGKILL, nothing to tear"
+        dirs = sorted(self.cluster.log_dir(broker).glob(f"{self.topic}-*"))
+        if dirs:
+            partition_dir = self.rng.choice(dirs)
+            segments = sorted(partition_dir.glob("*.log"))
+            if segments:
+                # A crash can only tear what was not fsynced: the bytes at or above the
+                # recovery point (rule 5 of tidelog.storage.log; below it a torn file is
+                # lost fsynced data, which the broker refuses to serve: log offline).
+                active = segments[-1]
+                size = active.stat().st_size
+                floor = unflushed_position(active, recovery_point(partition_dir))
+                if floor < size:
+                    cut = self.rng.randrange(floor, size)
+                    os.truncate(active, cut)
+                    detail = (
+                        f"SIGKILL, {partition_dir.name}/{active.name} torn at {cut} of {size} "
+                        f"(unflushed from {floor})"
+                    )
+                else:
+                    detail = f"SIGKILL, {partition_dir.name}: nothing unflushed to tear"
+        time.sleep(self.rng.uniform(0.2, 1.0))
+        self.cluster.start_broker(broker)
+        return broker, detail
+
+    def _disk_full(self) -> tuple[int | None, str]:
+        mount = self.cluster.tmpfs_mount
+        broker = self.cluster.tmpfs_broker
+        if mount is None or broker is None:
+            return None, "no tmpfs broker"
+        filler = mount / "filler"
+        fill(filler)
+        time.sleep(self.rng.uniform(2.0, 5.0))
+        state = self.cluster.broker_state(broker)
+        filler.unlink()
+        if state == "stopped":
+            self.cluster.start_broker(broker)
+            return broker, "filled: the broker exited; freed and restarted"
+        if self.cluster.wait_healthy(self.topic, 10.0):
+            return broker, "filled, freed: recovered by itself"
+        self.cluster.stop_broker(broker)
+        self.cluster.start_broker(broker)
+        return broker, "filled, freed: restarted (log dir offline until restart)"
+
+    def heal_all(self) -> None:
+        """Heal every link, resume and start every broker."""
+        for proxy in (*self.cluster.broker_proxy.values(), *self.cluster.zk_proxy.values()):
+            proxy.heal()
+        if self.cluster.tmpfs_mount is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.cluster.tmpfs_mount / "filler").unlink()
+        for broker in self.cluster.broker_ids:
+            state = self.cluster.broker_state(broker)
+            if state == "paused":
+                self.cluster.resume_broker(broker)
+            elif state == "stopped":
+                for attempt in range(3):
+                    try:
+                        self.cluster.start_broker(broker)
+                        break
+                    except ClusterError as exc:
+                        self.harness_errors.append(
+                            f"start of broker {broker} (attempt {attempt + 1}) failed: "
+                            + " | ".join(str(exc).splitlines()[-2:])
+                        )
+
+
+def fill(path: Path) -> int:
+    """Write zeros to ``path`` until the file system is full; returns the bytes written."""
+    written = 0
+    chunk = b"\0" * (1 << 20)
+    with path.open("wb") as out:
+        fd = out.fileno()
+        while True:
+            try:
+                written += os.write(fd, chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[: len(chunk) // 2]
+    return written
+
+
+def recovery_point(partition_dir: Path) -> int:
+    """The partition's checkpointed recovery point (0 when unknown)."""
+    topic, _, partition = partition_dir.name.rpartition("-")
+    path = partition_dir.parent / "recovery-point-offset-checkpoint"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    for line in lines[2:]:
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == topic and fields[1] == partition:
+            return int(fields[2])
+    return 0
+
+
+def unflushed_position(segment: Path, recovery_offset: int) -> int:
+    """Byte position in ``segment`` of the first batch at or above ``recovery_offset``
+    (the file size when there is none)."""
+    data = segment.read_bytes()
+    pos = 0
+    while pos + _BATCH_PREFIX.size <= len(data):
+        base, length = _BATCH_PREFIX.unpack_from(data, pos)
+        if base >= recovery_offset or length <= 0:
+            return pos
+        pos += _BATCH_PREFIX.size + length
+    return len(data)

@@ -1,0 +1,305 @@
+"""One fault-injection run: start the cluster, run the workload, apply N faults from a
+seeded RNG, heal, read everything back, check, report.
+
+``run(RunConfig(...))`` returns a ``RunResult``; ``write_report`` renders it as Markdown
+(``docs/reliability.md``). ``python -m tidelog.testing.faults`` is the command line.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from tidelog.testing.faults.checker import (
+    Findings,
+    check_histories,
+    check_replicas,
+    unavailability,
+)
+from tidelog.testing.faults.cluster import FaultCluster
+from tidelog.testing.faults.nemesis import ALL_KINDS, FaultRecord, Nemesis, Timings
+from tidelog.testing.faults.workload import ConsumerWorker, ProducerWorker, final_read
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    faults: int = 20
+    seed: int = 1
+    brokers: int = 3
+    partitions: int = 3
+    producers: int = 2
+    consumers: int = 2
+    kinds: Sequence[str] = ALL_KINDS
+    #: Every kind once first (in a seeded order), then ``rest_kinds`` (default ``kinds``).
+    cover_all_first: bool = False
+    rest_kinds: Sequence[str] | None = None
+    session_ms: int = 6000
+    lag_ms: int = 2000
+    #: Between two faults (after the cluster is healthy again), uniform in this range.
+    gap_s: tuple[float, float] = (0.2, 1.0)
+    produce_interval_s: float = 0.01
+    tmpfs_size: str = "64m"
+    directory: Path | None = None
+    keep_directory: bool = False
+    #: Stop scheduling faults after this many seconds (the report says how many ran).
+    time_limit_s: float | None = None
+
+
+@dataclass(slots=True)
+class RunResult:
+    config: RunConfig
+    findings: Findings
+    faults: list[FaultRecord]
+    #: (kind, longest time with no acknowledgement from the fault's start until healthy).
+    unavailable: list[tuple[str, float]]
+    sent: int = 0
+    failed_deliveries: int = 0
+    reads: int = 0
+    duration_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _overrides(config: RunConfig) -> dict[str, str]:
+    return {
+        "zookeeper.session.timeout.ms": str(config.session_ms),
+        "replica.lag.time.max.ms": str(config.lag_ms),
+        "replica.fetch.wait.max.ms": "200",
+        "replica.fetch.backoff.ms": "200",
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+        "unclean.leader.election.enable": "false",
+        "auto.leader.rebalance.enable": "false",
+        "log.segment.bytes": str(256 * 1024),
+        "log.index.size.max.bytes": str(64 * 1024),
+        "replica.high.watermark.checkpoint.interval.ms": "1000",
+    }
+
+
+def create_topic(
+    cluster: FaultCluster, topic: str, partitions: int, config: dict[str, str]
+) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.admin_bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=3, config=config)]
+    )
+    futures[topic].result(timeout=30)
+    if not cluster.wait_healthy(topic, 60.0):
+        raise RuntimeError(f"topic {topic} not healthy after creation")
+
+
+def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
+    directory = config.directory or Path(tempfile.mkdtemp(prefix="tidelog-faults-"))
+    rng = random.Random(config.seed)
+    topic = "faults"
+    use_tmpfs = "disk_full" in config.kinds
+    cluster = FaultCluster(
+        directory / "cluster",
+        brokers=config.brokers,
+        overrides=_overrides(config),
+        tmpfs_broker=config.brokers if use_tmpfs else None,
+        tmpfs_size=config.tmpfs_size,
+    )
+    started = time.monotonic()
+    producers: list[ProducerWorker] = []
+    consumers: list[ConsumerWorker] = []
+    try:
+        cluster.start()
+        create_topic(
+            cluster,
+            topic,
+            config.partitions,
+            {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
+        )
+        bootstrap = cluster.client_bootstrap
+        producers = [
+            ProducerWorker(
+                bootstrap, topic, config.partitions, i, interval_s=config.produce_interval_s
+            ).start()
+            for i in range(config.producers)
+        ]
+        consumers = [
+            ConsumerWorker(bootstrap, topic, config.partitions, f"c{i}").start()
+            for i in range(config.consumers)
+        ]
+        deadline = time.monotonic() + 60
+        while sum(p.acked_count() for p in producers) < 50 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        nemesis = Nemesis(
+            cluster, topic, rng, Timings(config.session_ms / 1000, config.lag_ms / 1000), log
+        )
+        available = [k for k in config.kinds if k in nemesis.kinds()]
+        rest = [k for k in (config.rest_kinds or available) if k in available]
+        schedule = rng.sample(available, len(available)) if config.cover_all_first else []
+        for i in range(config.faults):
+            if config.time_limit_s is not None and time.monotonic() - started > config.time_limit_s:
+                log(f"time limit reached after {i} faults")
+                break
+            kind = schedule[i] if i < len(schedule) else rng.choice(rest)
+            nemesis.run_one(i, kind)
+            time.sleep(rng.uniform(*config.gap_s))
+        nemesis.heal_all()
+        healthy = cluster.wait_healthy(topic, 60.0)
+        time.sleep(1.0)
+        for p in producers:
+            p.stop()
+        # Let the consumers read up to the end before stopping them.
+        time.sleep(2.0)
+        for c in consumers:
+            c.stop()
+        final, hws = final_read(cluster.admin_bootstrap, topic, config.partitions)
+        replicas = {p: list(m.replicas) for p, m in cluster.partitions(topic).items()}
+        cluster.stop(unmount=False)  # the tmpfs log dir is compared below
+        acks = [a for p in producers for a in p.history.acks]
+        reads = [r for c in consumers for r in c.reads]
+        findings = check_histories(acks, reads, final, hws)
+        findings.divergent.extend(
+            check_replicas(
+                {b: cluster.log_dir(b) for b in cluster.broker_ids}, topic, hws, replicas
+            )
+        )
+        windows = [(r.kind, r.start, r.settled) for r in nemesis.records]
+        result = RunResult(
+            config=config,
+            findings=findings,
+            faults=nemesis.records,
+            unavailable=unavailability([a.at for a in acks], windows),
+            sent=sum(p.history.sent for p in producers),
+            failed_deliveries=sum(len(p.history.failed) for p in producers),
+            reads=len(reads),
+            duration_s=time.monotonic() - started,
+        )
+        if not healthy:
+            findings.stuck.append("the cluster was not healthy 60 s after the final heal")
+        findings.stuck.extend(
+            f"fault {r.index} ({r.kind}, broker {r.target}): not healthy within the heal timeout"
+            for r in nemesis.records
+            if not r.healthy
+        )
+        result.notes.extend(nemesis.harness_errors)
+        for c in consumers:
+            result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
+        return result
+    finally:
+        for p in producers:
+            p._stop.set()
+        cluster.stop()
+        if not config.keep_directory and config.directory is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+METHOD = """## How it works
+
+- **Processes**: ZooKeeper and every broker are real processes (`FaultCluster`, a
+  `LocalCluster`), signalled by their own PIDs. Every broker advertises a loopback TCP
+  proxy in front of its listener and reaches ZooKeeper through a proxy of its own, so the
+  nemesis can cut one broker off from clients and peers, or from ZooKeeper, and heal it
+  (held bytes flow again, as after a real partition). One broker's log dir is a small
+  tmpfs for the disk-full fault.
+- **Workload**: confluent-kafka producers with `acks=all` record every acknowledgement
+  (partition, offset, value); consumers `assign()`-ed to every partition record every read.
+- **Checker** (Jepsen's Kafka checker in spirit): after the final heal every partition is
+  read from 0 to its high watermark. Lost = an acknowledged value found nowhere; moved =
+  found at another offset than acknowledged; vanished = read by a consumer, gone later;
+  inconsistent = one offset with different values for different readers; reordered = a
+  consumer reading offsets backwards, or one producer's values stored out of sending order;
+  divergent = replicas' segment files holding different batches below the HW (compared
+  byte for byte after a clean stop); stuck = a fault after which the cluster did not heal
+  (every broker up and in every ISR) within the heal timeout. Duplicates are counted, not
+  failures: the producers retry without idempotence.
+- **Not covered**: a client impersonating a follower (Fetch with a real broker's
+  `replica_id`) is outside Kafka's failure model; two simultaneous faults are not
+  scheduled (RF=3 with `min.insync.replicas=2` promises nothing for them).
+- **The checker can fail**: `tests/faults/test_faults.py` runs seed 000's scenario with
+  `unclean.leader.election.enable=true` and asserts the loss is reported exactly."""
+
+
+def render_report(result: RunResult, command: str) -> str:
+    f = result.findings
+    c = result.config
+    by_kind = Counter(r.kind for r in result.faults)
+    worst: dict[str, float] = defaultdict(float)
+    for kind, gap in result.unavailable:
+        worst[kind] = max(worst[kind], gap)
+    unhealthy = Counter(r.kind for r in result.faults if not r.healthy)
+    lines = [
+        "# Reliability: fault injection against real processes",
+        "",
+        "Generated by `tidelog.testing.faults` (issue 7); do not edit by hand. Command:",
+        "",
+        f"    {command}",
+        "",
+        f"Cluster: {c.brokers} brokers + ZooKeeper on loopback, topic with {c.partitions} "
+        f"partitions, RF=3, `min.insync.replicas=2`, `unclean.leader.election.enable=false`, "
+        f"{c.producers} confluent-kafka producers with `acks=all` "
+        f"(`max.in.flight.requests.per.connection=1`, not idempotent), {c.consumers} "
+        f"consumers (`assign()`), `zookeeper.session.timeout.ms={c.session_ms}`, "
+        f"`replica.lag.time.max.ms={c.lag_ms}`, seed {c.seed}. One fault at a time; after "
+        "each, the cluster is awaited healthy (every broker up, every ISR full).",
+        "",
+        "## Verdict",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| faults injected | {len(result.faults)} |",
+        f"| records sent / acknowledged | {result.sent} / {f.acknowledged} |",
+        f"| failed deliveries (indeterminate) | {result.failed_deliveries} |",
+        f"| records read by the consumers | {result.reads} |",
+        f"| **acknowledged records lost** | **{f.lost_count}** |",
+        f"| acknowledged at one offset, stored at another | {len(f.moved)} |",
+        f"| read, then vanished | {len(f.vanished)} |",
+        f"| one offset, different values | {len(f.inconsistent)} |",
+        f"| reordered | {len(f.reordered)} |",
+        f"| replicas differing below the HW | {len(f.divergent)} |",
+        f"| duplicated (retries, not a failure) | {len(f.duplicated)} |",
+        f"| wall time | {result.duration_s:.0f} s |",
+        "",
+        "## Faults by kind",
+        "",
+        "| kind | count | longest unavailability (s) | not healthy within the heal timeout |",
+        "|---|---:|---:|---:|",
+    ]
+    for kind in ALL_KINDS:
+        if by_kind[kind]:
+            lines.append(f"| {kind} | {by_kind[kind]} | {worst[kind]:.1f} | {unhealthy[kind]} |")
+    lines += [
+        "",
+        "Unavailability: the longest time without any successful acknowledgement from the "
+        "fault's start until the cluster was healthy again (a time with no record sent "
+        "counts too; producers send every "
+        f"{c.produce_interval_s * 1000:.0f} ms).",
+        "",
+    ]
+    if not f.ok:
+        lines += ["## Findings", "", "```", f.summary(20), "```", ""]
+    if result.notes:
+        lines += ["## Notes", "", *(f"- {n}" for n in result.notes), ""]
+    lines += [METHOD, ""]
+    lines += [
+        "## Fault schedule",
+        "",
+        "| # | kind | broker | what | healthy |",
+        "|---:|---|---|---|---|",
+    ]
+    for r in result.faults:
+        lines.append(
+            f"| {r.index} | {r.kind} | {r.target if r.target is not None else '-'} | "
+            f"{r.detail} | {r.healthy} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main_command(argv: Sequence[str]) -> str:
+    return "python -m tidelog.testing.faults " + " ".join(argv)
+
+
+def print_err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
