@@ -517,8 +517,27 @@ class Controller:
         await self._load_topics(topics)
         # Topics that were created while there was no controller.
         await self._create_missing_states(sorted(self._assignments))
-        # Brokers that died while there was no controller: their partitions.
-        changed = await self._handle_dead_replicas()
+        # Brokers that died while there was no controller: their partitions. A broker that
+        # died and registered again in that gap is alive now but bounced all the same: it
+        # lost its in-memory state, and after a crash of its machine maybe the unflushed
+        # tail of its logs. Its registration (broker epoch = czxid) is newer than the last
+        # write of the partition's state, which a controller that saw it go would have
+        # made. Keeping it as leader or ISR member at the old leader epoch would let it
+        # serve, or be elected with, a log missing acknowledged records (seen by the fault
+        # harness: a torn tail on the controller's own broker). So it is failed and
+        # started like any bounce (Kafka's KIP-380 bounce handling; KIP-966 motivates it).
+        restarted = {
+            tp: bounced
+            for tp, state in self._states.items()
+            if (bounced := self._restarted_since_written(state))
+        }
+        if restarted:
+            log.info(
+                "controller %s: replicas restarted while there was no controller: %s",
+                self.broker_id,
+                {str(tp): sorted(b) for tp, b in sorted(restarted.items())[:10]},
+            )
+        changed = await self._handle_dead_replicas(restarted)
         changed |= await self._elect_offline(self._live.keys())
         self._send_leader_and_isr(self._states.keys(), to=self._live.keys())
         self._send_update_metadata(self._states.keys(), to=self._live.keys())
@@ -634,8 +653,27 @@ class Controller:
             todo = [tp for tp in retry if tp in fresh]
         return changed
 
-    async def _handle_dead_replicas(self) -> set[TopicPartition]:
-        """Every partition with a dead leader or a dead ISR member: rule 10, one batch."""
+    def _restarted_since_written(self, state: PartitionState) -> frozenset[BrokerId]:
+        """Live leader/ISR members registered after ``state`` was last written."""
+        if state.modified_zxid <= 0:
+            return frozenset()
+        return frozenset(
+            r
+            for r in (state.leader, *state.isr)
+            if r != NO_BROKER
+            and r in self._live
+            and self._live[r].broker_epoch > state.modified_zxid
+        )
+
+    async def _handle_dead_replicas(
+        self, restarted: Mapping[TopicPartition, frozenset[BrokerId]] | None = None
+    ) -> set[TopicPartition]:
+        """Every partition with a dead leader or a dead ISR member: rule 10, one batch.
+
+        ``restarted``: per partition, live brokers to treat as dead for it (bounced while
+        there was no controller); they are not electable for that partition here.
+        """
+        restarted = restarted or {}
         live = set(self._live)
         electable = live - self._shutting_down
         affected = [
@@ -643,6 +681,7 @@ class Controller:
             for tp, state in self._states.items()
             if (state.leader != NO_BROKER and state.leader not in live)
             or any(r not in live for r in state.isr)
+            or tp in restarted
         ]
         if not affected:
             return set()
@@ -651,9 +690,15 @@ class Controller:
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
             current = _as_leader_and_isr(state)
             outcome: LeaderAndIsr | None = None
+            gone = restarted.get(tp, frozenset())
+            usable = electable - gone
             # Apply each dead replica in turn (leader first, so the election sees the rest).
             dead = sorted(
-                {r for r in (state.leader, *state.isr) if r != NO_BROKER and r not in live},
+                {
+                    r
+                    for r in (state.leader, *state.isr)
+                    if r != NO_BROKER and (r not in live or r in gone)
+                },
                 key=lambda r: r != state.leader,
             )
             for broker in dead:
@@ -661,7 +706,7 @@ class Controller:
                     self._replicas(tp),
                     current,
                     broker,
-                    electable,
+                    usable,
                     unclean_allowed=unclean[tp.topic],
                 )
                 if step is not None:

@@ -777,7 +777,9 @@ class ZkClient:
                     data, stat = result.get()
                 except NoNodeError:
                     continue
-                out[tp] = PartitionState.decode(data, zk_version=int(stat.version), what=str(tp))
+                out[tp] = PartitionState.decode(
+                    data, zk_version=int(stat.version), zk_mzxid=int(stat.mzxid), what=str(tp)
+                )
             return out
 
         # Reads are idempotent: the whole pipeline is retried across a connection loss.

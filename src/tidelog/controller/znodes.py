@@ -432,6 +432,11 @@ class PartitionState:
     controller_epoch: ControllerEpoch
     partition_epoch: PartitionEpoch = _INITIAL_PARTITION_EPOCH
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    #: The znode's mzxid when read from ZooKeeper (0 = not read from ZooKeeper). Not
+    #: encoded and not part of equality: a new controller compares it with the brokers'
+    #: registration czxids (broker epochs) to find brokers that restarted after the state
+    #: was last written, while no controller was there to see them go.
+    modified_zxid: int = field(default=0, compare=False)
 
     @property
     def has_leader(self) -> bool:
@@ -451,7 +456,7 @@ class PartitionState:
 
     @classmethod
     def decode(
-        cls, data: bytes, *, zk_version: int, what: str = "partition state"
+        cls, data: bytes, *, zk_version: int, zk_mzxid: int = 0, what: str = "partition state"
     ) -> PartitionState:
         obj = _loads(what, data)
         recovery = obj.get("leader_recovery_state", LEADER_RECOVERY_RECOVERED)
@@ -464,6 +469,7 @@ class PartitionState:
             controller_epoch=ControllerEpoch(_int(what, data, obj, "controller_epoch")),
             partition_epoch=PartitionEpoch(zk_version),
             leader_recovery_state=recovery,
+            modified_zxid=zk_mzxid,
         )
 
 

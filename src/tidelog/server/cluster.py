@@ -491,6 +491,25 @@ class LeaderFetcher:
                     try:
                         hosted.log.append_as_follower(result.records, now_ms=now_ms())
                     except KafkaError as exc:
+                        base = _first_base_offset(result.records)
+                        leo = hosted.log.log_end_offset
+                        if base is not None and hosted.log.log_start_offset <= base < leo:
+                            # The leader's batch straddles our log end: our tail's batch
+                            # boundaries differ from the leader's although the epochs
+                            # agree (a tail lost below the HW, then re-fetched). The
+                            # leader's log is the truth for a follower: cut back to the
+                            # start of its batch and take it whole next round. Without
+                            # this the epoch-based truncation finds nothing to cut and the
+                            # follower retries forever.
+                            log.warning(
+                                "%s: follower append failed (%s): truncating to %d",
+                                tp,
+                                exc,
+                                base,
+                            )
+                            hosted.log.truncate_to(base)
+                            hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                            continue
                         log.warning("%s: follower append failed (%s): truncating", tp, exc)
                         fst.truncating = True
                         continue
@@ -510,6 +529,13 @@ class LeaderFetcher:
                 # brings the truth; try again after a short pause.
                 fst.delayed_until = now + 0.2
         return progressed
+
+
+def _first_base_offset(records: bytes | memoryview) -> int | None:
+    """The base offset of the first batch in a fetched record set (None if too short)."""
+    if len(records) < 8:
+        return None
+    return int.from_bytes(records[:8], "big", signed=True)
 
 
 class ReplicaFetcherManager:

@@ -781,3 +781,54 @@ def test_auto_leader_rebalance(zk_connect: str) -> None:
                 await back.zk.close()
 
     run(body)
+
+
+def test_broker_restarted_while_no_controller_is_failed_then_started(zk_connect: str) -> None:
+    """Broker 2 (the controller) dies and registers again before any controller saw it go,
+    as after a crash that cost it the unflushed tail of its logs. The next controller (its
+    own restarted one) must not keep it as leader or ISR member at the old leader epoch: it
+    is failed, then started (found by the fault harness, issue 7)."""
+
+    async def body() -> None:
+        # Broker 1 only registers: it never contends for the seat, so no controller is
+        # there while broker 2 is down.
+        zk1 = await ZkClient.connect(zk_connect, session_timeout_ms=TEST_SESSION_TIMEOUT_MS)
+        await zk1.register_broker(
+            BrokerRegistration(
+                broker_id=BrokerId(1), endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9001),)
+            )
+        )
+        try:
+            node2 = await start_node(zk_connect, 2)
+            await wait_for(lambda: node2.controller.is_active)
+            assert (
+                await create_topic(node2.zk, "b", num_partitions=4, replication_factor=2)
+            ).error is ErrorCode.NONE
+            await wait_for_async(lambda: _has_states(node2.zk, "b", 4))
+            before = await states(node2.zk, "b", 4)
+            assert all(set(s.isr) == {1, 2} for s in before.values())
+            led_by_2 = {tp for tp, s in before.items() if s.leader == 2}
+            assert led_by_2  # replica assignment spreads leaders over both brokers
+
+            await node2.kill()
+            again = await start_node(zk_connect, 2)
+            try:
+                await wait_for(lambda: again.controller.is_active)
+
+                async def repaired() -> bool:
+                    now = await states(zk1, "b", 4)
+                    return all(2 not in s.isr for s in now.values())
+
+                await wait_for_async(repaired)
+                after = await states(zk1, "b", 4)
+                for tp, state in after.items():
+                    assert state.leader == 1, (tp, state)
+                    assert state.isr == (1,), (tp, state)
+                    assert state.leader_epoch == before[tp].leader_epoch + (tp in led_by_2)
+            finally:
+                await again.controller.stop()
+                await again.zk.close()
+        finally:
+            await zk1.close()
+
+    run(body)
