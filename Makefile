@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast demo pipeline soak chaos bench bench-micro bench-storage clean
+.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos bench bench-micro bench-storage clean
 
 all: test
 
@@ -32,6 +32,17 @@ demo: venv
 pipeline: venv
 	@bash scripts/bootstrap.sh spark bench pipelines
 	$(BIN)/python examples/pipelines/run.py
+
+# Issue 7: the long fault run on real processes (kills, pauses, partitions, torn tails, full
+# disks; about 10 s per fault), its report in docs/reliability.md, then the slow fault tests
+# (unclean election measured, disk full, regressions).
+chaos: venv
+	$(BIN)/python -m tidelog.testing.faults --faults $${FAULTS:-500} --seed $${SEED:-43} --report docs/reliability.md
+	$(BIN)/pytest -m slow tests/faults $(PYTEST_ARGS)
+
+# Every test marked slow (long cluster, Spark and fault scenarios).
+test-slow: venv
+	$(BIN)/pytest -m slow $(PYTEST_ARGS)
 
 # Long simulator sweep (issue 4): many seeds; prints any failing seed with its replay command.
 soak: venv
