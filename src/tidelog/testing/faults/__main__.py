@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--time-limit", type=float, default=None, help="stop injecting faults after N seconds"
     )
+    parser.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="producers with enable.idempotence=true; any duplicate then fails the run",
+    )
     args = parser.parse_args(args_list)
     kinds = tuple(k for k in args.kinds.split(",") if k)
     unknown = sorted(set(kinds) - set(ALL_KINDS))
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         directory=args.dir,
         keep_directory=args.dir is not None,
         time_limit_s=args.time_limit,
+        idempotent=args.idempotent,
     )
     result = run(config, log=print_err)
     print(result.findings.summary())
@@ -44,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "python -m tidelog.testing.faults " + " ".join(args_list)
         args.report.write_text(render_report(result, command), encoding="utf-8")
         print_err(f"report written to {args.report}")
-    return 0 if result.findings.ok else 1
+    duplicates_fail = args.idempotent and bool(result.findings.duplicated)
+    return 0 if result.findings.ok and not duplicates_fail else 1
 
 
 if __name__ == "__main__":

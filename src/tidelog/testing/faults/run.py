@@ -52,6 +52,8 @@ class RunConfig:
     keep_directory: bool = False
     #: Stop scheduling faults after this many seconds (the report says how many ran).
     time_limit_s: float | None = None
+    #: Producers with ``enable.idempotence=true``: then a duplicate is a failure (issue 9).
+    idempotent: bool = False
 
 
 @dataclass(slots=True)
@@ -122,7 +124,12 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         bootstrap = cluster.client_bootstrap
         producers = [
             ProducerWorker(
-                bootstrap, topic, config.partitions, i, interval_s=config.produce_interval_s
+                bootstrap,
+                topic,
+                config.partitions,
+                i,
+                interval_s=config.produce_interval_s,
+                idempotent=config.idempotent,
             ).start()
             for i in range(config.producers)
         ]
@@ -240,7 +247,8 @@ def render_report(result: RunResult, command: str) -> str:
         f"Cluster: {c.brokers} brokers + ZooKeeper on loopback, topic with {c.partitions} "
         f"partitions, RF=3, `min.insync.replicas=2`, `unclean.leader.election.enable=false`, "
         f"{c.producers} confluent-kafka producers with `acks=all` "
-        f"(`max.in.flight.requests.per.connection=1`, not idempotent), {c.consumers} "
+        f"(`max.in.flight.requests.per.connection=1`, "
+        f"{'`enable.idempotence=true`' if c.idempotent else 'not idempotent'}), {c.consumers} "
         f"consumers (`assign()`), `zookeeper.session.timeout.ms={c.session_ms}`, "
         f"`replica.lag.time.max.ms={c.lag_ms}`, seed {c.seed}. One fault at a time; after "
         "each, the cluster is awaited healthy (every broker up, every ISR full).",
@@ -259,7 +267,11 @@ def render_report(result: RunResult, command: str) -> str:
         f"| one offset, different values | {len(f.inconsistent)} |",
         f"| reordered | {len(f.reordered)} |",
         f"| replicas differing below the HW | {len(f.divergent)} |",
-        f"| duplicated (retries, not a failure) | {len(f.duplicated)} |",
+        (
+            f"| **duplicated (idempotent producers: a failure)** | **{len(f.duplicated)}** |"
+            if c.idempotent
+            else f"| duplicated (retries, not a failure) | {len(f.duplicated)} |"
+        ),
         f"| wall time | {result.duration_s:.0f} s |",
         "",
         "## Faults by kind",

@@ -60,6 +60,7 @@ class ProducerWorker:
         interval_s: float = 0.005,
         acks: str = "all",
         message_timeout_ms: int = 30000,
+        idempotent: bool = False,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -78,6 +79,8 @@ class ProducerWorker:
                 "topic.metadata.refresh.interval.ms": 1000,
                 "socket.timeout.ms": 5000,
                 "log_level": 0,
+                # Issue 9: with idempotence a retried batch must not be stored twice.
+                "enable.idempotence": idempotent,
             }
         )
         self._stop = threading.Event()
