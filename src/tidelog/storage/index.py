@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import threading
 from array import array
 from pathlib import Path
 from typing import Final
@@ -45,7 +46,7 @@ _WRITE_EVERY: Final = 64
 
 
 class _IndexFile:
-    __slots__ = ("_dirty", "_file_entries", "_pending", "base_offset", "fd", "path")
+    __slots__ = ("_dirty", "_file_entries", "_lock", "_pending", "base_offset", "fd", "path")
 
     ENTRY_SIZE = 0
 
@@ -57,14 +58,24 @@ class _IndexFile:
         #: Entries already in the file; ``_pending`` holds the encoded ones after them.
         self._file_entries = 0
         self._pending = bytearray()
+        # The broker flushes in a worker thread while the appending thread buffers entries:
+        # the buffer and its file position change together under this lock (without it,
+        # pwrite's export of the buffer made ``+=`` raise BufferError, and two writers
+        # could use the same file position).
+        self._lock = threading.Lock()
 
     def _buffer(self, encoded: bytes) -> None:
-        self._pending += encoded
-        if len(self._pending) >= _WRITE_EVERY * self.ENTRY_SIZE:
-            self.write_pending()
+        with self._lock:
+            self._pending += encoded
+            if len(self._pending) >= _WRITE_EVERY * self.ENTRY_SIZE:
+                self._write_pending_locked()
 
     def write_pending(self) -> None:
         """Write buffered entries to the file (no fsync)."""
+        with self._lock:
+            self._write_pending_locked()
+
+    def _write_pending_locked(self) -> None:
         if self._pending:
             os.pwrite(self.fd, self._pending, self._file_entries * self.ENTRY_SIZE)
             self._file_entries += len(self._pending) // self.ENTRY_SIZE
@@ -72,10 +83,11 @@ class _IndexFile:
             self._dirty = True
 
     def _truncate_file(self, keep: int) -> None:
-        self.write_pending()
-        os.ftruncate(self.fd, keep * self.ENTRY_SIZE)
-        self._file_entries = keep
-        self._dirty = True
+        with self._lock:
+            self._write_pending_locked()
+            os.ftruncate(self.fd, keep * self.ENTRY_SIZE)
+            self._file_entries = keep
+            self._dirty = True
 
     def _read_all(self) -> bytes:
         size = os.fstat(self.fd).st_size
