@@ -105,3 +105,17 @@ def test_unavailability_is_the_longest_gap_without_acks() -> None:
     gaps = unavailability([1.0, 2.0, 6.0, 6.5], [("kill", 0.5, 7.0), ("pause", 6.6, 9.0)])
     assert [k for k, _ in gaps] == ["kill", "pause"]
     assert [g for _, g in gaps] == pytest.approx([4.0, 2.4])
+
+
+def test_producer_order_is_informational_without_idempotence() -> None:
+    final = [_read("final", 0, 0, b"p0-2"), _read("final", 0, 1, b"p0-1")]
+    strict = check_histories([], [], final, {0: 2})
+    assert strict.reordered
+    assert not strict.ok
+    loose = check_histories([], [], final, {0: 2}, producer_order_guaranteed=False)
+    assert loose.reordered == []
+    assert loose.producer_reordered == [
+        "partition 0: producer 0 seq 1 at offset 1 after seq 2 at offset 0"
+    ]
+    assert loose.ok
+    assert "producer_reordered (not idempotent, not a failure): 1" in loose.summary()

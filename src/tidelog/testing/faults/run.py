@@ -167,7 +167,9 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         cluster.stop(unmount=False)  # the tmpfs log dir is compared below
         acks = [a for p in producers for a in p.history.acks]
         reads = [r for c in consumers for r in c.reads]
-        findings = check_histories(acks, reads, final, hws)
+        findings = check_histories(
+            acks, reads, final, hws, producer_order_guaranteed=config.idempotent
+        )
         findings.divergent.extend(
             check_replicas(
                 {b: cluster.log_dir(b) for b in cluster.broker_ids}, topic, hws, replicas
@@ -271,6 +273,10 @@ def render_report(result: RunResult, command: str) -> str:
             f"| **duplicated (idempotent producers: a failure)** | **{len(f.duplicated)}** |"
             if c.idempotent
             else f"| duplicated (retries, not a failure) | {len(f.duplicated)} |"
+        ),
+        (
+            f"| producer order changed by a retry across a leader change (not idempotent, "
+            f"not a failure) | {len(f.producer_reordered)} |"
         ),
         f"| wall time | {result.duration_s:.0f} s |",
         "",
