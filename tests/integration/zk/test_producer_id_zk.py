@@ -4,35 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable
-from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
 
-from tidelog.controller.zk import CorruptProducerIdBlockError, ZkClient
+from tidelog.controller.zk import CorruptProducerIdBlockError
 from tidelog.storage.producer_id import (
     ZK_PRODUCER_ID_BLOCK_PATH,
     ProducerIdBlock,
     ProducerIdManager,
 )
 
-from .conftest import TEST_SESSION_TIMEOUT_MS
+from .conftest import connect, run
 
 pytestmark = pytest.mark.integration
-
-T = TypeVar("T")
-
-
-def run(coro: Awaitable[T]) -> T:
-    async def main() -> T:
-        return await coro
-
-    return asyncio.run(main())
-
-
-async def connect(zk_connect: str) -> ZkClient:
-    return await ZkClient.connect(zk_connect, session_timeout_ms=TEST_SESSION_TIMEOUT_MS)
 
 
 def raw_client(zk_connect: str) -> tuple[KazooClient, str]:
