@@ -9,6 +9,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -275,6 +276,26 @@ def test_partition_state_compare_and_set(zk_connect: str) -> None:
         now = (await zk.get_partition_states([tps[0]]))[tps[0]]
         assert now.isr == (1, 2)
         assert now.partition_epoch == 1
+
+        # Many partitions go in batched multi-ops (100 per multi); a batch where one
+        # compare-and-set loses is settled partition by partition, so only that one loses.
+        many = [TopicPartition("many", p) for p in range(250)]
+        await zk.create_topic(
+            "many",
+            TopicAssignment(partitions=dict.fromkeys(range(250), (1, 2, 3)), topic_id=None),
+            {},
+        )
+        made = await zk.create_partition_states(dict.fromkeys(many, initial[tps[0]]), seat)
+        assert {r.outcome for r in made.values()} == {StateWriteOutcome.UPDATED}
+        writes = dict.fromkeys(many, shrunk)
+        writes[many[150]] = replace(shrunk, partition_epoch=PartitionEpoch(7))  # stale
+        updated = await zk.update_partition_states(writes, seat)
+        outcomes = {tp: r.outcome for tp, r in updated.items()}
+        assert outcomes.pop(many[150]) is StateWriteOutcome.BAD_VERSION
+        assert set(outcomes.values()) == {StateWriteOutcome.UPDATED}
+        read_back = await zk.get_partition_states(many)
+        assert read_back[many[150]].partition_epoch == 0
+        assert {read_back[tp].partition_epoch for tp in many if tp != many[150]} == {1}
         await zk.close()
 
     run(body())
