@@ -1412,8 +1412,11 @@ class Log:
             if self._closed:
                 return
             self._segments[-1].on_become_inactive()
-            # A snapshot at the log end: a clean restart replays nothing.
-            self.producer_state.take_snapshot(self.log_end_offset)
+            # A snapshot at the log end: a clean restart replays nothing. One already there
+            # (nothing appended since the last close or roll) is kept as it is.
+            leo = self.log_end_offset
+            if leo not in self.producer_state.snapshot_offsets():
+                self.producer_state.take_snapshot(leo, durable=False)
             self._dir_dirty = True
             self.flush()
             for seg in self._segments:

@@ -64,6 +64,22 @@ def test_recovery_point_and_log_start_checkpoint_format(tmp_path: Path) -> None:
     manager.close()
 
 
+def test_unchanged_checkpoints_are_not_rewritten(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(), now_ms=0)
+    log = manager.get_or_create_log(TP_A, LogConfig())
+    log.append_as_leader(build_batch(4), leader_epoch=0, now_ms=0)
+    manager.checkpoint({TP_A: 2})
+    files = ("replication-offset-checkpoint", "recovery-point-offset-checkpoint")
+    before = {name: (tmp_path / name).stat().st_ino for name in files}
+    manager.checkpoint({TP_A: 2})  # nothing changed: the files stay as they are
+    assert {name: (tmp_path / name).stat().st_ino for name in files} == before
+    manager.checkpoint({TP_A: 4})  # a new HW: that file is replaced (temp + rename)
+    assert (tmp_path / files[0]).stat().st_ino != before[files[0]]
+    assert (tmp_path / files[0]).read_text() == "0\n1\norders 0 4\n"
+    assert (tmp_path / files[1]).stat().st_ino == before[files[1]]
+    manager.close()
+
+
 def _checkpointed_recovery_point(log_dir: Path) -> str:
     return (log_dir / "recovery-point-offset-checkpoint").read_text()
 

@@ -23,6 +23,7 @@ from tidelog.storage.producer_state import (
     encode_snapshot,
     in_sequence,
     increment_sequence,
+    snapshot_file_name,
 )
 
 from .batches import read_all
@@ -344,6 +345,24 @@ def test_snapshots_on_roll_and_close_and_reopen(tmp_path: Path) -> None:
     assert state(log) == expected
     assert log.append_as_leader(pbatch(0, 0, 3), leader_epoch=0, now_ms=TS).duplicate
     log.close()
+
+
+def test_close_keeps_a_snapshot_already_at_the_log_end(tmp_path: Path) -> None:
+    """A log closed again with nothing appended does not rewrite its snapshot (a broker with
+    1,000 partitions spent seconds of its shutdown writing them)."""
+    log = open_log(tmp_path)
+    log.append_as_leader(pbatch(1, 0, 0), leader_epoch=0, now_ms=TS)
+    log.close()
+    path = log.directory / snapshot_file_name(1)
+    written = path.stat()
+    log = open_log(tmp_path, recovery_point=1)
+    log.close()
+    again = path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    log = open_log(tmp_path, recovery_point=1)
+    log.append_as_leader(pbatch(1, 0, 1), leader_epoch=0, now_ms=TS)
+    log.close()
+    assert snapshots(log)[-1] == 2  # a new end: a new snapshot
 
 
 def test_crash_rebuilds_the_same_state(tmp_path: Path) -> None:
