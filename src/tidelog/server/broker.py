@@ -263,8 +263,11 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 self.replica_manager.checkpoint()
-            except OSError:
-                log.exception("writing checkpoints failed")
+            except OSError as exc:
+                if self.replica_manager.offline_log_dirs:  # expected: said once already
+                    log.warning("writing checkpoints failed (a log dir is offline): %s", exc)
+                else:
+                    log.exception("writing checkpoints failed")
 
     async def _retention_loop(self) -> None:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
@@ -296,8 +299,17 @@ class Broker:
         while True:
             await asyncio.sleep(LOG_DIR_PROBE_INTERVAL_S)
             for log_dir in self.replica_manager.recoverable_offline_log_dirs():
-                if await asyncio.to_thread(probe_log_dir, log_dir):
-                    self.replica_manager.mark_log_dir_online(log_dir)
+                if not await asyncio.to_thread(probe_log_dir, log_dir):
+                    continue
+                try:
+                    # First the checkpoints that could not be written meanwhile: a
+                    # truncation that lowered a recovery point must reach the file before
+                    # anything is appended past it (storage log rule 8).
+                    self.replica_manager.checkpoint()
+                except OSError as exc:
+                    log.warning("log dir %s: checkpoints still fail: %s", log_dir, exc)
+                    continue
+                self.replica_manager.mark_log_dir_online(log_dir)
 
     async def _idle_connections_loop(self) -> None:
         """Kafka's ``connections.max.idle.ms``: close connections idle that long (-1: never)."""

@@ -410,6 +410,8 @@ class LeaderFetcher:
         try:
             hosted.log.truncate_to(offset)
         except OSError as exc:
+            # The cut itself is done (a checkpoint after it failed): the HW follows it.
+            hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
             self._storage_failed(hosted.partition.topic_partition, exc)
             return False
         hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
@@ -779,6 +781,10 @@ class ClusterNode:
                 self.fetchers.add(
                     tp, leader.broker_id, leader.host, leader.port, partition.leader_epoch
                 )
+        # Report the recovery even if the failure was never posted (it came and went before
+        # the poster ran): the controller then resends LeaderAndIsr for all our partitions,
+        # also those whose LeaderAndIsr failed on the full disk.
+        self._log_dir_reported = None
         self._log_dir_report.set()
 
     async def _log_dir_report_loop(self) -> None:
