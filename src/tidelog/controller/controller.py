@@ -778,6 +778,19 @@ class Controller:
         events = await self.zk.get_log_dir_events()
         if not events:
             return
+        if any(
+            e is not None
+            and (
+                e.broker_id not in self._live
+                or e.broker_epoch > self._live[e.broker_id].broker_epoch
+            )
+            for _, e in events
+        ):
+            # From an incarnation we have not seen yet (its registration's watch is still on
+            # its way): take the broker change first, or its event would look stale.
+            await self._on_brokers_change()
+            if not self.is_active:
+                return
         latest: dict[BrokerId, int] = {}
         for name, event in events:
             if event is None:

@@ -724,6 +724,10 @@ class ClusterNode:
         if event is SessionEvent.REESTABLISHED and broker_epoch is not None:
             log.info("broker %d re-registered, broker epoch %d", self.broker_id, broker_epoch)
             self.broker_epoch = broker_epoch
+            if self.replica_manager.offline_log_dirs:
+                # The controller takes the new incarnation for a fresh start: report again.
+                self._log_dir_reported = None
+                self._log_dir_report.set()
 
     async def _config_loop(self) -> None:
         """Re-read the overrides of every known topic after a change notification and apply
