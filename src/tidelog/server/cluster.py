@@ -661,6 +661,9 @@ class ClusterNode:
         replica_manager.log_dir_recovery_sink = self._on_log_dir_online
         #: The log dir event last posted (None: post the current state again), rule 7.
         self._log_dir_reported: int | None = LOG_DIR_RECOVERY_EVENT
+        #: Bumped by every request to report again (one arriving while a post is on its way
+        #: must not be taken as served by that post).
+        self._log_dir_report_requests = 0
         self._log_dir_report = asyncio.Event()
         metadata.on_configs_changed = self._write_topic_config
         # Kafka's replica.lag.time.max.ms, for the shrink timer.
@@ -726,8 +729,7 @@ class ClusterNode:
             self.broker_epoch = broker_epoch
             if self.replica_manager.offline_log_dirs:
                 # The controller takes the new incarnation for a fresh start: report again.
-                self._log_dir_reported = None
-                self._log_dir_report.set()
+                self._report_log_dirs_again()
 
     async def _config_loop(self) -> None:
         """Re-read the overrides of every known topic after a change notification and apply
@@ -788,6 +790,10 @@ class ClusterNode:
         # Report the recovery even if the failure was never posted (it came and went before
         # the poster ran): the controller then resends LeaderAndIsr for all our partitions,
         # also those whose LeaderAndIsr failed on the full disk.
+        self._report_log_dirs_again()
+
+    def _report_log_dirs_again(self) -> None:
+        self._log_dir_report_requests += 1
         self._log_dir_reported = None
         self._log_dir_report.set()
 
@@ -802,6 +808,7 @@ class ClusterNode:
             kind = LOG_DIR_FAILURE_EVENT if offline else LOG_DIR_RECOVERY_EVENT
             if zk is None or kind == self._log_dir_reported:
                 continue
+            requests = self._log_dir_report_requests
             try:
                 name = await zk.post_log_dir_event(
                     LogDirEvent(self.broker_id, kind, self.broker_epoch)
@@ -811,7 +818,8 @@ class ClusterNode:
                 await asyncio.sleep(1.0)
                 self._log_dir_report.set()
                 continue
-            self._log_dir_reported = kind
+            if requests == self._log_dir_report_requests:
+                self._log_dir_reported = kind
             log.info(
                 "broker %d: log dir %s reported to the controller (%s)",
                 self.broker_id,
@@ -896,8 +904,7 @@ class ClusterNode:
             and self.replica_manager.offline_log_dirs
         ):
             # A new controller knows nothing of our offline log dir: report it again.
-            self._log_dir_reported = None
-            self._log_dir_report.set()
+            self._report_log_dirs_again()
         self.metadata.controller_epoch = controller_epoch
         return False
 
