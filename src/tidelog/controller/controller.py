@@ -1108,6 +1108,8 @@ class Controller:
             )
             if error is not ErrorCode.NONE:
                 return AlterPartitionResult(error, current)
+            if decided == _as_leader_and_isr(current):
+                return AlterPartitionResult(ErrorCode.NONE, current)  # already in force
             write = PartitionState(
                 leader=decided.leader,
                 leader_epoch=LeaderEpoch(decided.leader_epoch),

@@ -280,6 +280,11 @@ def alter_partition(
         return ErrorCode.FENCED_LEADER_EPOCH, current
     if proposal.leader_id != current.leader or proposal.leader_epoch != current.leader_epoch:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, current
+    if set(proposal.new_isr) == set(current.isr):
+        # Already in force (Kafka's equalsAllowStalePartitionEpoch, checked before the
+        # partition epoch): a retry of a change whose answer was lost (rule 5a) learns the
+        # state instead of INVALID_UPDATE_VERSION.
+        return ErrorCode.NONE, current
     if proposal.partition_epoch != current.partition_epoch:
         return ErrorCode.INVALID_UPDATE_VERSION, current
     new_isr = proposal.new_isr

@@ -19,6 +19,11 @@ Theory of operation (DESIGN.md "Replication rules"; the numbers cite those rules
 5. ISR changes leave as :class:`AlterPartitionProposal` values; the caller sends them to the
    controller, which applies them with compare-and-set on ``partition_epoch`` and answers
    with the committed :class:`LeaderAndIsr` or an error (``on_alter_partition_response``).
+   5a. A change stays in flight until the controller's answer settles it: an answer that
+   never came (a timeout) may hide an applied change, so the same proposal is sent again
+   (the controller answers a change already in force with that state); a stale-epoch answer
+   makes the caller read the controller's state (``on_state_resync``) or await its
+   LeaderAndIsr. Only an explicit "not applied" drops it (``alter_partition_followup``).
 6. acks=all (rule 6): refused before append when |committed ISR| < ``min.insync.replicas``
    (NOT_ENOUGH_REPLICAS, 19); after the HW passes the batch, answered with NONE or, if the
    committed ISR shrank below the minimum meanwhile, NOT_ENOUGH_REPLICAS_AFTER_APPEND (20).
@@ -32,6 +37,7 @@ a bug in the caller, never an expected outcome.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -434,9 +440,9 @@ class Partition:
         """Apply the controller's answer to ``proposal``; return whether the HW moved.
 
         A stale answer (not for the change in flight, or a newer state already known) is
-        ignored. On success the committed ISR and partition epoch are taken; on any error the
-        pending change is dropped so a later check may propose again (the controller's
-        LeaderAndIsr brings the truth when the leader was fenced).
+        ignored. On success the committed ISR and partition epoch are taken. On an error the
+        change stays in flight (rule 5a) unless the controller said it was NOT applied
+        (``alter_partition_followup`` is ``REVERT``); the caller retries or resyncs.
         """
         if not self.is_leader or not self.state.is_inflight:
             return False
@@ -445,15 +451,39 @@ class Partition:
         if pending.proposal != proposal:
             return False
         if error is not ErrorCode.NONE or committed is None:
-            self.state = CommittedPartitionState(isr=pending.isr)
-            return self.maybe_increment_high_watermark(now_ms)
-        if committed.leader_epoch != self.leader_epoch or committed.leader != self.local_broker_id:
-            self.state = CommittedPartitionState(isr=pending.isr)
+            if alter_partition_followup(error) is AlterFollowup.REVERT:
+                self.state = CommittedPartitionState(isr=pending.isr)
+                return self.maybe_increment_high_watermark(now_ms)
             return False
+        if committed.leader_epoch != self.leader_epoch or committed.leader != self.local_broker_id:
+            return False  # we were deposed: the controller's LeaderAndIsr brings the truth
         if committed.partition_epoch <= self.partition_epoch:
             return False
         self.partition_epoch = committed.partition_epoch
         self.state = CommittedPartitionState(isr=frozenset(committed.isr))
+        return self.maybe_increment_high_watermark(now_ms)
+
+    @property
+    def in_flight_proposal(self) -> AlterPartitionProposal | None:
+        """The ISR change awaiting the controller, if any."""
+        state = self.state
+        return state.proposal if isinstance(state, PendingExpandIsr | PendingShrinkIsr) else None
+
+    def on_state_resync(self, current: LeaderAndIsr, now_ms: int) -> bool:
+        """Rule 5a: take the partition state read from the controller's store (ZooKeeper)
+        after an AlterPartition answer left the change in doubt; return whether the HW moved.
+
+        Taken only if it is still our leadership (same leader, same leader epoch) and not
+        older than what we know; otherwise the controller's LeaderAndIsr will settle it and
+        the change stays in flight (the HW keeps waiting for the maximal ISR)."""
+        if not self.is_leader:
+            return False
+        if current.leader != self.local_broker_id or current.leader_epoch != self.leader_epoch:
+            return False
+        if current.partition_epoch < self.partition_epoch:
+            return False
+        self.partition_epoch = current.partition_epoch
+        self.state = CommittedPartitionState(isr=frozenset(current.isr))
         return self.maybe_increment_high_watermark(now_ms)
 
     # ---- the follower side ------------------------------------------------------------
@@ -489,6 +519,50 @@ class Partition:
     def _require_leader(self) -> None:
         if not self.is_leader:
             raise ReplicationStateError(f"{self.topic_partition}: not the leader")
+
+
+class AlterFollowup(enum.Enum):
+    """What a leader does after an AlterPartition answer that is not a success (rule 5a)."""
+
+    #: The controller said the change was NOT applied: drop it (a later check may propose).
+    REVERT = "revert"
+    #: The answer never came or the controller was unavailable: send the same proposal again
+    #: (the controller answers a change it already applied with the state in force).
+    RETRY = "retry"
+    #: Our partition epoch or leader epoch is stale: read the state the controller wrote.
+    RESYNC = "resync"
+
+
+_NOT_APPLIED = frozenset(
+    {
+        ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ErrorCode.INELIGIBLE_REPLICA,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.STALE_BROKER_EPOCH,
+    }
+)
+_STALE = frozenset(
+    {
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
+
+
+def alter_partition_followup(error: ErrorCode) -> AlterFollowup:
+    """Rule 5a. Kafka's ``Partition.handleAlterPartitionError``: only an explicit "not
+    applied" answer may drop the in-flight change. After a timeout the controller may well
+    have applied it (found by ``tidelog bench``: a shrink applied after the leader's 10 s
+    timeout left the leader and the controller disagreeing about the ISR for good); dropping
+    an applied EXPAND would let the HW pass records a controller-side ISR member lacks, and
+    that member could be elected (tests/sim/test_scenarios.py, lost AlterPartition answer)."""
+    if error in _NOT_APPLIED:
+        return AlterFollowup.REVERT
+    if error in _STALE:
+        return AlterFollowup.RESYNC
+    return AlterFollowup.RETRY
 
 
 def follower_high_watermark(log_end_offset: int, leader_high_watermark: int) -> int:

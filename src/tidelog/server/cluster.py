@@ -69,7 +69,12 @@ from tidelog.controller.znodes import (
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
-from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
+from tidelog.replication.partition import (
+    AlterFollowup,
+    AlterPartitionProposal,
+    LeaderAndIsr,
+    alter_partition_followup,
+)
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
 from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
 from tidelog.server.metadata import MetadataStore, TopicInfo
@@ -80,6 +85,10 @@ from tidelog.server.replica_manager import (
     now_ms,
 )
 from tidelog.storage.producer_id import ProducerIdManager
+
+#: First and longest wait between AlterPartition attempts for one change (rule 5a).
+_ALTER_RETRY_BACKOFF_S = 0.2
+_ALTER_RETRY_BACKOFF_MAX_S = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -1091,24 +1100,71 @@ class ClusterNode:
         task.add_done_callback(self.background.discard)
 
     async def _alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        """Send ``proposal`` until an answer settles it (replication rule 5a): the same
+        proposal again after a timeout or an unavailable controller (a change it already
+        applied is answered with the state in force), the state znode read after a stale
+        epoch answer. Ends when the partition no longer has this change in flight."""
         tp = proposal.topic_partition
+        backoff = _ALTER_RETRY_BACKOFF_S
+        while True:
+            try:
+                error, committed = await asyncio.wait_for(self._send_alter(proposal), 10.0)
+            except (ClientError, OSError, TimeoutError, ZkError) as exc:
+                log.info("%s: AlterPartition failed: %s", tp, exc or type(exc).__name__)
+                error, committed = ErrorCode.REQUEST_TIMED_OUT, None
+            hosted = self.replica_manager.partitions.get(tp)
+            if hosted is None:
+                return
+            partition = hosted.partition
+            if partition.on_alter_partition_response(proposal, error, committed, now_ms()):
+                self._complete_purgatories(tp)
+            if error == ErrorCode.NONE and committed is not None:
+                log.info("%s: ISR now %s", tp, list(committed.isr))
+                # Parked acks=all produces may now fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+                self.replica_manager.produce_purgatory.check_and_complete(tp)
+                return
+            followup = alter_partition_followup(error)
+            log.info("%s: AlterPartition answered %s (%s)", tp, error.name, followup.value)
+            if partition.in_flight_proposal != proposal:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _ALTER_RETRY_BACKOFF_MAX_S)
+            if partition.in_flight_proposal != proposal:
+                return  # a LeaderAndIsr settled it meanwhile
+            if followup is AlterFollowup.RESYNC and await self._resync_partition(tp, proposal):
+                return
+
+    async def _resync_partition(self, tp: TopicPartition, proposal: AlterPartitionProposal) -> bool:
+        """Read ``tp``'s state znode and give it to the leader (rule 5a); True once the
+        change in flight is settled."""
+        if self.zk is None:
+            return False
         try:
-            error, committed = await asyncio.wait_for(self._send_alter(proposal), 10.0)
-        except (ClientError, OSError, TimeoutError, ZkError) as exc:
-            log.info("%s: AlterPartition failed: %s", tp, exc)
-            error, committed = ErrorCode.REQUEST_TIMED_OUT, None
+            states = await self.zk.get_partition_states([tp])
+        except ZkError as exc:
+            log.info("%s: reading the partition state failed: %s", tp, exc)
+            return False
+        state = states.get(tp)
         hosted = self.replica_manager.partitions.get(tp)
-        if hosted is None:
-            return
-        if hosted.partition.on_alter_partition_response(proposal, error, committed, now_ms()):
+        if state is None or hosted is None:
+            return hosted is None
+        current = LeaderAndIsr(
+            leader=state.leader,
+            leader_epoch=int(state.leader_epoch),
+            isr=tuple(state.isr),
+            partition_epoch=int(state.partition_epoch),
+        )
+        if hosted.partition.on_state_resync(current, now_ms()):
+            self._complete_purgatories(tp)
+        settled = hosted.partition.in_flight_proposal != proposal
+        if settled:
+            log.info("%s: ISR now %s (read from ZooKeeper)", tp, list(current.isr))
             self.replica_manager.produce_purgatory.check_and_complete(tp)
-            self.replica_manager.fetch_purgatory.check_and_complete(tp)
-        if error == ErrorCode.NONE and committed is not None:
-            log.info("%s: ISR now %s", tp, list(committed.isr))
-            # Parked acks=all produces may now fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-            self.replica_manager.produce_purgatory.check_and_complete(tp)
-        elif error != ErrorCode.NONE:
-            log.info("%s: AlterPartition answered %s", tp, error.name)
+        return settled
+
+    def _complete_purgatories(self, tp: TopicPartition) -> None:
+        self.replica_manager.produce_purgatory.check_and_complete(tp)
+        self.replica_manager.fetch_purgatory.check_and_complete(tp)
 
     async def _send_alter(
         self, proposal: AlterPartitionProposal

@@ -126,7 +126,12 @@ _CONTROL_FLAG: Final = 0x20
 #: hand-off to the helper thread costs more than it saves.
 _PARALLEL_CRC_MIN_BYTES: Final = 256 * 1024
 #: Large appends checked without the helper after it failed to deliver (see _CrcHelper).
-_HELPER_BACKOFF: Final = 32
+_HELPER_BACKOFF: Final = 4
+#: CPUs' worth of idle time that makes the helper worth handing work to (see _CrcHelper).
+_SPARE_CPU_IDLE: Final = 0.5
+#: How long the appending thread waits for a check the helper has STARTED (it runs with the
+#: GIL released on another CPU, ~70 us/MiB) before doing it itself.
+_HELPER_WAIT_S: Final = 0.002
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,11 +294,13 @@ class _CrcJob:
     """The CRC-32C checks of one append, raced between the helper thread and the appending
     thread (rule 1a). The helper checks batches first to last while the appending thread
     writes; then the appending thread takes the helper's verdicts that are in and checks
-    every other batch itself, last to first, never waiting for the helper (which may not
-    have got a CPU, or lost it mid-check on a busy machine). A batch both check gets the
-    same verdict twice: the bytes are immutable (``bytes``, see ``_can_check_beside``)."""
+    every other batch itself, last to first. It waits for the helper only on a batch the
+    helper has STARTED, and at most ``_HELPER_WAIT_S`` (the helper runs with the GIL released,
+    so a started check finishes within ~70 us/MiB unless the helper lost its CPU; then the
+    appending thread does the check itself). A batch both check gets the same verdict twice:
+    the bytes are immutable (``bytes``, see ``_can_check_beside``)."""
 
-    __slots__ = ("_checks", "_closed", "_verdicts", "helped")
+    __slots__ = ("_checks", "_closed", "_current", "_delivered", "_progress", "_verdicts", "helped")
 
     def __init__(self, view: memoryview, batches: list[_Batch]) -> None:
         self._checks = [
@@ -302,32 +309,45 @@ class _CrcJob:
         #: None: not checked yet. Single list-item stores are atomic under the GIL.
         self._verdicts: list[bool | None] = [None] * len(batches)
         self._closed = False
-        #: Set by ``finish``: whether the helper had delivered any verdict by then.
+        #: The batch the helper is checking now (-1: none), and an event set when it is done.
+        self._current = -1
+        self._progress = threading.Event()
+        #: Verdicts the helper stored.
+        self._delivered = 0
+        #: Set by ``finish``: whether the helper delivered any verdict the appending thread used.
         self.helped = False
 
     def help(self) -> None:
         """The helper thread's part (crc32c releases the GIL above 32 KiB, so it really
         runs beside the appending thread's write)."""
-        checks, verdicts = self._checks, self._verdicts
+        checks, verdicts, progress = self._checks, self._verdicts, self._progress
         for i, (data, expected) in enumerate(checks):
             if self._closed:
                 return
             if verdicts[i] is None:
+                progress.clear()
+                self._current = i
                 verdicts[i] = crc32c.crc32c(data) == expected
+                self._delivered += 1
+                self._current = -1
+                progress.set()
 
     def finish(self) -> int | None:
         """The appending thread's part, after its write: index of the first corrupt batch."""
         checks, verdicts = self._checks, self._verdicts
-        self.helped = any(v is not None for v in verdicts)
         failed = None
         for i in range(len(checks) - 1, -1, -1):
             ok = verdicts[i]
+            if ok is None and self._current == i:
+                self._progress.wait(_HELPER_WAIT_S)
+                ok = verdicts[i]
             if ok is None:
                 data, expected = checks[i]
                 ok = verdicts[i] = crc32c.crc32c(data) == expected
             if not ok:
                 failed = i
         self._closed = True
+        self.helped = self._delivered > 0
         return failed
 
 
@@ -343,12 +363,50 @@ def _can_check_beside(records: bytes | bytearray | memoryview) -> bool:
     return immutable and _CRC_HELPER.wanted()
 
 
+class _CpuIdleSampler:
+    """Whether a CPU is idle, from ``/proc/stat``'s idle time since the previous sample.
+
+    The 1-minute load average used before counts the appending thread itself and lags by a
+    minute: on the idle 2-CPU VM a benchmark's own appends pushed it over 1.0 and the
+    helper was refused for most of the run (462 of 1143 appends tried). Idle time over the
+    last second sees what the other CPUs are doing now. Without ``/proc/stat`` (not Linux)
+    it falls back to the load average."""
+
+    def __init__(self, path: str = "/proc/stat") -> None:
+        self._path = path
+        self._last: tuple[int, int] | None = None
+
+    def _read(self) -> tuple[int, int] | None:
+        try:
+            with open(self._path, "rb") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 6 or fields[0] != b"cpu":
+            return None
+        ticks = [int(v) for v in fields[1:]]
+        # user nice system idle iowait irq softirq steal (guest time is inside user)
+        return ticks[3] + ticks[4], sum(ticks[:8])
+
+    def spare_cpu(self) -> bool:
+        cpus = os.cpu_count() or 1
+        sample = self._read()
+        last, self._last = self._last, sample
+        if sample is not None and last is not None and sample[1] > last[1]:
+            idle_cpus = cpus * (sample[0] - last[0]) / (sample[1] - last[1])
+            return idle_cpus >= _SPARE_CPU_IDLE
+        try:
+            return os.getloadavg()[0] <= cpus - 1
+        except OSError:
+            return False
+
+
+_CPU_IDLE: Final = _CpuIdleSampler()
+
+
 def _spare_cpu() -> bool:
-    """Whether the 1-minute load average leaves at least one CPU idle."""
-    try:
-        return os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
-    except OSError:
-        return False
+    """Whether at least ``_SPARE_CPU_IDLE`` of a CPU was idle over the last sample."""
+    return _CPU_IDLE.spare_cpu()
 
 
 class _CrcHelper:
@@ -357,10 +415,11 @@ class _CrcHelper:
     Used only when it can pay off. It needs a CPU nothing else wants: with none, handing it
     work only costs (a queue put, a wake-up, GIL hand-overs, and preempting the appending
     thread on its own CPU); on the shared 2-CPU development VM at load average 8-17 that
-    made 1 MiB appends 5-15 % slower. So it is used only while the 1-minute load average
-    leaves a CPU idle (sampled at most once a second), and only while it delivers: after an
-    append where it had checked nothing by the time the write returned, the next
-    ``_HELPER_BACKOFF`` large appends check their CRCs in the appending thread.
+    made 1 MiB appends 5-15 % slower. So it is used only while at least half a CPU was idle
+    over the last sample (``_CpuIdleSampler``, sampled at most once a second), and only while
+    it delivers: after an append where it delivered no verdict by the time the appending
+    thread needed it, the next ``_HELPER_BACKOFF`` large appends check their CRCs in the
+    appending thread.
     """
 
     def __init__(self) -> None:

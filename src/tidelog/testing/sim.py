@@ -40,7 +40,13 @@ from tidelog.controller import decisions
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, NO_EPOCH, BrokerId, TopicPartition
 from tidelog.replication.epoch import LeaderEpochCache
-from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr, Partition
+from tidelog.replication.partition import (
+    AlterFollowup,
+    AlterPartitionProposal,
+    LeaderAndIsr,
+    Partition,
+    alter_partition_followup,
+)
 from tidelog.replication.truncation import (
     EpochEndOffset,
     diverging_epoch,
@@ -66,6 +72,10 @@ class SimConfig:
     request_timeout_ms: int = 1500  # produce purgatory timeout (REQUEST_TIMED_OUT)
     net_delay_ms: tuple[int, int] = (1, 8)
     net_drop_rate: float = 0.0
+    #: Chance that the controller applies an AlterPartition but its answer is lost (the
+    #: leader's request times out after ``controller_request_timeout_ms``).
+    alter_response_loss_rate: float = 0.0
+    controller_request_timeout_ms: int = 200
     controller_delay_ms: tuple[int, int] = (1, 5)
     flush_interval_ms: int = 100
     zookeeper_session_timeout_ms: int = 150  # a longer pause may expire the session
@@ -183,6 +193,7 @@ class Stats:
     errors: dict[str, int] = field(default_factory=dict)
     unclean_elections: int = 0
     consumed: int = 0
+    lost_alter_responses: int = 0
 
     def error(self, code: ErrorCode) -> None:
         self.errors[code.name] = self.errors.get(code.name, 0) + 1
@@ -201,6 +212,8 @@ class Simulation:
         self._request_ids = 0
         self._link_clock: dict[int, int] = {}
         self.blocked: set[tuple[int, int]] = set()
+        #: Scripted faults: the next N AlterPartition answers are lost (applied, never heard).
+        self.lose_alter_responses = 0
         self.checker = InvariantChecker()
         self.stats = Stats()
         self.trace: list[str] = []
@@ -393,6 +406,22 @@ class Simulation:
         if error is ErrorCode.NONE:
             self.states[tp] = state
             self.log(f"controller {tp} AlterPartition isr {state.isr} pe{state.partition_epoch}")
+        rate = self.config.alter_response_loss_rate
+        if self.lose_alter_responses > 0 or (rate and self.rng.random() < rate):
+            self.lose_alter_responses = max(0, self.lose_alter_responses - 1)
+            self.stats.lost_alter_responses += 1
+            self.log(f"controller {tp} AlterPartition answer LOST ({error.name})")
+            at = self.now_ms + self.config.controller_request_timeout_ms
+            self.to_broker(
+                at,
+                broker,
+                self._on_alter_partition_response,
+                broker,
+                proposal,
+                ErrorCode.REQUEST_TIMED_OUT,
+                state,
+            )
+            return
         self.from_controller(
             broker, self._on_alter_partition_response, broker, proposal, error, state
         )
@@ -513,8 +542,23 @@ class Simulation:
         if p is None:
             return
         committed = state if error is ErrorCode.NONE else None
+        tp = proposal.topic_partition
         if p.on_alter_partition_response(proposal, error, committed, self.now_ms):
-            self._after_hw(b, proposal.topic_partition)
+            self._after_hw(b, tp)
+        if error is ErrorCode.NONE or p.in_flight_proposal != proposal:
+            return
+        followup = alter_partition_followup(error)
+        if followup is AlterFollowup.RETRY:  # the same proposal again (rule 5a)
+            self.to_controller(self._controller_alter_partition, broker, b.broker_epoch, proposal)
+        elif followup is AlterFollowup.RESYNC:  # read the state znode (rule 5a)
+            lo, hi = self.config.controller_delay_ms
+            self.to_broker(self.now_ms + self.rng.randint(lo, hi), broker, self._resync, broker, tp)
+
+    def _resync(self, broker: BrokerId, tp: TopicPartition) -> None:
+        b = self.brokers[broker]
+        p = b.partitions.get(tp)
+        if p is not None and p.on_state_resync(self.states[tp], self.now_ms):
+            self._after_hw(b, tp)
 
     def _truncate(self, b: SimBroker, tp: TopicPartition, offset: int) -> None:
         log = b.logs[tp]

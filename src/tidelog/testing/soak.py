@@ -51,6 +51,8 @@ def random_config(
         replica_lag_time_max_ms=rng.choice((150, 300, 600)),
         unclean_leader_election=unclean,
         truncate_to_hw_on_follow=old_hw_truncation,
+        # Drawn last so the earlier draws of every seed stay what they were.
+        alter_response_loss_rate=rng.choice((0.0, 0.0, 0.05, 0.2)),
     )
 
 

@@ -375,6 +375,16 @@ def test_alter_partition_compare_and_set(zk_connect: str) -> None:
             stored = (await states(ctl.zk, "isr", 1))[tp]
             assert (stored.isr, stored.partition_epoch) == ((1, 2), 1)
 
+            # The same change sent again (its answer was lost, rule 5a): the state in force,
+            # nothing written.
+            again = await ctl.controller.alter_partition(
+                proposal(0, 0, (1, 2)), broker_epoch=epoch1
+            )
+            assert again.error is ErrorCode.NONE
+            assert again.state is not None
+            assert (again.state.isr, again.state.partition_epoch) == ((1, 2), 1)
+            assert (await states(ctl.zk, "isr", 1))[tp].partition_epoch == 1
+
             stale = await ctl.controller.alter_partition(proposal(0, 0, (1,)), broker_epoch=epoch1)
             assert stale.error is ErrorCode.INVALID_UPDATE_VERSION
             assert stale.state is not None

@@ -136,7 +136,7 @@ def proposal(
     [
         (proposal(b(2, 0, 1)), ErrorCode.NONE),
         (proposal(b(2)), ErrorCode.NONE),
-        (proposal(b(2, 0), pe=6), ErrorCode.INVALID_UPDATE_VERSION),
+        (proposal(b(2, 0, 1), pe=6), ErrorCode.INVALID_UPDATE_VERSION),
         (proposal(b(2, 0), le=2), ErrorCode.FENCED_LEADER_EPOCH),
         (proposal(b(0, 2), leader=0), ErrorCode.NOT_LEADER_OR_FOLLOWER),
         (proposal(b(0, 1)), ErrorCode.INVALID_REQUEST),
@@ -151,6 +151,17 @@ def test_alter_partition_compare_and_set(p: AlterPartitionProposal, expected: Er
         assert new == state(2, p.new_isr, pe=8)
     else:
         assert new == current
+
+
+def test_alter_partition_already_in_force_answers_the_state_even_with_a_stale_epoch() -> None:
+    """Rule 5a: the retry of a change whose answer was lost finds it applied."""
+    current = state(2, b(2, 0))
+    for retried in (proposal(b(0, 2), pe=6), proposal(b(2, 0))):
+        error, now = alter_partition(current, retried, A + b(3), b(0, 1, 2))
+        assert (error, now) == (ErrorCode.NONE, current)
+    # Still fenced first: another leader epoch's proposal is not "already in force".
+    error, _ = alter_partition(current, proposal(b(2, 0), le=2), A + b(3), b(0, 1, 2))
+    assert error is ErrorCode.FENCED_LEADER_EPOCH
 
 
 def test_assign_replicas_rule_11() -> None:

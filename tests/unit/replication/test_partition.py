@@ -8,6 +8,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.epoch import LeaderEpochCache
 from tidelog.replication.partition import (
+    AlterFollowup,
     CommittedPartitionState,
     LeaderAndIsr,
     Partition,
@@ -15,6 +16,7 @@ from tidelog.replication.partition import (
     PendingShrinkIsr,
     ReplicaState,
     ReplicationStateError,
+    alter_partition_followup,
     follower_high_watermark,
 )
 
@@ -158,8 +160,45 @@ def test_alter_partition_error_reverts_and_stale_answers_are_ignored() -> None:
     )
     assert not p.on_alter_partition_response(stale, ErrorCode.NONE, other, 2)
     assert isinstance(p.state, PendingExpandIsr)
-    p.on_alter_partition_response(proposal, ErrorCode.INVALID_UPDATE_VERSION, None, 3)
+    # Only an explicit "not applied" drops the change (rule 5a).
+    p.on_alter_partition_response(proposal, ErrorCode.INELIGIBLE_REPLICA, None, 3)
     assert p.state == CommittedPartitionState(isr=frozenset({B0, B1}))
+    assert alter_partition_followup(ErrorCode.INELIGIBLE_REPLICA) is AlterFollowup.REVERT
+
+
+@pytest.mark.parametrize(
+    ("error", "followup"),
+    [
+        (ErrorCode.REQUEST_TIMED_OUT, AlterFollowup.RETRY),
+        (ErrorCode.NOT_CONTROLLER, AlterFollowup.RETRY),
+        (ErrorCode.INVALID_UPDATE_VERSION, AlterFollowup.RESYNC),
+        (ErrorCode.FENCED_LEADER_EPOCH, AlterFollowup.RESYNC),
+    ],
+)
+def test_alter_partition_answer_in_doubt_keeps_the_change_in_flight(
+    error: ErrorCode, followup: AlterFollowup
+) -> None:
+    """Rule 5a: a timeout may hide an applied expand, so the HW keeps waiting for the new
+    member (the maximal ISR) until a retry's answer or the controller's state settles it."""
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    proposal = p.update_follower_fetch_state(
+        B2, fetch_offset=20, leader_log_end_offset=20, now_ms=1
+    ).proposal
+    assert proposal is not None
+    assert not p.on_alter_partition_response(proposal, error, None, 2)
+    assert alter_partition_followup(error) is followup
+    assert p.in_flight_proposal == proposal
+    assert p.maximal_isr == {B0, B1, B2}
+    # A state of another leadership settles nothing; ours, as written, does.
+    deposed = LeaderAndIsr(leader=B1, leader_epoch=6, isr=(B1, B2), partition_epoch=11)
+    assert not p.on_state_resync(deposed, 3)
+    assert p.in_flight_proposal == proposal
+    written = LeaderAndIsr(
+        leader=B0, leader_epoch=5, isr=(B0, B1, B2), partition_epoch=proposal.partition_epoch + 1
+    )
+    p.on_state_resync(written, 4)
+    assert p.state == CommittedPartitionState(isr=frozenset({B0, B1, B2}))
+    assert p.partition_epoch == written.partition_epoch
 
 
 @pytest.mark.parametrize(

@@ -77,8 +77,8 @@ class LeaderMachine(RuleBasedStateMachine):
             self.inflight = res.proposal
 
     @precondition(lambda self: self.inflight is not None)
-    @rule(accept=st.booleans())
-    def controller_answers(self, accept: bool) -> None:
+    @rule(accept=st.booleans(), lost=st.booleans())
+    def controller_answers(self, accept: bool, lost: bool) -> None:
         proposal = self.inflight
         assert proposal is not None
         self.inflight = None
@@ -91,9 +91,26 @@ class LeaderMachine(RuleBasedStateMachine):
             )
             self.p.on_alter_partition_response(proposal, ErrorCode.NONE, self.controller, self.now)
             assert self.p.isr == set(proposal.new_isr)
+        elif lost:
+            # Applied, but the answer was lost (rule 5a): the change stays in flight, the HW
+            # keeps waiting for the maximal ISR, and the retry learns the state in force.
+            maximal = set(self.p.maximal_isr)
+            self.p.on_alter_partition_response(
+                proposal, ErrorCode.REQUEST_TIMED_OUT, None, self.now
+            )
+            assert self.p.in_flight_proposal == proposal
+            assert self.p.maximal_isr == maximal
+            self.controller = LeaderAndIsr(
+                leader=BrokerId(0),
+                leader_epoch=1,
+                isr=proposal.new_isr,
+                partition_epoch=self.controller.partition_epoch + 1,
+            )
+            self.p.on_alter_partition_response(proposal, ErrorCode.NONE, self.controller, self.now)
+            assert self.p.isr == set(proposal.new_isr)
         else:
             self.p.on_alter_partition_response(
-                proposal, ErrorCode.INVALID_UPDATE_VERSION, None, self.now
+                proposal, ErrorCode.INELIGIBLE_REPLICA, None, self.now
             )
         assert isinstance(self.p.state, CommittedPartitionState)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,64 @@ def test_helper_is_used_only_with_a_spare_cpu_and_while_it_delivers(
     assert delivered.helped
     helper.report(delivered)
     assert helper.wanted()
+
+
+def _proc_stat(path: Path, idle: int, busy: int) -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    path.write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n")
+
+
+def test_spare_cpu_is_idle_time_since_the_last_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(log_module.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(log_module.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    sampler = log_module._CpuIdleSampler(str(stat))
+    _proc_stat(stat, idle=1000, busy=1000)
+    assert not sampler.spare_cpu()  # no previous sample: the load average (5 on 2 CPUs)
+    _proc_stat(stat, idle=1060, busy=1140)  # 60 of 200 ticks idle: 0.6 of 2 CPUs
+    assert sampler.spare_cpu()
+    _proc_stat(stat, idle=1100, busy=1300)  # 40 of 200 ticks idle: 0.4 of 2 CPUs
+    assert not sampler.spare_cpu()
+    stat.unlink()  # unreadable: back to the load average
+    monkeypatch.setattr(log_module.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert sampler.spare_cpu()
+
+
+def test_appending_thread_waits_briefly_for_a_check_the_helper_started() -> None:
+    """A check the helper has started is waited for (it runs with the GIL released), so
+    the CRC is not computed twice; one it has not started is done by the appending
+    thread at once."""
+    view = memoryview(big_batch(0))
+    batches, _ = log_module._validate_batches(
+        view, max_message_bytes=None, allow_partial_tail=False, check_crc=False
+    )
+    job = log_module._CrcJob(view, batches)
+    job._current = 0  # the helper is "inside" crc32c for batch 0 ...
+    job._progress.clear()
+
+    def deliver() -> None:  # ... and stores its verdict shortly
+        time.sleep(0.0005)
+        job._verdicts[0] = True
+        job._delivered += 1
+        job._current = -1
+        job._progress.set()
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    assert job.finish() is None
+    thread.join()
+    assert job.helped
+    # A corrupt batch is still caught when the helper never gets to it.
+    corrupt = bytearray(big_batch(1))
+    corrupt[-1] ^= 0xFF
+    cview = memoryview(bytes(corrupt))
+    cbatches, _ = log_module._validate_batches(
+        cview, max_message_bytes=None, allow_partial_tail=False, check_crc=False
+    )
+    stalled = log_module._CrcJob(cview, cbatches)
+    stalled._current = 0  # started, never finishes: the wait is bounded
+    stalled._progress.clear()
+    assert stalled.finish() == 0
+    assert not stalled.helped
