@@ -259,15 +259,19 @@ class Broker:
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        said = False  # about an offline log dir: once until the checkpoints work again
         while True:
             await asyncio.sleep(interval)
             try:
                 self.replica_manager.checkpoint()
             except OSError as exc:
-                if self.replica_manager.offline_log_dirs:  # expected: said once already
-                    log.warning("writing checkpoints failed (a log dir is offline): %s", exc)
-                else:
+                if not self.replica_manager.offline_log_dirs:
                     log.exception("writing checkpoints failed")
+                elif not said:
+                    said = True
+                    log.warning("writing checkpoints failed (a log dir is offline): %s", exc)
+            else:
+                said = False
 
     async def _retention_loop(self) -> None:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
