@@ -145,3 +145,86 @@ def test_full_log_dir_goes_offline_moves_leaders_and_comes_back(tmp_path: Path) 
         if producer is not None:
             producer.stop(flush_timeout_s=5.0)
         cluster.stop()
+
+
+@pytest.mark.slow  # ~60 s
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_new_controller_learns_of_a_full_log_dir(tmp_path: Path) -> None:
+    """Broker 3's disk is full and the controller (another broker) dies: broker 3 reports its
+    offline dir again to the new controller (which knows nothing of the first report); the
+    dead broker comes back and rejoins; after space returns broker 3 does too; nothing
+    acknowledged is lost."""
+    cluster = FaultCluster(
+        tmp_path / "cluster",
+        overrides={
+            "zookeeper.session.timeout.ms": "6000",
+            "replica.lag.time.max.ms": "2000",
+            "replica.fetch.wait.max.ms": "200",
+            "auto.leader.rebalance.enable": "false",
+            "min.insync.replicas": "2",
+        },
+        tmpfs_broker=3,
+        tmpfs_size="16m",
+    )
+    producer: ProducerWorker | None = None
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.admin_bootstrap})
+        admin.create_topics(
+            [
+                NewTopic(
+                    TOPIC, num_partitions=3, replica_assignment=[[3, 1, 2], [1, 2, 3], [2, 3, 1]]
+                )
+            ]
+        )[TOPIC].result(timeout=30)
+        assert cluster.wait_healthy(TOPIC, 30.0)
+        if cluster.controller() == 3:  # move the controller off the broker whose disk fills
+            cluster.stop_broker(3)
+            cluster.start_broker(3)
+            assert cluster.wait_healthy(TOPIC, 45.0)
+        producer = ProducerWorker(cluster.client_bootstrap, TOPIC, 3, 0, interval_s=0.01).start()
+        _until("first acks", lambda: producer.acked_count() > 50)
+        assert cluster.tmpfs_mount is not None
+        filler = cluster.tmpfs_mount / "filler"
+        fill(filler)
+        # Nothing is written to broker 3 until the producer's next batch for partition 0.
+        _until(
+            "broker 3 leads nothing and is in no ISR",
+            lambda: all(
+                p.leader_id != 3 and 3 not in p.isr for p in cluster.partitions(TOPIC).values()
+            ),
+        )
+        controller = cluster.controller()
+        assert controller in (1, 2)
+        cluster.kill_broker(controller)
+        _until("a new controller", lambda: cluster.controller() not in (None, controller))
+        new_controller = cluster.controller()
+        assert new_controller is not None
+        # The new controller heard broker 3's report again (its own log says so).
+        log_file = cluster.broker(new_controller).output_path
+        _until(
+            "the new controller marks broker 3 offline",
+            lambda: "log dir offline on brokers [3]" in log_file.read_text(errors="replace"),
+            timeout_s=20.0,
+        )
+        cluster.start_broker(controller)
+        _until(
+            f"broker {controller} back in every ISR, broker 3 still out",
+            lambda: all(
+                controller in p.isr and 3 not in p.isr for p in cluster.partitions(TOPIC).values()
+            ),
+        )
+        filler.unlink()
+        assert cluster.wait_healthy(TOPIC, 45.0), cluster.unhealthy_because(TOPIC)
+        acked = producer.acked_count()
+        _until("acks after the disk has room again", lambda: producer.acked_count() > acked + 50)
+        producer.stop()
+        final, hws = final_read(cluster.admin_bootstrap, TOPIC, 3)
+        findings = check_histories(producer.history.acks, [], final, hws)
+        assert findings.lost_count == 0
+        assert findings.failures == {}, findings.summary()
+    finally:
+        if producer is not None:
+            producer.stop(flush_timeout_s=5.0)
+        cluster.stop()
