@@ -36,6 +36,17 @@ Theory of operation:
 7. Deletion: a ``/admin/delete_topics/<t>`` marker -> StopReplica(delete) to its replicas,
    the topic's znodes removed, UpdateMetadata to all. (Kafka waits for StopReplica
    responses; here the sender is fire-and-forget, see ``ControllerSender``.)
+8. Log dir failure (KIP-112): a broker that cannot write its log dir (full disk, IO error)
+   posts ``/log_dir_event_notification/log_dir_event_<seq>`` (event 1); the controller
+   deletes the notifications, marks the broker's replicas offline (never electable, never
+   added to an ISR) and applies ``decisions.on_log_dir_failure`` to every partition it leads
+   or is in the ISR of. Unlike Kafka (offline until restart), the broker posts event 2 once
+   the dir has room again: its replicas become electable, offline partitions it can lead
+   come back, and it gets LeaderAndIsr for all its partitions (it fetches and catches up;
+   each leader adds it back to the ISR). The granularity is the broker (one log dir in
+   practice). A new controller does not know of earlier events: the broker posts its
+   failure again when it hears from a new controller epoch. An event of an incarnation
+   that is no longer registered is ignored.
 
 A ``ZkError`` inside a handler (ZooKeeper unreachable past the retry deadline) is logged
 and the controller resigns; it competes again when ``/controller`` next changes.
@@ -369,6 +380,9 @@ class Controller:
         self._topic_watches: dict[str, Watch] = {}
         #: Brokers in a controlled shutdown: live, but never elected (rule 12).
         self._shutting_down: set[BrokerId] = set()
+        #: Live brokers whose log dir is offline (module docstring, 8): never elected, never
+        #: added to an ISR, until they report the dir back (or restart).
+        self._offline_dirs: set[BrokerId] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -393,6 +407,11 @@ class Controller:
         self._watches.append(
             await self.zk.watch_topic_deletions(
                 lambda _names: self._enqueue(self._on_topic_deletions)
+            )
+        )
+        self._watches.append(
+            await self.zk.watch_log_dir_events(
+                lambda names: self._enqueue(self._on_log_dir_events) if names else None
             )
         )
 
@@ -484,6 +503,7 @@ class Controller:
         self._states.clear()
         self._deleting.clear()
         self._shutting_down.clear()
+        self._offline_dirs.clear()
         for watch in self._topic_watches.values():
             watch.cancel()
         self._topic_watches.clear()
@@ -543,6 +563,7 @@ class Controller:
         self._send_update_metadata(self._states.keys(), to=self._live.keys())
         self._deleting.clear()
         await self._on_topic_deletions()
+        await self._on_log_dir_events()
 
     async def _load_topics(self, topics: Iterable[str]) -> None:
         found = await self.zk.get_topic_assignments(topics)
@@ -675,7 +696,7 @@ class Controller:
         """
         restarted = restarted or {}
         live = set(self._live)
-        electable = live - self._shutting_down
+        electable = self._electable()
         affected = [
             tp
             for tp, state in self._states.items()
@@ -721,7 +742,7 @@ class Controller:
 
     async def _elect_offline(self, started: Collection[BrokerId]) -> set[TopicPartition]:
         """Offline partitions (leader -1) that a live broker can now lead (rule 9)."""
-        live = set(self._live) - self._shutting_down
+        live = self._electable()
         offline = [
             tp
             for tp, state in self._states.items()
@@ -741,6 +762,114 @@ class Controller:
             return None if step is None else step[0]
 
         return await self._write_decided(decide, offline)
+
+    def _electable(self) -> set[BrokerId]:
+        """Live brokers that may lead or join an ISR: not shutting down (rule 12), log dir
+        online (module docstring, 8)."""
+        return set(self._live) - self._shutting_down - self._offline_dirs
+
+    # -- log dir events (module docstring, 8) -------------------------------------------------
+
+    async def _on_log_dir_events(self) -> None:
+        """Kafka's processLogDirEventNotification: read every pending notification, delete
+        them, act on the last event of each broker's current incarnation."""
+        if self._seat is None:
+            return
+        events = await self.zk.get_log_dir_events()
+        if not events:
+            return
+        if any(
+            e is not None
+            and (
+                e.broker_id not in self._live
+                or e.broker_epoch > self._live[e.broker_id].broker_epoch
+            )
+            for _, e in events
+        ):
+            # From an incarnation we have not seen yet (its registration's watch is still on
+            # its way): take the broker change first, or its event would look stale.
+            await self._on_brokers_change()
+            if not self.is_active:
+                return
+        latest: dict[BrokerId, int] = {}
+        for name, event in events:
+            if event is None:
+                continue
+            broker = self._live.get(event.broker_id)
+            if broker is None or event.broker_epoch not in (-1, broker.broker_epoch):
+                log.info("controller %s: ignoring %s of a gone incarnation", self.broker_id, name)
+                continue
+            latest[event.broker_id] = event.event
+        await self.zk.delete_log_dir_events(name for name, _ in events)
+        failed = {b for b, e in latest.items() if e == znodes.LOG_DIR_FAILURE_EVENT}
+        recovered = {b for b, e in latest.items() if e == znodes.LOG_DIR_RECOVERY_EVENT}
+        if failed:
+            await self._on_log_dir_failure(failed)
+        if recovered and self.is_active:
+            await self._on_log_dir_recovery(recovered)
+
+    async def _on_log_dir_failure(self, brokers: set[BrokerId]) -> None:
+        log.info("controller %s: log dir offline on brokers %s", self.broker_id, sorted(brokers))
+        self._offline_dirs |= brokers
+        affected = [
+            tp
+            for tp, state in sorted(self._states.items())
+            if state.leader in brokers or any(r in brokers for r in state.isr)
+        ]
+        changed = await self._move_from_offline(affected)
+        if not self.is_active:
+            return
+        self._send_leader_and_isr(changed)
+        self._send_update_metadata(changed)
+
+    async def _move_from_offline(self, tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """``decisions.on_log_dir_failure`` for every offline-dir broker of each partition."""
+        electable = self._electable()
+
+        def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
+            current = _as_leader_and_isr(state)
+            outcome: LeaderAndIsr | None = None
+            # The leader first, so its successor is chosen from the ISR as it stands.
+            offline = sorted(
+                {r for r in (state.leader, *state.isr) if r in self._offline_dirs},
+                key=lambda r: r != state.leader,
+            )
+            for broker in offline:
+                step = decisions.on_log_dir_failure(self._replicas(tp), current, broker, electable)
+                if step is not None:
+                    current, _ = step
+                    outcome = current
+            if outcome is not None and outcome.leader_epoch > state.leader_epoch + 1:
+                outcome = replace(outcome, leader_epoch=state.leader_epoch + 1)
+            return outcome
+
+        return await self._write_decided(decide, tps)
+
+    async def _move_from_offline_leaders(self, tps: Sequence[TopicPartition]) -> None:
+        if self._seat is None:
+            return
+        changed = await self._move_from_offline(
+            [
+                tp
+                for tp in tps
+                if tp in self._states and self._states[tp].leader in self._offline_dirs
+            ]
+        )
+        if self.is_active:
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata(changed)
+
+    async def _on_log_dir_recovery(self, brokers: set[BrokerId]) -> None:
+        log.info("controller %s: log dir back on brokers %s", self.broker_id, sorted(brokers))
+        self._offline_dirs -= brokers
+        changed = await self._elect_offline(brokers)
+        if not self.is_active:
+            return
+        # Every partition they host, to them: they follow (and fetch) again.
+        hosted = {tp for tp in self._states if any(b in self._replicas(tp) for b in brokers)}
+        self._send_leader_and_isr(hosted, to=brokers)
+        self._send_leader_and_isr(changed, to=set(self._live) - brokers)
+        self._send_update_metadata(changed)
 
     # -- telling brokers ----------------------------------------------------------------------
 
@@ -817,6 +946,8 @@ class Controller:
             sorted(bounced),
         )
         self._shutting_down -= dead | bounced
+        # A new incarnation reports its log dirs afresh (it probes them at start).
+        self._offline_dirs -= dead | bounced
         changed: set[TopicPartition] = set()
         if dead or bounced:
             # A bounced broker lost its in-memory state: a failure, then a start (Kafka).
@@ -969,7 +1100,9 @@ class Controller:
                 _as_leader_and_isr(current),
                 proposal,
                 self._replicas(tp),
-                set(self._live),
+                # KIP-841's rule for fenced brokers, for offline log dirs too: a replica that
+                # cannot append must not be counted for acks=all.
+                set(self._live) - self._offline_dirs,
                 broker_epoch=broker_epoch,
                 registered_broker_epoch=-1 if leader is None else leader.broker_epoch,
             )
@@ -989,6 +1122,11 @@ class Controller:
                 self._states[tp] = result.state
                 # Kafka (ZK mode) tells everyone about the new ISR.
                 self._send_update_metadata([tp])
+                if decided.leader in self._offline_dirs:
+                    # A leader kept for want of a clean successor (its log dir is offline)
+                    # may now hand over to the replica that just joined. After our answer:
+                    # the leader applies it before it learns of the move.
+                    self._enqueue(lambda: self._move_from_offline_leaders([tp]))
                 return AlterPartitionResult(ErrorCode.NONE, result.state)
             if result.outcome is StateWriteOutcome.CONTROLLER_MOVED:
                 self._resign("controller epoch moved")
@@ -1041,7 +1179,7 @@ class Controller:
         if broker_epoch not in (-1, broker.broker_epoch):
             return ControlledShutdownResult(ErrorCode.STALE_BROKER_EPOCH)
         self._shutting_down.add(broker_id)
-        live = set(self._live)
+        live = set(self._live) - self._offline_dirs
         hosted = [
             tp
             for tp in sorted(self._states)
@@ -1106,7 +1244,7 @@ class Controller:
         if self._seat is None:
             return dict.fromkeys(wanted or (), ErrorCode.NOT_CONTROLLER)
         tps = sorted(self._states) if wanted is None else wanted
-        live = set(self._live) - self._shutting_down
+        live = self._electable()
         errors: dict[TopicPartition, ErrorCode] = {}
         movable: list[TopicPartition] = []
         for tp in tps:
@@ -1154,7 +1292,7 @@ class Controller:
         elsewhere, elect it back where it is live and in the ISR."""
         if self._seat is None:
             return
-        live = set(self._live) - self._shutting_down
+        live = self._electable()
         by_preferred: dict[BrokerId, list[TopicPartition]] = {}
         for tp in self._states:
             replicas = self._replicas(tp)

@@ -12,6 +12,9 @@ Every function takes the current state as values and returns the new state (or a
   ``on_controlled_shutdown`` — rules 9 and 12.
 - ``on_broker_failure`` — a dead broker leaves every ISR (but never empties one: the last
   member stays so that only it can be elected cleanly) and loses its leaderships.
+- ``on_log_dir_failure`` — a live broker whose log dir went offline (KIP-112): it loses
+  its leaderships to a clean successor and leaves every ISR, but a leadership without a
+  clean successor stays with it (read-only) instead of going offline as in Kafka.
 - ``alter_partition`` — the AlterPartition (API 56) compare-and-set on ``partition_epoch``.
 - ``assign_replicas`` — rule 11 with Kafka's follower shift.
 """
@@ -37,6 +40,7 @@ __all__ = [
     "on_broker_failure",
     "on_broker_startup",
     "on_controlled_shutdown",
+    "on_log_dir_failure",
 ]
 
 
@@ -188,6 +192,45 @@ def on_broker_failure(
                 leader=current.leader,
                 leader_epoch=current.leader_epoch,
                 isr=tuple(r for r in current.isr if r != dead),
+                partition_epoch=current.partition_epoch + 1,
+            ),
+            None,
+        )
+    return None
+
+
+def on_log_dir_failure(
+    assignment: Sequence[BrokerId],
+    current: LeaderAndIsr,
+    broker: BrokerId,
+    electable: Collection[BrokerId],
+) -> tuple[LeaderAndIsr, Election | None] | None:
+    """What the controller writes when live ``broker``'s log dir went offline (a full disk
+    or an IO error: it can read its log but not append); None when nothing changes.
+
+    ``electable``: live brokers that may lead (not shutting down, log dir online; the caller
+    leaves ``broker`` out). As its leader, the partition moves to the first electable ISR
+    member in assignment order (new leader epoch: the followers truncate to it, rule 7) and
+    the ISR loses ``broker``. Without such a member the leadership stays: the log is intact
+    and readable, only appends fail (KAFKA_STORAGE_ERROR) until the dir has room again.
+    Kafka makes the partition offline there, or elects an unclean leader when allowed; both
+    serve nothing better and the second loses acknowledged records for a broker that is
+    still alive, so neither is done. As a follower it leaves the ISR (never emptying it), so
+    acks=all and the high watermark stop waiting for a replica that cannot append.
+    """
+    if current.leader == broker:
+        others = tuple(r for r in current.isr if r != broker)
+        usable = [r for r in electable if r != broker]
+        election = elect_leader(assignment, others, usable, unclean_allowed=False)
+        if election is None:
+            return None
+        return apply_election(current, election), election
+    if broker in current.isr and len(current.isr) > 1:
+        return (
+            LeaderAndIsr(
+                leader=current.leader,
+                leader_epoch=current.leader_epoch,
+                isr=tuple(r for r in current.isr if r != broker),
                 partition_epoch=current.partition_epoch + 1,
             ),
             None,

@@ -76,8 +76,10 @@ from tidelog.controller import znodes
 from tidelog.controller.znodes import (
     BrokerRegistration,
     ControllerRegistration,
+    LogDirEvent,
     PartitionState,
     TopicAssignment,
+    ZNodeDecodeError,
 )
 from tidelog.errors import TidelogError
 from tidelog.model import BrokerId, ControllerEpoch, PartitionEpoch, TopicPartition
@@ -1013,6 +1015,60 @@ class ZkClient:
                         kz.retry(kz.delete, path, recursive=True)
             with contextlib.suppress(NoNodeError):
                 kz.retry(kz.delete, znodes.delete_topic_path(topic))
+
+        await self._call(run)
+
+    # -- log dir events (Kafka's ZkLogDirEventNotification, KIP-112) -------------------------
+
+    async def post_log_dir_event(self, event: LogDirEvent) -> str:
+        """Create ``/log_dir_event_notification/log_dir_event_<seq>`` (persistent, sequential,
+        as Kafka's ``propagateLogDirEvent``); returns the node's name."""
+
+        def run() -> str:
+            path = self._kz.retry(
+                self._kz.create, znodes.LOG_DIR_EVENT_PREFIX, event.encode(), sequence=True
+            )
+            return str(path).rsplit("/", 1)[-1]
+
+        return await self._call(run)
+
+    async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> Watch:
+        """The pending notifications' names, now and whenever they change (the controller's
+        LogDirEventNotificationHandler)."""
+        return await self.watch_children(znodes.LOG_DIR_EVENT_NOTIFICATION_PATH, callback)
+
+    async def get_log_dir_events(self) -> list[tuple[str, LogDirEvent | None]]:
+        """Every pending notification in sequence order; None for one that does not decode
+        (logged; the controller deletes it like the others)."""
+
+        def run() -> list[tuple[str, LogDirEvent | None]]:
+            kz = self._kz
+            names = kz.retry(kz.get_children, znodes.LOG_DIR_EVENT_NOTIFICATION_PATH)
+            out: list[tuple[str, LogDirEvent | None]] = []
+            # The sequence suffix is zero-padded: the names sort in creation order.
+            for name in sorted(names):
+                try:
+                    data, _ = kz.retry(kz.get, f"{znodes.LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}")
+                except NoNodeError:
+                    continue
+                try:
+                    out.append((name, LogDirEvent.decode(data)))
+                except ZNodeDecodeError:
+                    log.exception("ignoring log dir event %s", name)
+                    out.append((name, None))
+            return out
+
+        return await self._call(run)
+
+    async def delete_log_dir_events(self, names: Iterable[str]) -> None:
+        """Drop processed notifications (Kafka's deleteLogDirEventNotifications)."""
+
+        def run() -> None:
+            for name in names:
+                with contextlib.suppress(NoNodeError):
+                    self._kz.retry(
+                        self._kz.delete, f"{znodes.LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
+                    )
 
         await self._call(run)
 

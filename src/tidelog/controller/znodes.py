@@ -19,6 +19,9 @@ ZooKeeper layout, or ``zookeeper-shell``, recognises every node::
     /config/topics/<t>                            {"version":1,"config":{"k":"v"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                      (empty)
+    /log_dir_event_notification/log_dir_event_<seq>
+                                                  {"version":1,"broker":3,"event":1
+                                                   [,"broker_epoch":123]}
 
 Two numbers live in znode metadata, not in the JSON (as in Kafka): a broker's *broker
 epoch* is the czxid of its ``/brokers/ids/<id>`` node, and a partition's *partition epoch*
@@ -52,6 +55,8 @@ CONFIG_TOPICS_PATH: Final = "/config/topics"
 CONFIG_CHANGES_PATH: Final = "/config/changes"
 CONFIG_CHANGE_PREFIX: Final = CONFIG_CHANGES_PATH + "/config_change_"
 DELETE_TOPICS_PATH: Final = "/admin/delete_topics"
+LOG_DIR_EVENT_NOTIFICATION_PATH: Final = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX: Final = LOG_DIR_EVENT_NOTIFICATION_PATH + "/log_dir_event_"
 
 #: Persistent paths every cluster has (Kafka's ``ZkData.PersistentZkPaths``, the part we use).
 PERSISTENT_PATHS: Final = (
@@ -60,6 +65,7 @@ PERSISTENT_PATHS: Final = (
     CONFIG_TOPICS_PATH,
     CONFIG_CHANGES_PATH,
     DELETE_TOPICS_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
 )
 
 #: Kafka's ``KafkaController.InitialControllerEpoch``: /controller_epoch is created with it;
@@ -511,3 +517,46 @@ def decode_config_change(data: bytes) -> str | None:
 
 #: ``/admin/delete_topics/<t>`` carries no data; its existence is the request.
 DELETE_TOPIC_MARKER: Final = b""
+
+
+# -- log dir events (Kafka's LogDirEventNotificationZNode, KIP-112) ----------------------------
+
+#: Kafka's ``LogDirUtils.LogDirFailureEvent``: a log dir of the broker went offline.
+LOG_DIR_FAILURE_EVENT: Final = 1
+#: tidelog's addition: the broker's offline log dirs have room again (Kafka keeps a failed
+#: dir offline until the broker restarts; a full disk that was freed need not cost a restart).
+LOG_DIR_RECOVERY_EVENT: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEvent:
+    """One ``/log_dir_event_notification/log_dir_event_<seq>`` node.
+
+    Kafka's shape plus an optional ``broker_epoch`` (the posting incarnation): the controller
+    ignores an event of an incarnation that is no longer registered, so a failure posted
+    just before a restart cannot mark the healthy new incarnation offline. Kafka's own nodes
+    (no ``broker_epoch``) decode with -1 (not checked).
+    """
+
+    broker_id: BrokerId
+    event: int
+    broker_epoch: int = -1
+
+    def encode(self) -> bytes:
+        obj: dict[str, Any] = {"version": 1, "broker": self.broker_id, "event": self.event}
+        if self.broker_epoch >= 0:
+            obj["broker_epoch"] = self.broker_epoch
+        return _dumps(obj)
+
+    @classmethod
+    def decode(cls, data: bytes) -> LogDirEvent:
+        what = LOG_DIR_EVENT_NOTIFICATION_PATH
+        obj = _loads(what, data)
+        broker_epoch = obj.get("broker_epoch", -1)
+        if not isinstance(broker_epoch, int) or isinstance(broker_epoch, bool):
+            raise ZNodeDecodeError(what, data, "'broker_epoch' is not a number")
+        return cls(
+            broker_id=BrokerId(_int(what, data, obj, "broker")),
+            event=_int(what, data, obj, "event"),
+            broker_epoch=broker_epoch,
+        )

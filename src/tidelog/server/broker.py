@@ -38,10 +38,12 @@ from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.replica_manager import (
+    LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
     effective_topic_config,
     log_config_for,
     now_ms,
+    probe_log_dir,
 )
 from tidelog.storage.log_manager import LogManager
 
@@ -230,6 +232,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        self._tasks.append(asyncio.create_task(self._log_dir_probe_loop()))
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
         self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
         self.groups.start()
@@ -256,12 +259,19 @@ class Broker:
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
+        said = False  # about an offline log dir: once until the checkpoints work again
         while True:
             await asyncio.sleep(interval)
             try:
                 self.replica_manager.checkpoint()
-            except OSError:
-                log.exception("writing checkpoints failed")
+            except OSError as exc:
+                if not self.replica_manager.offline_log_dirs:
+                    log.exception("writing checkpoints failed")
+                elif not said:
+                    said = True
+                    log.warning("writing checkpoints failed (a log dir is offline): %s", exc)
+            else:
+                said = False
 
     async def _retention_loop(self) -> None:
         interval = self.config.get_int("log.retention.check.interval.ms") / 1000
@@ -286,6 +296,24 @@ class Broker:
                 await asyncio.to_thread(self.log_manager.maybe_flush_all, now_ms())
             except OSError:
                 log.exception("flush failed")
+
+    async def _log_dir_probe_loop(self) -> None:
+        """Offline log dirs that ran out of space come back once they have room again
+        (replica manager rule 5; Kafka needs a restart)."""
+        while True:
+            await asyncio.sleep(LOG_DIR_PROBE_INTERVAL_S)
+            for log_dir in self.replica_manager.recoverable_offline_log_dirs():
+                if not await asyncio.to_thread(probe_log_dir, log_dir):
+                    continue
+                try:
+                    # First the checkpoints that could not be written meanwhile: a
+                    # truncation that lowered a recovery point must reach the file before
+                    # anything is appended past it (storage log rule 8).
+                    self.replica_manager.checkpoint()
+                except OSError as exc:
+                    log.warning("log dir %s: checkpoints still fail: %s", log_dir, exc)
+                    continue
+                self.replica_manager.mark_log_dir_online(log_dir)
 
     async def _idle_connections_loop(self) -> None:
         """Kafka's ``connections.max.idle.ms``: close connections idle that long (-1: never)."""

@@ -26,6 +26,13 @@ truncation) and ``tidelog.controller`` (decisions, Controller):
    ``/latest_producer_id_block`` with compare-and-set (``ProducerIdManager`` over
    ``ZkProducerIdBlockStore``, Kafka's ZkProducerIdManager), so no two brokers and no two
    incarnations of one broker ever hand out the same id.
+7. Log dir failure (KIP-112; replica manager rule 5): when a log dir goes offline this
+   broker stops fetching into it and posts a log dir failure event for the controller, which
+   moves its leaderships to clean successors and takes it out of every ISR. When the dir has
+   room again it posts a recovery event (tidelog's) and fetches again (truncating first,
+   rule 7); each leader adds it back to the ISR once caught up. The event is posted again
+   when a new controller epoch shows up while a dir is offline (the new controller did not
+   see the first one).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tidelog.client.client import Client
@@ -50,7 +58,14 @@ from tidelog.controller.controller import (
     create_topic,
 )
 from tidelog.controller.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
-from tidelog.controller.znodes import CONFIG_CHANGES_PATH, BrokerRegistration, EndPoint
+from tidelog.controller.znodes import (
+    CONFIG_CHANGES_PATH,
+    LOG_DIR_FAILURE_EVENT,
+    LOG_DIR_RECOVERY_EVENT,
+    BrokerRegistration,
+    EndPoint,
+    LogDirEvent,
+)
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
@@ -63,7 +78,12 @@ from tidelog.replication.partition import (
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
 from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
 from tidelog.server.metadata import MetadataStore, TopicInfo
-from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+from tidelog.server.replica_manager import (
+    HostedPartition,
+    ReplicaManager,
+    effective_topic_config,
+    now_ms,
+)
 from tidelog.storage.producer_id import ProducerIdManager
 
 #: First and longest wait between AlterPartition attempts for one change (rule 5a).
@@ -396,6 +416,23 @@ class LeaderFetcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), backoff)
 
+    def _truncate(self, hosted: HostedPartition, offset: int) -> bool:
+        """Truncate a followed log (rule 7); False when its log dir failed meanwhile."""
+        try:
+            hosted.log.truncate_to(offset)
+        except OSError as exc:
+            # The cut itself is done (a checkpoint after it failed): the HW follows it.
+            hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+            self._storage_failed(hosted.partition.topic_partition, exc)
+            return False
+        hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+        return True
+
+    def _storage_failed(self, tp: TopicPartition, exc: OSError) -> None:
+        log.warning("%s: writing the replica failed: %s", tp, exc)
+        self.partitions.pop(tp, None)
+        self.node.replica_manager.on_storage_error(tp, exc)
+
     def _current(self, tp: TopicPartition, state: FetchState) -> bool:
         """Whether ``state`` still describes how we follow ``tp`` (nothing moved meanwhile)."""
         if self.partitions.get(tp) is not state:
@@ -415,7 +452,7 @@ class LeaderFetcher:
         truncating = {
             tp: st
             for tp, st in self.partitions.items()
-            if st.truncating and st.delayed_until <= now
+            if st.truncating and st.delayed_until <= now and not rm.is_offline(tp)
         }
         progressed = False
         if truncating:
@@ -427,9 +464,8 @@ class LeaderFetcher:
                     # No epoch history: nothing of ours can be proven; keep up to the HW
                     # (Kafka's fallback for logs without epochs).
                     hw = hosted.partition.high_watermark
-                    if hosted.log.log_end_offset > hw:
-                        hosted.log.truncate_to(hw)
-                        hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                    if hosted.log.log_end_offset > hw and not self._truncate(hosted, hw):
+                        continue
                     st.truncating = False
                     continue
                 asked[tp] = (latest, st.leader_epoch)
@@ -457,14 +493,14 @@ class LeaderFetcher:
                         self.leader_id,
                         st.leader_epoch,
                     )
-                    hosted.log.truncate_to(decision.offset)
-                    hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                    if not self._truncate(hosted, decision.offset):
+                        continue
                 st.truncating = not decision.truncation_completed
                 progressed = True
         fetching = {
             tp: st
             for tp, st in self.partitions.items()
-            if not st.truncating and st.delayed_until <= now
+            if not st.truncating and st.delayed_until <= now and not rm.is_offline(tp)
         }
         if not fetching:
             return progressed
@@ -501,6 +537,12 @@ class LeaderFetcher:
                 if result.records:
                     try:
                         hosted.log.append_as_follower(result.records, now_ms=now_ms())
+                    except OSError as exc:
+                        # A full or failing log dir: nothing was appended (storage leaves
+                        # the log as it was); the dir goes offline and we stop fetching
+                        # into it until it has room again (replica manager rule 5).
+                        self._storage_failed(tp, exc)
+                        continue
                     except KafkaError as exc:
                         base = _first_base_offset(result.records)
                         leo = hosted.log.log_end_offset
@@ -518,8 +560,7 @@ class LeaderFetcher:
                                 exc,
                                 base,
                             )
-                            hosted.log.truncate_to(base)
-                            hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+                            self._truncate(hosted, base)
                             continue
                         log.warning("%s: follower append failed (%s): truncating", tp, exc)
                         fst.truncating = True
@@ -531,7 +572,11 @@ class LeaderFetcher:
                 )
             elif result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if 0 <= hosted.log.log_end_offset < result.log_start_offset:
-                    hosted.log.truncate_fully_and_start_at(result.log_start_offset)
+                    try:
+                        hosted.log.truncate_fully_and_start_at(result.log_start_offset)
+                    except OSError as exc:
+                        self._storage_failed(tp, exc)
+                        continue
                     hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
                 else:
                     fst.truncating = True
@@ -623,6 +668,14 @@ class ClusterNode:
         self._config_changed = asyncio.Event()
         self._config_watch: Watch | None = None
         replica_manager.alter_partition_sink = self.propose
+        replica_manager.log_dir_failure_sink = self._on_log_dir_offline
+        replica_manager.log_dir_recovery_sink = self._on_log_dir_online
+        #: The log dir event last posted (None: post the current state again), rule 7.
+        self._log_dir_reported: int | None = LOG_DIR_RECOVERY_EVENT
+        #: Bumped by every request to report again (one arriving while a post is on its way
+        #: must not be taken as served by that post).
+        self._log_dir_report_requests = 0
+        self._log_dir_report = asyncio.Event()
         metadata.on_configs_changed = self._write_topic_config
         # Kafka's replica.lag.time.max.ms, for the shrink timer.
         self._lag_ms = config.get_int("replica.lag.time.max.ms")
@@ -679,11 +732,15 @@ class ClusterNode:
             CONFIG_CHANGES_PATH, lambda _children: self._config_changed.set()
         )
         self._tasks.append(asyncio.get_running_loop().create_task(self._config_loop()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._log_dir_report_loop()))
 
     def _on_session_event(self, event: SessionEvent, broker_epoch: int | None) -> None:
         if event is SessionEvent.REESTABLISHED and broker_epoch is not None:
             log.info("broker %d re-registered, broker epoch %d", self.broker_id, broker_epoch)
             self.broker_epoch = broker_epoch
+            if self.replica_manager.offline_log_dirs:
+                # The controller takes the new incarnation for a fresh start: report again.
+                self._report_log_dirs_again()
 
     async def _config_loop(self) -> None:
         """Re-read the overrides of every known topic after a change notification and apply
@@ -716,6 +773,70 @@ class ClusterNode:
                     topic, effective_topic_config(self.config, overrides)
                 )
                 log.info("topic %s config overrides now %s", topic, overrides)
+
+    # -- log dir failure and recovery (rule 7) -------------------------------------------
+
+    def _hosted_in(self, log_dir: Path) -> list[tuple[TopicPartition, HostedPartition]]:
+        rm = self.replica_manager
+        return [(tp, h) for tp, h in rm.partitions.items() if rm.log_dir_of(h) == log_dir]
+
+    def _on_log_dir_offline(self, log_dir: Path) -> None:
+        for tp, _hosted in self._hosted_in(log_dir):
+            self.fetchers.remove(tp)
+        self._log_dir_report.set()
+
+    def _on_log_dir_online(self, log_dir: Path) -> None:
+        """Follow again what we follow in ``log_dir`` (truncating first, rule 7). The
+        controller's LeaderAndIsr after our recovery event says the same; this covers a
+        failure and recovery so quick that only the recovery was posted, or none."""
+        for tp, hosted in self._hosted_in(log_dir):
+            partition = hosted.partition
+            if partition.is_leader or partition.leader_id < 0:
+                continue
+            leader = self.metadata.brokers.get(partition.leader_id)
+            if leader is not None:
+                self.fetchers.add(
+                    tp, leader.broker_id, leader.host, leader.port, partition.leader_epoch
+                )
+        # Report the recovery even if the failure was never posted (it came and went before
+        # the poster ran): the controller then resends LeaderAndIsr for all our partitions,
+        # also those whose LeaderAndIsr failed on the full disk.
+        self._report_log_dirs_again()
+
+    def _report_log_dirs_again(self) -> None:
+        self._log_dir_report_requests += 1
+        self._log_dir_reported = None
+        self._log_dir_report.set()
+
+    async def _log_dir_report_loop(self) -> None:
+        """Post a log dir event whenever our state (any dir offline or none) differs from the
+        last one posted. One poster, so a failure and a recovery never overtake each other."""
+        while True:
+            await self._log_dir_report.wait()
+            self._log_dir_report.clear()
+            zk = self.zk
+            offline = bool(self.replica_manager.offline_log_dirs)
+            kind = LOG_DIR_FAILURE_EVENT if offline else LOG_DIR_RECOVERY_EVENT
+            if zk is None or kind == self._log_dir_reported:
+                continue
+            requests = self._log_dir_report_requests
+            try:
+                name = await zk.post_log_dir_event(
+                    LogDirEvent(self.broker_id, kind, self.broker_epoch)
+                )
+            except ZkError as exc:
+                log.warning("posting a log dir event failed (%s); trying again", exc)
+                await asyncio.sleep(1.0)
+                self._log_dir_report.set()
+                continue
+            if requests == self._log_dir_report_requests:
+                self._log_dir_reported = kind
+            log.info(
+                "broker %d: log dir %s reported to the controller (%s)",
+                self.broker_id,
+                "failure" if offline else "recovery",
+                name,
+            )
 
     async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
         """Rule 12: ask the controller to move our leaderships away, bounded in time."""
@@ -789,6 +910,12 @@ class ClusterNode:
                 self.metadata.controller_epoch,
             )
             return True
+        if (
+            controller_epoch > self.metadata.controller_epoch
+            and self.replica_manager.offline_log_dirs
+        ):
+            # A new controller knows nothing of our offline log dir: report it again.
+            self._report_log_dirs_again()
         self.metadata.controller_epoch = controller_epoch
         return False
 
@@ -890,7 +1017,8 @@ class ClusterNode:
                         high_watermark=self.checkpointed_hw.get(tp, 0),
                     )
                     leader = leaders.get(ps.leader)
-                    if ps.leader < 0 or leader is None:
+                    if ps.leader < 0 or leader is None or rm.is_offline(tp):
+                        # (Offline log dir: we fetch again once it has room, rule 7.)
                         self.fetchers.remove(tp)
                     elif changed or not self._is_fetching(tp):
                         self.fetchers.add(
@@ -907,6 +1035,13 @@ class ClusterNode:
             except KafkaError as exc:
                 log.error("%s: cannot host the replica: %s", tp, exc)
                 errors.append(_perror(tp, exc.code))
+                continue
+            except OSError as exc:
+                # Creating the log failed on a full or failing log dir (Kafka answers
+                # KAFKA_STORAGE_ERROR for the partition and takes the dir offline).
+                log.error("%s: cannot host the replica: %s", tp, exc)
+                rm.on_storage_error(tp, exc)
+                errors.append(_perror(tp, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             rm.produce_purgatory.check_and_complete(tp)
             rm.fetch_purgatory.check_and_complete(tp)

@@ -16,15 +16,28 @@ watermark live in ``tidelog.replication``; this module only sequences IO around 
    inside a batch gets the whole batch (storage returns whole batches).
 4. Fetches that find fewer than ``min_bytes`` park in the fetch purgatory keyed by partition
    and are woken by appends, or answered with what there is after ``max_wait_ms``.
+5. Log dir failure (Kafka's LogDirFailureChannel, KIP-112): an OSError while writing a log
+   (ENOSPC, EIO) takes its whole log dir offline. Produces to partitions in it are answered
+   KAFKA_STORAGE_ERROR (56) without touching the disk (before any append: nothing that
+   failed was acknowledged, and nothing half-written is visible, ``tidelog.storage.log``);
+   reads go on (the data is intact). ``log_dir_failure_sink`` tells the cluster side
+   (stop fetching, report to the controller). A dir that went offline for lack of space
+   (ENOSPC, EDQUOT) is probed (``probe_log_dir``: free space above a margin and a small
+   write + fsync) and comes back through ``mark_log_dir_online``; after any other error it
+   stays offline until the broker restarts, as in Kafka.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
@@ -36,6 +49,40 @@ from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
+
+#: Errors after which a log dir may come back by itself once it has room (rule 5).
+RECOVERABLE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: Free space an offline log dir needs before its replicas come back: room for a follower's
+#: first fetches (replica.fetch.max.bytes is 1 MiB by default), so a dir that is still all
+#: but full does not flap between offline and online.
+LOG_DIR_RECOVERY_FREE_BYTES: Final = 2 << 20
+#: How often an offline log dir is probed.
+LOG_DIR_PROBE_INTERVAL_S: Final = 1.0
+#: The probe's file in the log dir (not a partition directory: the log manager ignores it).
+LOG_DIR_PROBE_FILE: Final = ".tidelog-log-dir-probe"
+
+
+def probe_log_dir(log_dir: Path, free_bytes: int = LOG_DIR_RECOVERY_FREE_BYTES) -> bool:
+    """Whether ``log_dir`` can take writes again: ``free_bytes`` available to us and a small
+    write + fsync + unlink that succeeds. Blocking (fsync): run it in a worker thread."""
+    try:
+        stat = os.statvfs(log_dir)
+        if stat.f_bavail * stat.f_frsize < free_bytes:
+            return False
+        probe = log_dir / LOG_DIR_PROBE_FILE
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = memoryview(b"\0" * 4096)
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+    except OSError as exc:
+        log.debug("log dir %s still unwritable: %s", log_dir, exc)
+        return False
+    return True
 
 
 def now_ms() -> int:
@@ -115,6 +162,59 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         #: Where ISR change proposals go (the cluster's AlterPartition sender); None alone.
         self.alter_partition_sink: Callable[[AlterPartitionProposal], None] | None = None
+        #: Offline log dirs and the error that took each offline (rule 5).
+        self.offline_log_dirs: dict[Path, OSError] = {}
+        #: Told of a log dir that went offline / came back (the cluster side); None alone.
+        self.log_dir_failure_sink: Callable[[Path], None] | None = None
+        self.log_dir_recovery_sink: Callable[[Path], None] | None = None
+
+    # --- log dirs (rule 5) -------------------------------------------------------------
+
+    @staticmethod
+    def log_dir_of(hosted: HostedPartition) -> Path:
+        return hosted.log.directory.parent
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s log is in an offline log dir (it can be read, not written)."""
+        hosted = self.partitions.get(tp)
+        return (
+            hosted is not None
+            and bool(self.offline_log_dirs)
+            and self.log_dir_of(hosted) in self.offline_log_dirs
+        )
+
+    def on_storage_error(self, tp: TopicPartition, exc: OSError) -> None:
+        """Writing ``tp``'s log failed: its log dir goes offline (one without a log yet:
+        the only log dir, if there is one)."""
+        hosted = self.partitions.get(tp)
+        if hosted is not None:
+            self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
+        elif len(self.log_manager.log_dirs) == 1:
+            self.mark_log_dir_offline(self.log_manager.log_dirs[0], exc)
+
+    def mark_log_dir_offline(self, log_dir: Path, exc: OSError) -> None:
+        if log_dir in self.offline_log_dirs:
+            return
+        self.offline_log_dirs[log_dir] = exc
+        recoverable = exc.errno in RECOVERABLE_ERRNOS
+        log.error(
+            "log dir %s is offline: %s; its partitions refuse writes (KAFKA_STORAGE_ERROR)%s",
+            log_dir,
+            exc,
+            " until it has room again" if recoverable else " until the broker restarts",
+        )
+        if self.log_dir_failure_sink is not None:
+            self.log_dir_failure_sink(log_dir)
+
+    def recoverable_offline_log_dirs(self) -> list[Path]:
+        return [d for d, exc in self.offline_log_dirs.items() if exc.errno in RECOVERABLE_ERRNOS]
+
+    def mark_log_dir_online(self, log_dir: Path) -> None:
+        if self.offline_log_dirs.pop(log_dir, None) is None:
+            return
+        log.info("log dir %s has room again: its partitions take writes", log_dir)
+        if self.log_dir_recovery_sink is not None:
+            self.log_dir_recovery_sink(log_dir)
 
     # --- partition lifecycle ---------------------------------------------------------
 
@@ -258,6 +358,15 @@ class ReplicaManager:
             if error != ErrorCode.NONE:
                 results[tp] = (ProduceResult(error), -1)
                 continue
+            if self.is_offline(tp):
+                results[tp] = (
+                    ProduceResult(
+                        ErrorCode.KAFKA_STORAGE_ERROR,
+                        message=f"log dir {self.log_dir_of(hosted)} is offline",
+                    ),
+                    -1,
+                )
+                continue
             try:
                 info = hosted.log.append_as_leader(
                     records, leader_epoch=hosted.partition.leader_epoch, now_ms=now
@@ -268,10 +377,11 @@ class ReplicaManager:
                 continue
             except OSError as exc:
                 # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
-                # (56, retriable) for this partition, not a dropped connection. The segment
-                # only counts what was written whole (``LogSegment.append`` advances its size
-                # after the write), so the next append rewrites the same position.
+                # (56, retriable) for this partition, not a dropped connection. Nothing of
+                # the batch is published or left in the file (``tidelog.storage.log``), and
+                # the dir goes offline (rule 5).
                 log.warning("produce to %s failed on its log dir: %s", tp, exc)
+                self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
                 results[tp] = (
                     ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
                     -1,

@@ -24,6 +24,8 @@ last entry is caught by the load check.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import os
 import struct
 import threading
@@ -68,7 +70,12 @@ class _IndexFile:
         with self._lock:
             self._pending += encoded
             if len(self._pending) >= _WRITE_EVERY * self.ENTRY_SIZE:
-                self._write_pending_locked()
+                # A full disk: the entries stay buffered (the in-memory index is the truth;
+                # the file is rebuilt at load if it falls short). An append whose data was
+                # written must not fail half-published over its index; the next write,
+                # flush or close tries again and reports the failure.
+                with contextlib.suppress(OSError):
+                    self._write_pending_locked()
 
     def write_pending(self) -> None:
         """Write buffered entries to the file (no fsync)."""
@@ -77,10 +84,17 @@ class _IndexFile:
 
     def _write_pending_locked(self) -> None:
         if self._pending:
-            os.pwrite(self.fd, self._pending, self._file_entries * self.ENTRY_SIZE)
-            self._file_entries += len(self._pending) // self.ENTRY_SIZE
-            self._pending = bytearray()
+            written = os.pwrite(self.fd, self._pending, self._file_entries * self.ENTRY_SIZE)
+            # A short write (disk full) counts only the whole entries it wrote; the rest
+            # stays pending and is rewritten from the first incomplete entry.
+            whole = written // self.ENTRY_SIZE
+            self._file_entries += whole
             self._dirty = True
+            if whole * self.ENTRY_SIZE == len(self._pending):
+                self._pending = bytearray()
+                return
+            self._pending = self._pending[whole * self.ENTRY_SIZE :]
+            raise OSError(errno.ENOSPC, f"short write of {self.path}")
 
     def _truncate_file(self, keep: int) -> None:
         with self._lock:

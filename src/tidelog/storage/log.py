@@ -65,6 +65,7 @@ from its event loop thread and may run ``flush`` in a worker thread.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import queue
 import shutil
@@ -888,19 +889,29 @@ class Log:
             if parallel_crc and new_epochs:
                 _check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
                 parallel_crc = False
-            for epoch, offset in new_epochs:
-                self.leader_epoch_cache.assign(epoch, offset)
             first_offset = batches[0].base_offset
-            self._write(
-                [view[:total]],
-                total,
-                meta,
-                first_offset=first_offset,
-                last_offset=expected - 1,
-                num_records=num_records,
-                now_ms=now_ms,
-                unchecked=(view, batches) if parallel_crc else None,
-            )
+            try:
+                for epoch, offset in new_epochs:
+                    self.leader_epoch_cache.assign(epoch, offset)
+                self._write(
+                    [view[:total]],
+                    total,
+                    meta,
+                    first_offset=first_offset,
+                    last_offset=expected - 1,
+                    num_records=num_records,
+                    now_ms=now_ms,
+                    unchecked=(view, batches) if parallel_crc else None,
+                )
+            except OSError:
+                # A full or failing disk: nothing was published, so no epoch may start at
+                # or past the log end (the cache describes this log's data; a broker that
+                # keeps running after the disk has room again truncates and fetches by it,
+                # rule 3). In memory at least: the file is trimmed the same way at open.
+                if new_epochs:
+                    with contextlib.suppress(OSError):
+                        self.leader_epoch_cache.truncate_from_end(first_offset)
+                raise
             if producer_batches is not None:
                 self.producer_state.update(producer_batches)  # unchecked (producer_state rule 3)
             return AppendInfo(

@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -307,7 +308,17 @@ class LogSegment:
 
         ``batches``: ``(size, last offset, max timestamp)`` of each batch written.
         """
-        self.write_unpublished(pieces, size)
+        try:
+            self.write_unpublished(pieces, size)
+        except OSError:
+            # A full or failing disk (ENOSPC, EIO) after part of the batches reached the
+            # file: cut them off again, so the file holds exactly the published batches and a
+            # restart's recovery cannot revive a batch that was never acknowledged.
+            # (Shrinking a file frees space; if even that fails, ``size`` still marks the
+            # end and the next append overwrites from there.)
+            with contextlib.suppress(OSError):
+                self.discard_unpublished()
+            raise
         self.publish(size, batches, now_ms)
 
     def write_unpublished(self, pieces: list[bytes | memoryview], size: int) -> None:
