@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.api_versions.v0 import request as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3
 
+from tidelog.aio import cancel_and_wait
 from tidelog.client.errors import ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
@@ -231,8 +232,6 @@ class BrokerConnection:
         """Close the connection; pending requests fail with ``ClientConnectionError``."""
         if self._closed is None:
             self._fail_all(ClientConnectionError(f"connection to {self.address} closed"))
-        self._reader_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._reader_task
+        await cancel_and_wait(self._reader_task)
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()

@@ -63,6 +63,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
+from tidelog.aio import cancel_and_wait
 from tidelog.controller import decisions, znodes
 from tidelog.controller.zk import (
     ControllerSeat,
@@ -423,9 +424,7 @@ class Controller:
         self._resign("stopping")
         for task in (self._task, self._rebalance_task):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         if seat is not None:
             with contextlib.suppress(ZkError):
                 await self.zk.resign_controller(seat)
@@ -437,9 +436,7 @@ class Controller:
         self._resign("stopped")
         for task in (self._task, self._rebalance_task):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
 
     @property
     def is_active(self) -> bool:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tidelog.aio import cancel_and_wait
 from tidelog.client.client import Client
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
@@ -210,9 +211,7 @@ class _ControlChannel:
                     await asyncio.sleep(0.2)
 
     async def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+        await cancel_and_wait(self.task)
         if self.conn is not None:
             await self.conn.close()
 
@@ -383,9 +382,7 @@ class LeaderFetcher:
 
     async def stop(self) -> None:
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await cancel_and_wait(self.task)
         if self.conn is not None:
             await self.conn.close()
 
@@ -1362,6 +1359,7 @@ class ClusterNode:
 
 
 async def _bounded(what: str, step: Awaitable[None], timeout_s: float = 5.0) -> None:
+    started = asyncio.get_running_loop().time()
     try:
         await asyncio.wait_for(step, timeout_s)
     except TimeoutError:
@@ -1369,7 +1367,8 @@ async def _bounded(what: str, step: Awaitable[None], timeout_s: float = 5.0) -> 
     except Exception:
         log.exception("stopping %s failed", what)
     else:
-        log.debug("stopped %s", what)
+        took = asyncio.get_running_loop().time() - started
+        log.log(logging.INFO if took >= 1.0 else logging.DEBUG, "stopped %s in %.1f s", what, took)
 
 
 def _error(value: int) -> ErrorCode:
