@@ -93,3 +93,35 @@ def test_zero_timeout_answers_now_and_complete_all_on_shutdown() -> None:
         assert purgatory.watched() == 0
 
     run(scenario())
+
+
+def test_operations_completed_through_one_key_leave_the_idle_keys_lists() -> None:
+    """Rule 5: a follower's fetch over a busy and many idle partitions, completed through the
+    busy one (or its timeout) again and again, must not pile up in the idle keys' lists."""
+
+    async def scenario() -> None:
+        purgatory = Purgatory("t", purge_interval=100)
+        idle: list[Hashable] = [f"idle-{i}" for i in range(16)]
+        for _ in range(1_000):
+            ready = [False]
+            op = Op(60_000, ready)
+            assert purgatory.try_complete_else_watch(op, ["busy", *idle]) is False
+            ready[0] = True
+            assert purgatory.check_and_complete("busy") == 1
+        # Without the sweep: 16,000 entries under the idle keys.
+        assert purgatory.watch_entries() < 100
+        assert purgatory.watched() == 0
+        # Zero-timeout operations expire while watched: swept too.
+        for _ in range(500):
+            purgatory.try_complete_else_watch(Op(0, [False]), idle)
+        assert purgatory.watch_entries() < 100
+        # Live operations are never swept.
+        live = Op(60_000, [False])
+        purgatory.try_complete_else_watch(live, idle)
+        purgatory.purge_completed()
+        assert purgatory.watch_entries() == len(idle)
+        live.ready[0] = True
+        assert purgatory.check_and_complete("idle-3") == 1
+        assert live.completions == ["ready"]
+
+    run(scenario())
