@@ -98,11 +98,10 @@ def run(options: Options) -> int:
     sizes = list(options.sizes)
     try:
         if "limits" in options.sections:
-            payload = (256 if options.quick else 1024) << 20
             r.section(
                 "limits",
                 lambda: [
-                    limits.triple_write(work / "limits", payload),
+                    limits.triple_write(work / "limits", options.seconds),
                     limits.loopback_sendfile(
                         work / "limits", 256 << 20, 3.0 if options.quick else 8.0
                     ),
