@@ -162,6 +162,8 @@ class Broker:
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port = -1
+        #: gc.freeze() once the codecs are built (set by ``run_broker``).
+        self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
 
@@ -257,12 +259,15 @@ class Broker:
             count += built
             await asyncio.sleep(0)
         log.debug("built %d request codecs in %.1f s", count, time.monotonic() - started)
-        # What exists now (modules, codecs, the loaded logs) lives as long as the process:
-        # out of the collector's sight, so a full (gen-2) collection scans only what came
-        # after. ~100,000 such objects made every gen-2 pass take 30-65 ms of the event
-        # loop on the 2-CPU VM, every few seconds under load (the acks=all p99).
-        gc.collect()
-        gc.freeze()
+        if self.freeze_gc_when_warm:
+            # What exists now (modules, codecs, the loaded logs) lives as long as the
+            # process: out of the collector's sight, so a full (gen-2) collection scans only
+            # what came after. ~100,000 such objects made every gen-2 pass take 30-65 ms of
+            # the event loop on the 2-CPU VM, every few seconds under load (the acks=all
+            # p99). Only when the broker owns its process (``run_broker``), not in a host
+            # process such as a test's.
+            gc.collect()
+            gc.freeze()
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000
@@ -381,6 +386,7 @@ class Broker:
 
 async def run_broker(config: BrokerConfig) -> int:
     broker = Broker(config)
+    broker.freeze_gc_when_warm = True
     try:
         await broker.start()
     except ZkError as exc:
