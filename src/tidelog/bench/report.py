@@ -201,7 +201,18 @@ def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
         out.append(("acks=all RF=3 100 B ≥ 300,000 records/s", f"{rate:,.0f}", rate >= 300_000))
     if v := find("produce", "tidelog", "RF=3 acks=all 64 KiB"):
         mb = v["mb_per_s"]
-        out.append(("acks=all RF=3 64 KiB ≥ 200 MB/s", f"{mb:,.1f} MB/s", mb >= 200))
+        measured = f"{mb:,.1f} MB/s"
+        ceiling = next(
+            (
+                r["values"]["payload_mb_s"]
+                for r in rows
+                if r["section"] == "limits" and "three processes" in r["workload"]
+            ),
+            None,
+        )
+        if ceiling:
+            measured += f" ({mb / ceiling:.0%} of this run's three-copy ceiling, {ceiling:,.0f})"
+        out.append(("acks=all RF=3 64 KiB ≥ 200 MB/s", measured, mb >= 200))
     if v := find("e2e", "tidelog", "RF=3 acks=all 10000 rec/s"):
         p99 = v["latency_ms"]["p99"]
         out.append(("end-to-end p99 ≤ 20 ms at 10k records/s", f"{p99:,.1f} ms", p99 <= 20))

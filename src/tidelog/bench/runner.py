@@ -102,6 +102,7 @@ def run(options: Options) -> int:
                 "limits",
                 lambda: [
                     limits.triple_write(work / "limits", options.seconds),
+                    limits.parallel_triple_write(work / "limits", options.seconds),
                     limits.loopback_sendfile(
                         work / "limits", 256 << 20, 3.0 if options.quick else 8.0
                     ),

@@ -72,6 +72,23 @@ def test_report_states_targets_met_and_missed_and_what_was_not_measured() -> Non
             ),
             _row(
                 "produce",
+                "tidelog",
+                "RF=3 acks=all 64 KiB",
+                {
+                    "records_per_s": 2_000.0,
+                    "mb_per_s": 150.0,
+                    "record_bytes": 65536,
+                    "latency_ms": lat,
+                },
+            ),
+            _row(
+                "limits",
+                "machine",
+                "same bytes written 3x to one disk by three processes in parallel",
+                {"payload_mb_s": 300.0, "disk_mb_s": 900.0},
+            ),
+            _row(
+                "produce",
                 "NATS JetStream R3",
                 "R3 publish_async 100 B",
                 {
@@ -88,3 +105,8 @@ def test_report_states_targets_met_and_missed_and_what_was_not_measured() -> Non
     assert "| acks=all RF=3 100 B ≥ 300,000 records/s | 350,000 | yes |" in text
     assert "| ahead of NATS JetStream R3 at 100 B | 35.0 vs 50.0 MB/s (0.70×) | **no** |" in text
     assert "- **peer rabbitmq**: apt-get install failed" in text
+    assert (
+        "| acks=all RF=3 64 KiB ≥ 200 MB/s | 150.0 MB/s (50% of this run's three-copy ceiling,"
+        " 300) | **no** |" in text
+    )
+    assert "| same bytes written 3x to one disk by three processes in parallel | 300 MB/s" in text
