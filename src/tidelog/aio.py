@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+#: How long to wait before cancelling a task again that did not end on its cancel.
+_RECANCEL_S = 0.05
+
 
 async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object]) -> None:
     """Cancel ``task`` and wait until it has finished, whatever it ended with.
@@ -16,8 +19,14 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object]) -
     shutdown's 5 s bound (found by the fault harness: SIGTERM stops of 6-30 s). Here the
     task's outcome is consumed, but a cancellation of the caller propagates.
     """
-    task.cancel()
-    await asyncio.wait([task])
+    # Python 3.11's asyncio.wait_for swallows a cancellation that arrives when the awaited
+    # future is already done (it returns the result instead), so one cancel() can be lost:
+    # a replica fetcher whose fetch response came in with its stop ran into its next long
+    # poll and held the shutdown for the 5 s bound (seen in rolling restarts after the fix
+    # above). So cancel again until the task has ended.
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=_RECANCEL_S)
     if not task.cancelled():
         with contextlib.suppress(BaseException):
             task.exception()  # retrieved: no "exception was never retrieved" at GC

@@ -55,3 +55,31 @@ def test_a_caller_cancelled_while_waiting_is_cancelled() -> None:
             await task
 
     asyncio.run(body())
+
+
+def test_a_cancellation_swallowed_by_the_task_is_repeated() -> None:
+    """Python 3.11's wait_for returns the result of a future that is done when the cancel
+    arrives, swallowing the cancel; the task then runs on into its next wait."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        response: asyncio.Future[None] = loop.create_future()
+        rounds: list[str] = []
+
+        async def fetcher() -> None:
+            try:
+                await asyncio.wait_for(response, 10)
+            except asyncio.CancelledError:
+                rounds.append("cancelled in the first wait")
+                raise
+            rounds.append("ran on")
+            await asyncio.Event().wait()  # the next long poll
+
+        task = asyncio.ensure_future(fetcher())
+        await asyncio.sleep(0)
+        response.set_result(None)  # the response arrives with the stop
+        await asyncio.wait_for(cancel_and_wait(task), 5)
+        assert task.cancelled()
+        assert rounds in (["ran on"], ["cancelled in the first wait"])
+
+    asyncio.run(body())
