@@ -660,6 +660,10 @@ class ClusterNode:
         self.sender = RpcControllerSender(self.broker_id)
         self._tasks: list[asyncio.Task[None]] = []
         self._controller_conn: BrokerConnection | None = None
+        #: One connection attempt at a time: AlterPartition proposals of many partitions
+        #: run concurrently, and each used to open its own connection and overwrite the
+        #: last one unclosed (leaked sockets, "Task was destroyed but it is pending").
+        self._controller_conn_lock = asyncio.Lock()
         #: Topics whose config overrides were read from ZooKeeper.
         self._configs_loaded: set[str] = set()
         self._config_changed = asyncio.Event()
@@ -1259,6 +1263,10 @@ class ClusterNode:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
 
     async def _connection_to_controller(self) -> BrokerConnection:
+        async with self._controller_conn_lock:
+            return await self._connect_to_controller()
+
+    async def _connect_to_controller(self) -> BrokerConnection:
         controller_id = self.metadata.controller_id
         if controller_id < 0 or controller_id not in self.metadata.brokers:
             if self.zk is None:

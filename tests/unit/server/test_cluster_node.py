@@ -8,11 +8,14 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
+from tidelog.server import cluster as cluster_module
+from tidelog.server.cluster import CachedBroker, ClusterMetadataCache, ClusterNode
 from tidelog.server.config import load_broker_config
 from tidelog.server.replica_manager import (
     ProduceResult,
@@ -172,3 +175,36 @@ def test_make_follower_caps_the_checkpointed_high_watermark(tmp_path: Path) -> N
     )
     assert changed
     assert n.replica_manager.partitions[TP].partition.high_watermark == 0
+
+
+def test_concurrent_requests_to_the_controller_share_one_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AlterPartition proposals of many partitions run at once; each used to open its own
+    connection to the controller and overwrite the previous one without closing it."""
+    opened: list[FakeConnection] = []
+
+    class FakeConnection:
+        def __init__(self, host: str, port: int) -> None:
+            self.host, self.port, self.is_closed = host, port, False
+
+        async def close(self) -> None:
+            self.is_closed = True
+
+    async def connect(host: str, port: int, **_: object) -> FakeConnection:
+        await asyncio.sleep(0.01)  # the TCP and ApiVersions round trips
+        conn = FakeConnection(host, port)
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(cluster_module.BrokerConnection, "connect", connect)
+    n = node(tmp_path)
+    n.metadata.controller_id = 2
+    n.metadata.brokers[2] = CachedBroker(2, "127.0.0.1", 9)
+
+    async def scenario() -> None:
+        conns = await asyncio.gather(*(n._connection_to_controller() for _ in range(16)))
+        assert len(opened) == 1
+        assert all(c is opened[0] for c in conns)
+
+    asyncio.run(scenario())
