@@ -864,6 +864,15 @@ class ClusterNode:
                         break
                     await asyncio.sleep(0.1)
                 return
+            if error == ErrorCode.NONE and not set(self.metadata.brokers) - {self.broker_id}:
+                # No other live broker can take the partitions we still lead: retrying
+                # cannot help (the last broker of a cluster that is stopping waited the whole
+                # 10 s for nothing). Kafka retries controlled.shutdown.max.retries times.
+                log.info(
+                    "controlled shutdown: no other live broker to lead %d partition(s); stopping",
+                    remaining,
+                )
+                return
             await asyncio.sleep(0.5)
         log.warning("controlled shutdown did not complete in %.0f s; stopping anyway", timeout_s)
 

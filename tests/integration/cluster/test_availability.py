@@ -143,3 +143,20 @@ def test_old_leader_answers_not_leader_and_clients_recover(cluster: BrokerCluste
         # ... and confluent-kafka recovered through Metadata by itself: acks keep coming.
         producer.wait_for_acks(50)
     assert not producer.failed, producer.failed[:3]
+
+
+def test_the_last_broker_stopping_does_not_wait_for_a_handover_nobody_can_take(
+    cluster: BrokerCluster,
+) -> None:
+    """Stopping a whole cluster broker by broker: the last one still leads every partition
+    and no live broker could take them. It says so and stops, instead of retrying the
+    controlled shutdown for its full 10 s bound (what every `cluster down` used to cost)."""
+    create_topic(cluster, "last")
+    wait_for_isr(cluster, "last", {0, 1, 2})
+    first, second, last = cluster.brokers
+    assert first.stop() == 0
+    assert second.stop() == 0
+    assert last.stop() == 0
+    out = last.output()
+    assert "controlled shutdown: no other live broker to lead" in out, out[-3000:]
+    assert "controlled shutdown did not complete" not in out
