@@ -39,10 +39,6 @@ def _acked_on(producer: ProducerWorker, partition: int) -> int:
     return sum(1 for a in list(producer.history.acks) if a.partition == partition)
 
 
-# The harness's TCP proxy can leave a cut connection's transport to the garbage collector;
-# its ResourceWarning is the harness's leak, not a finding (as in test_faults.py).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_full_log_dir_goes_offline_moves_leaders_and_comes_back(tmp_path: Path) -> None:
     cluster = FaultCluster(
         tmp_path / "cluster",
@@ -148,8 +144,6 @@ def test_full_log_dir_goes_offline_moves_leaders_and_comes_back(tmp_path: Path) 
 
 
 @pytest.mark.slow  # ~60 s
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_a_new_controller_learns_of_a_full_log_dir(tmp_path: Path) -> None:
     """Broker 3's disk is full and the controller (another broker) dies: broker 3 reports its
     offline dir again to the new controller (which knows nothing of the first report); the

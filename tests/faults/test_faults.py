@@ -19,11 +19,6 @@ pytestmark = pytest.mark.integration
 CHEAP_KINDS = ("pause_short", "isolate_broker", "kill_follower", "partition_zk")
 
 
-# The harness's asyncio TCP proxy can drop a cut connection's transport without closing it;
-# the ResourceWarning it raises at garbage collection is the harness's leak, not a finding
-# about tidelog (seen once in a make test run; the checker had passed).
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) -> None:
     """20 faults, every kind at least once, one at a time from a seeded schedule; the checker
     must find no lost, moved, vanished, inconsistent or reordered record, identical replicas

@@ -33,6 +33,10 @@ truncation) and ``tidelog.controller`` (decisions, Controller):
    rule 7); each leader adds it back to the ISR once caught up. The event is posted again
    when a new controller epoch shows up while a dir is offline (the new controller did not
    see the first one).
+8. Every connection to a peer broker (the controller's channels, follower fetchers,
+   requests to the controller) goes to the address the peer registered, unless the
+   testing-only ``tidelog.testing.peer.addresses`` names another for that peer
+   (``BrokerConfig.peer_address``): the fault harness puts a proxy on each link A -> B.
 """
 
 from __future__ import annotations
@@ -172,19 +176,29 @@ class ClusterMetadataCache(MetadataStore):
 
 # --- controller -> brokers -----------------------------------------------------------------
 
+#: Where to connect to a peer broker: (broker id, registered host, registered port) ->
+#: (host, port); ``BrokerConfig.peer_address`` (``tidelog.testing.peer.addresses``).
+PeerAddress = Callable[[int, str, int], tuple[str, int]]
+
+
+def _registered(_broker_id: int, host: str, port: int) -> tuple[str, int]:
+    return host, port
+
 
 class _ControlChannel:
     """The controller's queue to one broker incarnation (Kafka's RequestSendThread)."""
 
-    def __init__(self, broker: LiveBroker, client_id: str) -> None:
+    def __init__(self, broker: LiveBroker, client_id: str, peer_address: PeerAddress) -> None:
         self.broker = broker
         self.client_id = client_id
+        self.peer_address = peer_address
         self.queue: asyncio.Queue[control.ControlMessage] = asyncio.Queue()
         self.conn: BrokerConnection | None = None
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         reg = self.broker.registration
+        host, port = self.peer_address(reg.broker_id, reg.host or "127.0.0.1", reg.port)
         while True:
             request = await self.queue.get()
             deadline = asyncio.get_running_loop().time() + CONTROL_RETRY_S
@@ -192,7 +206,7 @@ class _ControlChannel:
                 try:
                     if self.conn is None or self.conn.is_closed:
                         self.conn = await BrokerConnection.connect(
-                            reg.host or "127.0.0.1", reg.port, client_id=self.client_id
+                            host, port, client_id=self.client_id
                         )
                     await self.conn.send(request, timeout_s=30.0)
                     break
@@ -219,8 +233,9 @@ class _ControlChannel:
 class RpcControllerSender:
     """``ControllerSender`` over the wire: LeaderAndIsr / UpdateMetadata / StopReplica."""
 
-    def __init__(self, broker_id: BrokerId) -> None:
+    def __init__(self, broker_id: BrokerId, peer_address: PeerAddress = _registered) -> None:
         self.broker_id = broker_id
+        self.peer_address = peer_address
         self._channels: dict[BrokerId, _ControlChannel] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -232,7 +247,7 @@ class RpcControllerSender:
             task = asyncio.get_running_loop().create_task(channel.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-        channel = _ControlChannel(broker, f"controller-{self.broker_id}")
+        channel = _ControlChannel(broker, f"controller-{self.broker_id}", self.peer_address)
         self._channels[broker.broker_id] = channel
         return channel
 
@@ -599,7 +614,9 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
 
     def add(self, tp: TopicPartition, leader: int, host: str, port: int, leader_epoch: int) -> None:
+        """Follow ``tp`` from ``leader``, registered at host:port (rule 2)."""
         self.remove(tp)
+        host, port = self.node.config.peer_address(leader, host, port)
         fetcher = self.fetchers.get(leader)
         if fetcher is not None and (fetcher.host, fetcher.port) != (host, port):
             self._drop(leader)
@@ -657,7 +674,7 @@ class ClusterNode:
         #: InitProducerId's ids: blocks of 1000 claimed on /latest_producer_id_block.
         self.producer_id_manager: ProducerIdManager | None = None
         self.controller: Controller | None = None
-        self.sender = RpcControllerSender(self.broker_id)
+        self.sender = RpcControllerSender(self.broker_id, config.peer_address)
         self._tasks: list[asyncio.Task[None]] = []
         self._controller_conn: BrokerConnection | None = None
         #: One connection attempt at a time: AlterPartition proposals of many partitions
@@ -1292,6 +1309,7 @@ class ClusterNode:
         else:
             b = self.metadata.brokers[controller_id]
             host, port = b.host, b.port
+        host, port = self.config.peer_address(controller_id, host, port)
         conn = self._controller_conn
         if conn is not None and not conn.is_closed and (conn.host, conn.port) == (host, port):
             return conn

@@ -51,6 +51,55 @@ def _parse_str(raw: str) -> str:
     return raw.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class PeerAddresses:
+    """``tidelog.testing.peer.addresses`` (testing only): where THIS broker reaches some peer
+    brokers instead of the address each peer registered in ZooKeeper, e.g. a fault
+    harness's proxy for the one link this broker -> that peer. Peers not listed are reached
+    at their registered address."""
+
+    by_broker: tuple[tuple[int, str, int], ...] = ()
+
+    def __str__(self) -> str:
+        return ",".join(f"{b}={host}:{port}" for b, host, port in self.by_broker)
+
+    def peer_address(
+        self, broker_id: int, registered_host: str, registered_port: int
+    ) -> tuple[str, int]:
+        """Where to connect to broker ``broker_id``, registered at host:port."""
+        for listed, host, port in self.by_broker:
+            if listed == broker_id:
+                return host, port
+        return registered_host, registered_port
+
+
+_PEER_HOST = re.compile(r"[A-Za-z0-9._-]+")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_peer_addresses(raw: str) -> PeerAddresses:
+    """``brokerId=host:port[,brokerId=host:port...]`` (empty: none); ValueError says what is
+    wrong with which entry."""
+    entries: list[tuple[int, str, int]] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        broker, sep, address = (text.strip() for text in item.partition("="))
+        if not sep:
+            raise ValueError(f"entry {item!r} must look like brokerId=host:port")
+        if _DIGITS.fullmatch(broker) is None or int(broker) > INT_MAX:
+            raise ValueError(f"entry {item!r}: broker id {broker!r} must be a non-negative integer")
+        host, colon, port = address.rpartition(":")
+        if not colon or _PEER_HOST.fullmatch(host) is None:
+            raise ValueError(f"entry {item!r}: address {address!r} must be host:port")
+        if _DIGITS.fullmatch(port) is None or not 1 <= int(port) <= 65535:
+            raise ValueError(f"entry {item!r}: port {port!r} must be between 1 and 65535")
+        if any(listed == int(broker) for listed, _, _ in entries):
+            raise ValueError(f"broker {int(broker)} is listed twice")
+        entries.append((int(broker), host, int(port)))
+    return PeerAddresses(tuple(entries))
+
+
 def _at_least(minimum: int) -> Callable[[int], str | None]:
     def check(value: int) -> str | None:
         return None if value >= minimum else f"must be at least {minimum}"
@@ -142,6 +191,8 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "connections.max.idle.ms": _k(_parse_int, 600000, _at_least(-1)),
     "broker.rack": _k(_parse_str, ""),
     "cluster.id": _k(_parse_str, ""),
+    # Testing only (the fault harness's per-link proxies): see ``PeerAddresses``.
+    "tidelog.testing.peer.addresses": _k(parse_peer_addresses, PeerAddresses()),
 }
 
 #: Kafka properties accepted for compatibility with existing files; tidelog has no use for
@@ -238,6 +289,15 @@ class BrokerConfig:
         if raw:
             return parse_listeners("advertised.listeners", raw)[0]
         return self.listener
+
+    def peer_address(
+        self, broker_id: int, registered_host: str, registered_port: int
+    ) -> tuple[str, int]:
+        """Where this broker connects to peer ``broker_id`` registered at host:port (the
+        registered address unless ``tidelog.testing.peer.addresses`` lists the peer)."""
+        peers = self.values["tidelog.testing.peer.addresses"]
+        assert isinstance(peers, PeerAddresses)
+        return peers.peer_address(broker_id, registered_host, registered_port)
 
     @property
     def log_dirs(self) -> list[Path]:

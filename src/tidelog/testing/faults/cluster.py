@@ -4,8 +4,15 @@
 by their own PIDs) whose brokers are wired for network faults:
 
 - each broker advertises a ``LinkProxy`` in front of its listener (``advertised.listeners``),
-  so every client and every peer reaches it through that proxy: cutting it isolates the
-  broker from clients and peers (inbound);
+  so every client reaches it through that proxy (``broker_proxy``): cutting it cuts the
+  broker off from clients;
+- each broker reaches each peer through a proxy of its own for that ordered pair
+  (``peer_proxy[(a, b)]``: broker a's connections to broker b, both directions of each),
+  passed to broker a as the testing-only ``tidelog.testing.peer.addresses``; its own id maps
+  to its real listener (a broker's requests to itself, e.g. the controller's to its own
+  broker, cross no network). ``cut_link``/``partition`` cut these: one way (a cannot reach
+  b, b still reaches a) or both; ``isolate`` cuts a broker's client proxy and every peer
+  link to and from it;
 - each broker reaches ZooKeeper through a proxy of its own (``zookeeper.connect``): cutting
   it partitions that broker from ZooKeeper (its session expires after
   ``zookeeper.session.timeout.ms``);
@@ -52,6 +59,8 @@ class FaultCluster(LocalCluster):
         self.proxies = ProxyLoop()
         self.broker_proxy: dict[int, LinkProxy] = {}
         self.zk_proxy: dict[int, LinkProxy] = {}
+        #: (from, to) -> the proxy carrying broker ``from``'s connections to broker ``to``.
+        self.peer_proxy: dict[tuple[int, int], LinkProxy] = {}
         self.tmpfs_broker = tmpfs_broker
         self.tmpfs_size = tmpfs_size
         self.tmpfs_mount: Path | None = None
@@ -68,6 +77,19 @@ class FaultCluster(LocalCluster):
         properties["advertised.listeners"] = (
             f"PLAINTEXT://127.0.0.1:{self.broker_proxy[info.broker_id].port}"
         )
+        # Broker ports stay the same across restarts (LocalCluster.start_broker), so do these
+        # proxies: created once, on the first start of the broker that uses them.
+        peers = [f"{info.broker_id}=127.0.0.1:{info.port}"]
+        for peer in state.brokers:
+            if peer.broker_id == info.broker_id:
+                continue
+            link = (info.broker_id, peer.broker_id)
+            if link not in self.peer_proxy:
+                self.peer_proxy[link] = LinkProxy(
+                    self.proxies, peer.port, f"broker{link[0]}->broker{link[1]}"
+                )
+            peers.append(f"{peer.broker_id}=127.0.0.1:{self.peer_proxy[link].port}")
+        properties["tidelog.testing.peer.addresses"] = ",".join(peers)
         if state.zookeeper_port is not None:
             if info.broker_id not in self.zk_proxy:
                 self.zk_proxy[info.broker_id] = LinkProxy(
@@ -94,8 +116,7 @@ class FaultCluster(LocalCluster):
         return self
 
     def stop(self, timeout_s: float = 30.0, *, unmount: bool = True) -> None:
-        for proxy in (*self.broker_proxy.values(), *self.zk_proxy.values()):
-            proxy.heal()
+        self.heal_links()
         with contextlib.suppress(ClusterError):
             super().stop(timeout_s)
         # Any child of ours still running (a start that was given up on): by its own PID.
@@ -105,13 +126,61 @@ class FaultCluster(LocalCluster):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(10)
             self._children.pop(pid, None)
-        for proxy in (*self.broker_proxy.values(), *self.zk_proxy.values()):
+        for proxy in self.all_proxies():
             proxy.close()
         self.broker_proxy.clear()
         self.zk_proxy.clear()
+        self.peer_proxy.clear()
         self.proxies.close()
         if unmount:
             self.unmount()
+
+    # -- links --------------------------------------------------------------------------------
+
+    def all_proxies(self) -> list[LinkProxy]:
+        return [*self.broker_proxy.values(), *self.zk_proxy.values(), *self.peer_proxy.values()]
+
+    def heal_links(self) -> None:
+        """Heal every link: clients, ZooKeeper, peers."""
+        for proxy in self.all_proxies():
+            proxy.heal()
+
+    def peer_links(self, broker_id: int) -> list[tuple[int, int]]:
+        """Every peer link from or to ``broker_id``."""
+        return sorted(link for link in self.peer_proxy if broker_id in link)
+
+    def cut_link(self, source: int, target: int, *, both_ways: bool = False) -> None:
+        """Cut broker ``source``'s connections to broker ``target`` (``target`` still reaches
+        ``source``, unless ``both_ways``)."""
+        self.peer_proxy[(source, target)].cut()
+        if both_ways:
+            self.peer_proxy[(target, source)].cut()
+
+    def heal_link(self, source: int, target: int, *, both_ways: bool = False) -> None:
+        self.peer_proxy[(source, target)].heal()
+        if both_ways:
+            self.peer_proxy[(target, source)].heal()
+
+    def partition(self, side: list[int]) -> list[tuple[int, int]]:
+        """Cut every peer link between ``side`` and the other brokers, both ways (clients and
+        ZooKeeper still reach everyone). Returns the links cut; ``heal_links`` heals."""
+        other = [b for b in self.broker_ids if b not in side]
+        links = sorted(link for a in side for b in other for link in ((a, b), (b, a)))
+        for link in links:
+            self.peer_proxy[link].cut()
+        return links
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut ``broker_id`` off from clients and from every peer, both ways (not from
+        ZooKeeper): ``unisolate`` heals."""
+        self.broker_proxy[broker_id].cut()
+        for link in self.peer_links(broker_id):
+            self.peer_proxy[link].cut()
+
+    def unisolate(self, broker_id: int) -> None:
+        for link in self.peer_links(broker_id):
+            self.peer_proxy[link].heal()
+        self.broker_proxy[broker_id].heal()
 
     def unmount(self) -> None:
         if self.tmpfs_mount is not None:
@@ -151,14 +220,21 @@ class FaultCluster(LocalCluster):
     def log_dir(self, broker_id: int) -> Path:
         return self.broker(broker_id).log_dir
 
+    def cut_links(self) -> list[tuple[int, int]]:
+        """The peer links cut now, as (from, to)."""
+        return sorted(link for link, proxy in self.peer_proxy.items() if proxy.is_cut)
+
     def reachable(self) -> list[int]:
-        """Brokers running, not paused, with no cut link."""
+        """Brokers running, not paused, with no cut link (clients, ZooKeeper, or a peer link
+        from or to it)."""
+        cut = {b for link in self.cut_links() for b in link}
         return [
             b
             for b in self.broker_ids
             if self.broker_state(b) == "running"
             and not self.broker_proxy[b].is_cut
             and not self.zk_proxy[b].is_cut
+            and b not in cut
         ]
 
     def metadata(self, topics: list[str] | None = None) -> ClusterMetadata | None:
@@ -200,7 +276,8 @@ class FaultCluster(LocalCluster):
         """Why the cluster is not healthy (None when it is); see ``healthy``."""
         reachable = self.reachable()
         if len(reachable) != len(self.broker_ids):
-            return f"reachable brokers {reachable}"
+            cut = self.cut_links()
+            return f"reachable brokers {reachable}" + (f" (peer links cut: {cut})" if cut else "")
         for broker_id in self.broker_ids:
             md = self.metadata_of(broker_id, [topic])
             if md is None or topic not in md.topics or not md.topics[topic].partitions:

@@ -8,24 +8,36 @@ recorded with what it hit and when, so a failing run can be replayed from its se
 Kinds (durations relative to ``replica.lag.time.max.ms`` = lag and the ZooKeeper session
 timeout = session):
 
-=================  ==========================================================================
-kill_leader        SIGKILL the leader of a random partition, restart it after 0.5-3 s
-kill_follower      SIGKILL a follower of a random partition, restart it after 0.5-3 s
-kill_controller    SIGKILL the active controller (Metadata's controller id), restart
-pause_short        SIGSTOP a broker for less than lag/2, SIGCONT
-pause_lag          SIGSTOP longer than lag, shorter than session (leaves the ISR, keeps its
-                   session), SIGCONT
-pause_long         SIGSTOP longer than session (its session expires: a zombie on SIGCONT)
-restart_clean      SIGTERM a broker (controlled shutdown), start it again
-rolling_restart    SIGTERM and restart every broker in turn, each awaited healthy
-partition_zk       cut one broker's link to ZooKeeper for 1 s .. 1.5 session, heal
-isolate_broker     cut every client's and peer's link to one broker for 1-6 s, heal
-torn_tail          SIGKILL a broker, truncate one partition's active segment at a random
-                   byte at or above its recovery point while it is down (a torn write of
-                   what was not fsynced), restart it
-disk_full          fill the tmpfs log dir of the tmpfs broker, hold 2-5 s, free it; a broker
-                   that did not recover by itself within a few seconds is restarted
-=================  ==========================================================================
+====================  ======================================================================
+kill_leader           SIGKILL the leader of a random partition, restart it after 0.5-3 s
+kill_follower         SIGKILL a follower of a random partition, restart it after 0.5-3 s
+kill_controller       SIGKILL the active controller (Metadata's controller id), restart
+pause_short           SIGSTOP a broker for less than lag/2, SIGCONT
+pause_lag             SIGSTOP longer than lag, shorter than session (leaves the ISR, keeps its
+                      session), SIGCONT
+pause_long            SIGSTOP longer than session (its session expires: a zombie on SIGCONT)
+restart_clean         SIGTERM a broker (controlled shutdown), start it again
+rolling_restart       SIGTERM and restart every broker in turn, each awaited healthy
+partition_zk          cut one broker's link to ZooKeeper for 1 s .. 1.5 session, heal
+isolate_broker        cut one broker off from clients and from every peer (both ways) for
+                      1-6 s, heal (its ZooKeeper link stays up)
+torn_tail             SIGKILL a broker, truncate one partition's active segment at a random
+                      byte at or above its recovery point while it is down (a torn write of
+                      what was not fsynced), restart it
+disk_full             fill the tmpfs log dir of the tmpfs broker, hold 2-5 s, free it; a broker
+                      that did not recover by itself within a few seconds is restarted
+partition_brokers     split the brokers: one random broker vs the rest, every peer link across
+                      cut both ways for 1-1.5 session, heal; clients and ZooKeeper still reach
+                      everyone, so the controller sees every broker alive and no leader moves:
+                      followers that cannot fetch must leave the ISR (when their leader can
+                      reach the controller), acks=all must wait for min.insync.replicas
+partition_asymmetric  cut one link one way: a follower of a random partition can no longer
+                      reach that partition's leader (the leader still reaches it) for 2 lag ..
+                      session, heal; the follower must leave the ISR
+====================  ======================================================================
+
+Network faults record in their detail the smallest ISR any broker's metadata showed for each
+partition just before the heal (the proof that a cut did cut replication).
 """
 
 from __future__ import annotations
@@ -36,8 +48,8 @@ import os
 import random
 import struct
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tidelog.cli.launcher import ClusterError
@@ -58,6 +70,8 @@ ALL_KINDS: tuple[str, ...] = (
     "isolate_broker",
     "torn_tail",
     "disk_full",
+    "partition_brokers",
+    "partition_asymmetric",
 )
 
 
@@ -78,6 +92,9 @@ class FaultRecord:
     settled: float  # when the cluster was healthy again (or the wait gave up)
     healthy: bool
     detail: str
+    #: Network faults: per partition, the smallest ISR any broker's metadata showed just
+    #: before the heal (``Nemesis.smallest_isr``); empty for the other kinds.
+    isr_before_heal: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Nemesis:
@@ -97,6 +114,7 @@ class Nemesis:
         self.t = timings
         self.log = log
         self.records: list[FaultRecord] = []
+        self._isr_before_heal: dict[int, tuple[int, ...]] = {}
         #: Brokers that did not stop or start when told to (with their exit codes).
         self.harness_errors: list[str] = []
 
@@ -128,6 +146,7 @@ class Nemesis:
 
     def run_one(self, index: int, kind: str) -> FaultRecord:
         start = time.monotonic()
+        self._isr_before_heal = {}
         try:
             target, detail = getattr(self, f"_{kind}")()
         except ClusterError as exc:
@@ -143,7 +162,17 @@ class Nemesis:
             detail += f"; not healthy after the heal timeout ({why}): restarting what is down"
             self.heal_all()
             healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
-        record = FaultRecord(index, kind, target, start, healed, time.monotonic(), healthy, detail)
+        record = FaultRecord(
+            index,
+            kind,
+            target,
+            start,
+            healed,
+            time.monotonic(),
+            healthy,
+            detail,
+            self._isr_before_heal,
+        )
         self.records.append(record)
         self.log(
             f"fault {index:4d} {kind:16s} broker {target} {detail} "
@@ -232,11 +261,50 @@ class Nemesis:
     def _isolate_broker(self) -> tuple[int | None, str]:
         broker = self._random_broker()
         seconds = self.rng.uniform(1.0, 6.0)
-        proxy = self.cluster.broker_proxy[broker]
-        proxy.cut()
+        self.cluster.isolate(broker)
         time.sleep(seconds)
-        proxy.heal()
-        return broker, f"clients and peers cut from it {seconds:.1f}s"
+        isr = self.smallest_isr()
+        self.cluster.unisolate(broker)
+        return broker, f"clients and peers cut from it {seconds:.1f}s; {isr}"
+
+    def _partition_brokers(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        rest = [b for b in self.cluster.broker_ids if b != broker]
+        seconds = self.rng.uniform(self.t.session_s, self.t.session_s * 1.5)
+        links = self.cluster.partition([broker])
+        time.sleep(seconds)
+        isr = self.smallest_isr()
+        self.cluster.heal_links()
+        return broker, f"[{broker}] | {rest}: {len(links)} peer links cut {seconds:.1f}s; {isr}"
+
+    def _partition_asymmetric(self) -> tuple[int | None, str]:
+        leader, followers = self._leader_and_followers()
+        if leader is None or not followers:
+            # No partition state to aim with: any ordered pair.
+            leader, follower = self.rng.sample(self.cluster.broker_ids, 2)
+        else:
+            follower = self.rng.choice(followers)
+        seconds = self.rng.uniform(self.t.lag_s * 2, max(self.t.lag_s * 2, self.t.session_s))
+        self.cluster.cut_link(follower, leader)
+        time.sleep(seconds)
+        isr = self.smallest_isr()
+        self.cluster.heal_link(follower, leader)
+        return follower, f"{follower} -> {leader} cut one way {seconds:.1f}s; {isr}"
+
+    def smallest_isr(self) -> str:
+        """Per partition, the smallest ISR any broker's metadata shows now (over the real
+        listeners): ``isr p0 [1, 3] p1 [1, 2, 3]``; the proof a network fault cut
+        replication (a follower that could not fetch left the ISR)."""
+        smallest: dict[int, tuple[int, ...]] = {}
+        for broker in self.cluster.broker_ids:
+            md = self.cluster.metadata_of(broker, [self.topic])
+            if md is None or self.topic not in md.topics:
+                continue
+            for p in md.topics[self.topic].partitions.values():
+                if p.partition not in smallest or len(p.isr) < len(smallest[p.partition]):
+                    smallest[p.partition] = tuple(sorted(p.isr))
+        self._isr_before_heal = smallest
+        return "isr " + " ".join(f"p{p} {sorted(isr)}" for p, isr in sorted(smallest.items()))
 
     def _torn_tail(self) -> tuple[int | None, str]:
         broker = self._random_broker()
@@ -287,8 +355,7 @@ class Nemesis:
 
     def heal_all(self) -> None:
         """Heal every link, resume and start every broker."""
-        for proxy in (*self.cluster.broker_proxy.values(), *self.cluster.zk_proxy.values()):
-            proxy.heal()
+        self.cluster.heal_links()
         if self.cluster.tmpfs_mount is not None:
             with contextlib.suppress(FileNotFoundError):
                 (self.cluster.tmpfs_mount / "filler").unlink()

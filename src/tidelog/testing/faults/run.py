@@ -208,11 +208,16 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
 METHOD = """## How it works
 
 - **Processes**: ZooKeeper and every broker are real processes (`FaultCluster`, a
-  `LocalCluster`), signalled by their own PIDs. Every broker advertises a loopback TCP
-  proxy in front of its listener and reaches ZooKeeper through a proxy of its own, so the
-  nemesis can cut one broker off from clients and peers, or from ZooKeeper, and heal it
-  (held bytes flow again, as after a real partition). One broker's log dir is a small
-  tmpfs for the disk-full fault.
+  `LocalCluster`), signalled by their own PIDs. Every link goes through a loopback TCP
+  proxy of its own: clients -> each broker (the advertised listener), each broker ->
+  ZooKeeper, and each broker -> each peer broker, one proxy per ordered pair (the
+  testing-only broker config `tidelog.testing.peer.addresses` points a broker's peer
+  connections at them). So the nemesis can cut one broker off from clients and peers
+  (`isolate_broker`), from ZooKeeper (`partition_zk`), split the brokers from each other
+  while ZooKeeper and clients still see everyone (`partition_brokers`), or cut one link
+  one way (`partition_asymmetric`), and heal (held bytes flow again, as after a real
+  partition). One broker's log dir is a small tmpfs for the disk-full fault. The kinds
+  are listed in `tidelog/testing/faults/nemesis.py` and docs/faults.md.
 - **Workload**: confluent-kafka producers with `acks=all` record every acknowledgement
   (partition, offset, value); consumers `assign()`-ed to every partition record every read.
 - **Checker** (Jepsen's Kafka checker in spirit): after the final heal every partition is
