@@ -31,6 +31,9 @@ partition_brokers     split the brokers: one random broker vs the rest, every pe
                       everyone, so the controller sees every broker alive and no leader moves:
                       followers that cannot fetch must leave the ISR (when their leader can
                       reach the controller), acks=all must wait for min.insync.replicas
+partition_clients     cut every client off from one broker for 1-6 s, heal; its peers and
+                      ZooKeeper still reach it, so it keeps its leaderships: clients of its
+                      partitions wait (or time out and retry) until the heal
 partition_asymmetric  cut one link one way: a follower of a random partition can no longer
                       reach that partition's leader (the leader still reaches it) for 2 lag ..
                       session, heal; the follower must leave the ISR
@@ -72,6 +75,7 @@ ALL_KINDS: tuple[str, ...] = (
     "disk_full",
     "partition_brokers",
     "partition_asymmetric",
+    "partition_clients",
 )
 
 
@@ -266,6 +270,16 @@ class Nemesis:
         isr = self.smallest_isr()
         self.cluster.unisolate(broker)
         return broker, f"clients and peers cut from it {seconds:.1f}s; {isr}"
+
+    def _partition_clients(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        seconds = self.rng.uniform(1.0, 6.0)
+        proxy = self.cluster.broker_proxy[broker]
+        proxy.cut()
+        time.sleep(seconds)
+        isr = self.smallest_isr()
+        proxy.heal()
+        return broker, f"clients cut from it {seconds:.1f}s (peers not); {isr}"
 
     def _partition_brokers(self) -> tuple[int | None, str]:
         broker = self._random_broker()
