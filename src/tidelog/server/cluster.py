@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidelog.aio import cancel_and_wait
+from tidelog.aio import cancel_and_wait, wait_for
 from tidelog.client.client import Client
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
@@ -426,7 +426,7 @@ class LeaderFetcher:
             if not progressed:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), backoff)
+                    await wait_for(self.wake.wait(), backoff)
 
     def _truncate(self, hosted: HostedPartition, offset: int) -> bool:
         """Truncate a followed log (rule 7); False when its log dir failed meanwhile."""
@@ -863,7 +863,7 @@ class ClusterNode:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while asyncio.get_running_loop().time() < deadline:
             try:
-                error, remaining = await asyncio.wait_for(
+                error, remaining = await wait_for(
                     self._ask_controlled_shutdown(),
                     max(0.1, deadline - asyncio.get_running_loop().time()),
                 )
@@ -1170,7 +1170,7 @@ class ClusterNode:
         backoff = _ALTER_RETRY_BACKOFF_S
         while True:
             try:
-                error, committed = await asyncio.wait_for(self._send_alter(proposal), 10.0)
+                error, committed = await wait_for(self._send_alter(proposal), 10.0)
             except (ClientError, OSError, TimeoutError, ZkError) as exc:
                 log.info("%s: AlterPartition failed: %s", tp, exc or type(exc).__name__)
                 error, committed = ErrorCode.REQUEST_TIMED_OUT, None
@@ -1396,7 +1396,7 @@ class ClusterNode:
 async def _bounded(what: str, step: Awaitable[None], timeout_s: float = 5.0) -> None:
     started = asyncio.get_running_loop().time()
     try:
-        await asyncio.wait_for(step, timeout_s)
+        await wait_for(step, timeout_s)
     except TimeoutError:
         log.warning("stopping %s took more than %.0f s; going on", what, timeout_s)
     except Exception:
