@@ -354,6 +354,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.node is not None:
+            await self.node.withdraw_candidacy()
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
             await self.node.controlled_shutdown()
         if self._server is not None:
