@@ -894,6 +894,22 @@ class ClusterNode:
                 log.info("controlled shutdown: %s", exc)
                 error, remaining = ErrorCode.UNKNOWN_SERVER_ERROR, -1
             failed = error != ErrorCode.NONE
+            controller = self.controller
+            if (
+                error == ErrorCode.NONE
+                and remaining > 0
+                and controller is not None
+                and controller.is_active
+                and not controller.electable_besides(self.broker_id)
+            ):
+                # We are the controller and every other broker is stopping as well (a whole
+                # cluster stopped at once): retrying cannot move these, resign instead.
+                log.info(
+                    "controlled shutdown: %d leaderships stay here, every other broker is "
+                    "stopping too",
+                    remaining,
+                )
+                return
             if error == ErrorCode.NONE and remaining == 0:
                 log.info("controlled shutdown succeeded")
                 # Let the LeaderAndIsr that demotes us arrive before the sockets close.
@@ -1008,6 +1024,7 @@ class ClusterNode:
         )
         led: list[TopicPartition] = []
         followed: list[TopicPartition] = []
+        applied: list[TopicPartition] = []
         for ps in request.partition_states:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
             topic_id = topic_ids.get(ps.topic_name)
@@ -1094,9 +1111,11 @@ class ClusterNode:
                 rm.on_storage_error(tp, exc)
                 errors.append(_perror(tp, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
-            rm.produce_purgatory.check_and_complete(tp)
-            rm.fetch_purgatory.check_and_complete(tp)
+            applied.append(tp)
             errors.append(_perror(tp, ErrorCode.NONE))
+        # Once for all partitions: a parked follower fetch spans all of them (purgatory).
+        rm.produce_purgatory.check_and_complete_all(applied)
+        rm.fetch_purgatory.check_and_complete_all(applied)
         if per_partition == logging.DEBUG:
             log.info(
                 "LeaderAndIsr (controller epoch %d, %d partitions): leader of %d, "
