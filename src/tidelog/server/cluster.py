@@ -894,22 +894,6 @@ class ClusterNode:
                 log.info("controlled shutdown: %s", exc)
                 error, remaining = ErrorCode.UNKNOWN_SERVER_ERROR, -1
             failed = error != ErrorCode.NONE
-            controller = self.controller
-            if (
-                error == ErrorCode.NONE
-                and remaining > 0
-                and controller is not None
-                and controller.is_active
-                and not controller.electable_besides(self.broker_id)
-            ):
-                # We are the controller and every other broker is stopping as well (a whole
-                # cluster stopped at once): retrying cannot move these, resign instead.
-                log.info(
-                    "controlled shutdown: %d leaderships stay here, every other broker is "
-                    "stopping too",
-                    remaining,
-                )
-                return
             if error == ErrorCode.NONE and remaining == 0:
                 log.info("controlled shutdown succeeded")
                 # Let the LeaderAndIsr that demotes us arrive before the sockets close.
@@ -927,6 +911,22 @@ class ClusterNode:
                 # 10 s for nothing). Kafka retries controlled.shutdown.max.retries times.
                 log.info(
                     "controlled shutdown: no other live broker to lead %d partition(s); stopping",
+                    remaining,
+                )
+                return
+            controller = self.controller
+            if (
+                error == ErrorCode.NONE
+                and remaining > 0
+                and controller is not None
+                and controller.is_active
+                and not controller.electable_besides(self.broker_id)
+            ):
+                # We are the controller and every other broker is stopping as well (a whole
+                # cluster stopped at once): retrying cannot move these, resign instead.
+                log.info(
+                    "controlled shutdown: %d leaderships stay here, every other broker is "
+                    "stopping too",
                     remaining,
                 )
                 return
