@@ -1,4 +1,5 @@
-"""tidelog.aio.cancel_and_wait: the task's cancellation is consumed, the caller's is not."""
+"""tidelog.aio.cancel_and_wait: the task's cancellation is consumed, the caller's is not;
+tidelog.aio.wait_for: a cancellation that arrives as the awaited thing finishes is kept."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 
 import pytest
 
-from tidelog.aio import cancel_and_wait
+from tidelog.aio import cancel_and_wait, wait_for
 
 
 def test_cancel_and_wait_ends_the_task_and_consumes_its_outcome() -> None:
@@ -81,5 +82,51 @@ def test_a_cancellation_swallowed_by_the_task_is_repeated() -> None:
         await asyncio.wait_for(cancel_and_wait(task), 5)
         assert task.cancelled()
         assert rounds in (["ran on"], ["cancelled in the first wait"])
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize("outcome", ["result", "error"])
+def test_wait_for_keeps_a_cancel_that_comes_as_the_inner_future_finishes(outcome: str) -> None:
+    """The inner future finishes and the caller is cancelled in the same loop iteration
+    (CPython 3.11's asyncio.wait_for then returned the result, or raised the inner error,
+    and the caller ran on)."""
+
+    async def body() -> None:
+        inner: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        ran_on: list[str] = []
+
+        async def caller() -> None:
+            with contextlib.suppress(OSError):
+                await wait_for(inner, 5.0)
+            ran_on.append("ran on")
+
+        task = asyncio.ensure_future(caller())
+        await asyncio.sleep(0)
+        if outcome == "result":
+            inner.set_result("x")
+        else:
+            inner.set_exception(ConnectionRefusedError("refused"))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ran_on == []
+
+    asyncio.run(body())
+
+
+def test_wait_for_passes_results_errors_and_timeouts_through() -> None:
+    async def body() -> None:
+        async def value() -> int:
+            return 7
+
+        async def fails() -> None:
+            raise ConnectionRefusedError("refused")
+
+        assert await wait_for(value(), 1.0) == 7
+        with pytest.raises(ConnectionRefusedError):
+            await wait_for(fails(), 1.0)
+        with pytest.raises(TimeoutError):
+            await wait_for(asyncio.Event().wait(), 0.01)
 
     asyncio.run(body())

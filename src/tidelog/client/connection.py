@@ -18,7 +18,7 @@ from typing import Any
 from kio.schema.api_versions.v0 import request as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3
 
-from tidelog.aio import cancel_and_wait
+from tidelog.aio import cancel_and_wait, wait_for
 from tidelog.client.errors import ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
@@ -81,7 +81,7 @@ class BrokerConnection:
     ) -> BrokerConnection:
         """Connect (and, with ``negotiate``, learn the broker's API versions)."""
         try:
-            reader, writer = await asyncio.wait_for(
+            reader, writer = await wait_for(
                 asyncio.open_connection(host, port, limit=_READ_CHUNK), connect_timeout_s
             )
         except (OSError, TimeoutError) as exc:
@@ -163,7 +163,7 @@ class BrokerConnection:
             self._write(header, body)
             await self._writer.drain()
             timeout = self.request_timeout_s if timeout_s is None else timeout_s
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return await wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
             raise ClientTimeoutError(
                 f"{header.api_name} v{header.api_version} to {self.address}: no response "

@@ -760,6 +760,12 @@ class Controller:
 
         return await self._write_decided(decide, offline)
 
+    def electable_besides(self, broker_id: BrokerId) -> bool:
+        """Whether a live broker other than ``broker_id`` may take leaderships (active
+        controller only): when every other one is in a controlled shutdown too, a stopping
+        broker's remaining leaderships cannot move, however often it asks."""
+        return self._seat is not None and bool(self._electable() - {broker_id})
+
     def _electable(self) -> set[BrokerId]:
         """Live brokers that may lead or join an ISR: not shutting down (rule 12), log dir
         online (module docstring, 8)."""

@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from tidelog.aio import wait_for
 from tidelog.controller.zk import ZkError
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import (
@@ -353,6 +354,8 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
+        if self.node is not None:
+            await self.node.withdraw_candidacy()
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
             await self.node.controlled_shutdown()
         if self._server is not None:
@@ -374,7 +377,7 @@ class Broker:
             conn.close()
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+                await wait_for(self._server.wait_closed(), 5.0)
             except TimeoutError:
                 log.warning("connections still closing after 5 s; going on")
         for hosted in self.replica_manager.partitions.values():

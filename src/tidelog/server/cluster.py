@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidelog.aio import cancel_and_wait
+from tidelog.aio import cancel_and_wait, wait_for
 from tidelog.client.client import Client
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
@@ -426,7 +426,7 @@ class LeaderFetcher:
             if not progressed:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), backoff)
+                    await wait_for(self.wake.wait(), backoff)
 
     def _truncate(self, hosted: HostedPartition, offset: int) -> bool:
         """Truncate a followed log (rule 7); False when its log dir failed meanwhile."""
@@ -647,6 +647,10 @@ class ReplicaFetcherManager:
 # --- the node ------------------------------------------------------------------------------
 
 
+class NoControllerError(ClientError):
+    """No controller is elected (or its broker is not registered): nobody to ask."""
+
+
 class ClusterNode:
     """This broker's cluster side: ZooKeeper session, controller candidate, control-plane
     handlers, fetchers and ISR proposals. See the module docstring."""
@@ -856,20 +860,40 @@ class ClusterNode:
                 name,
             )
 
+    async def withdraw_candidacy(self) -> None:
+        """At the start of a shutdown, a broker that is not the active controller stops
+        competing for the seat: elected now, it would load every partition state and elect
+        leaders among brokers that are all stopping (seen with three brokers stopped at
+        once, 5,000 replicas each: the broker that won the seat after the controller
+        resigned spent ~10 s writing leader epochs for 4,260 partitions in its own stop).
+        The active controller stays until ``stop``: it answers the controlled shutdowns."""
+        if self.controller is not None and not self.controller.is_active:
+            await _bounded("the controller candidate", self.controller.stop())
+
     async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
         """Rule 12: ask the controller to move our leaderships away, bounded in time."""
         if self.zk is None or self.broker_epoch < 0:
             return  # never registered: nothing to hand over
         deadline = asyncio.get_running_loop().time() + timeout_s
+        failed = False
         while asyncio.get_running_loop().time() < deadline:
             try:
-                error, remaining = await asyncio.wait_for(
-                    self._ask_controlled_shutdown(),
+                error, remaining = await wait_for(
+                    # After a failed attempt the controller may have moved (or resigned, its
+                    # broker stopping too): ZooKeeper says, our metadata may not yet.
+                    self._ask_controlled_shutdown(ask_zookeeper=failed),
                     max(0.1, deadline - asyncio.get_running_loop().time()),
                 )
+            except NoControllerError as exc:
+                # Nobody can move our leaderships: retrying only delays the stop (Kafka's
+                # retries end the same way). When every broker stops at once, the last
+                # controller resigned and the others no longer compete (withdraw_candidacy).
+                log.info("controlled shutdown: %s; stopping without it", exc)
+                return
             except (ClientError, OSError, TimeoutError, ZkError) as exc:
                 log.info("controlled shutdown: %s", exc)
                 error, remaining = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+            failed = error != ErrorCode.NONE
             if error == ErrorCode.NONE and remaining == 0:
                 log.info("controlled shutdown succeeded")
                 # Let the LeaderAndIsr that demotes us arrive before the sockets close.
@@ -890,15 +914,31 @@ class ClusterNode:
                     remaining,
                 )
                 return
+            controller = self.controller
+            if (
+                error == ErrorCode.NONE
+                and remaining > 0
+                and controller is not None
+                and controller.is_active
+                and not controller.electable_besides(self.broker_id)
+            ):
+                # We are the controller and every other broker is stopping as well (a whole
+                # cluster stopped at once): retrying cannot move these, resign instead.
+                log.info(
+                    "controlled shutdown: %d leaderships stay here, every other broker is "
+                    "stopping too",
+                    remaining,
+                )
+                return
             await asyncio.sleep(0.5)
         log.warning("controlled shutdown did not complete in %.0f s; stopping anyway", timeout_s)
 
-    async def _ask_controlled_shutdown(self) -> tuple[ErrorCode, int]:
+    async def _ask_controlled_shutdown(self, *, ask_zookeeper: bool) -> tuple[ErrorCode, int]:
         controller = self.controller
         if controller is not None and controller.is_active:
             result = await controller.controlled_shutdown(self.broker_id, self.broker_epoch)
             return result.error, len(result.remaining)
-        conn = await self._connection_to_controller()
+        conn = await self._connection_to_controller(ask_zookeeper=ask_zookeeper)
         response = await conn.send(
             control.ControlledShutdownRequest(
                 broker_id=self.broker_id, broker_epoch=self.broker_epoch
@@ -984,6 +1024,7 @@ class ClusterNode:
         )
         led: list[TopicPartition] = []
         followed: list[TopicPartition] = []
+        applied: list[TopicPartition] = []
         for ps in request.partition_states:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
             topic_id = topic_ids.get(ps.topic_name)
@@ -1070,9 +1111,11 @@ class ClusterNode:
                 rm.on_storage_error(tp, exc)
                 errors.append(_perror(tp, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
-            rm.produce_purgatory.check_and_complete(tp)
-            rm.fetch_purgatory.check_and_complete(tp)
+            applied.append(tp)
             errors.append(_perror(tp, ErrorCode.NONE))
+        # Once for all partitions: a parked follower fetch spans all of them (purgatory).
+        rm.produce_purgatory.check_and_complete_all(applied)
+        rm.fetch_purgatory.check_and_complete_all(applied)
         if per_partition == logging.DEBUG:
             log.info(
                 "LeaderAndIsr (controller epoch %d, %d partitions): leader of %d, "
@@ -1170,7 +1213,7 @@ class ClusterNode:
         backoff = _ALTER_RETRY_BACKOFF_S
         while True:
             try:
-                error, committed = await asyncio.wait_for(self._send_alter(proposal), 10.0)
+                error, committed = await wait_for(self._send_alter(proposal), 10.0)
             except (ClientError, OSError, TimeoutError, ZkError) as exc:
                 log.info("%s: AlterPartition failed: %s", tp, exc or type(exc).__name__)
                 error, committed = ErrorCode.REQUEST_TIMED_OUT, None
@@ -1288,22 +1331,24 @@ class ClusterNode:
                     )
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
 
-    async def _connection_to_controller(self) -> BrokerConnection:
+    async def _connection_to_controller(self, *, ask_zookeeper: bool = False) -> BrokerConnection:
+        """A connection to the controller our metadata names, or with ``ask_zookeeper``
+        (or none named) the one ``/controller`` names; ``NoControllerError`` when none is."""
         async with self._controller_conn_lock:
-            return await self._connect_to_controller()
+            return await self._connect_to_controller(ask_zookeeper=ask_zookeeper)
 
-    async def _connect_to_controller(self) -> BrokerConnection:
+    async def _connect_to_controller(self, *, ask_zookeeper: bool) -> BrokerConnection:
         controller_id = self.metadata.controller_id
-        if controller_id < 0 or controller_id not in self.metadata.brokers:
+        if ask_zookeeper or controller_id < 0 or controller_id not in self.metadata.brokers:
             if self.zk is None:
-                raise ClientError("no controller known")
+                raise NoControllerError("no controller known")
             found = await self.zk.get_controller()
             if found is None:
-                raise ClientError("no controller elected")
+                raise NoControllerError("no controller elected")
             controller_id = found
             live = await self.zk.get_live_brokers()
             if controller_id not in live:
-                raise ClientError(f"controller {controller_id} is not registered")
+                raise NoControllerError(f"controller {controller_id} is not registered")
             reg = live[BrokerId(controller_id)].registration
             host, port = reg.host or "127.0.0.1", reg.port
         else:
@@ -1396,7 +1441,7 @@ class ClusterNode:
 async def _bounded(what: str, step: Awaitable[None], timeout_s: float = 5.0) -> None:
     started = asyncio.get_running_loop().time()
     try:
-        await asyncio.wait_for(step, timeout_s)
+        await wait_for(step, timeout_s)
     except TimeoutError:
         log.warning("stopping %s took more than %.0f s; going on", what, timeout_s)
     except Exception:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelog.aio import wait_for
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.coordinator import partition_for
 from tidelog.coordinator.group import (
@@ -379,7 +380,7 @@ class GroupCoordinator:
         if self._creating is None or self._creating.done():
             self._creating = asyncio.ensure_future(self._create())
         try:
-            await asyncio.wait_for(asyncio.shield(self._creating), 5.0)
+            await wait_for(asyncio.shield(self._creating), 5.0)
         except TimeoutError:
             return
 

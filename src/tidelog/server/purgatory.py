@@ -141,6 +141,25 @@ class Purgatory:
             del self._watchers[key]
         return completed
 
+    def check_and_complete_all(self, keys: Iterable[Hashable]) -> int:
+        """``check_and_complete`` for many keys, trying each watched operation once.
+
+        A follower's fetch is watched under every partition it asks for: checking each of
+        a LeaderAndIsr's partitions in turn tried it once per partition, all of its
+        partitions each time (1,666 x 1,666 in a controlled shutdown of a broker with 5,000
+        replicas: seconds of event loop). Returns how many completed.
+        """
+        keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
+        ops = {id(op): op for key in keys for op in self._watchers[key] if not op.completed}
+        completed = sum(1 for op in ops.values() if op.try_complete())
+        for key in keys:
+            live = [op for op in self._watchers.get(key, ()) if not op.completed]
+            if live:
+                self._watchers[key] = live
+            else:
+                self._watchers.pop(key, None)
+        return completed
+
     def purge_completed(self) -> None:
         """Rule 5: drop completed operations from every watch list."""
         self._added_since_purge = 0

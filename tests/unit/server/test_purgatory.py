@@ -125,3 +125,38 @@ def test_operations_completed_through_one_key_leave_the_idle_keys_lists() -> Non
         assert live.completions == ["ready"]
 
     run(scenario())
+
+
+class CountingOp(Op):
+    def __init__(self, timeout_ms: int, ready: list[bool]) -> None:
+        super().__init__(timeout_ms, ready)
+        self.tries = 0
+
+    def try_complete(self) -> bool:
+        self.tries += 1
+        return super().try_complete()
+
+
+def test_check_and_complete_all_tries_each_operation_once() -> None:
+    """A follower fetch watched under 1,000 partitions, all changed by one LeaderAndIsr:
+    one try, not one per partition (each try walks every partition of the fetch)."""
+
+    async def scenario() -> None:
+        purgatory = Purgatory("t")
+        ready = [False]
+        keys: list[Hashable] = [f"p{i}" for i in range(1000)]
+        wide = CountingOp(10_000, ready)
+        narrow = CountingOp(10_000, [False])  # never ready
+        assert purgatory.try_complete_else_watch(wide, keys) is False
+        assert purgatory.try_complete_else_watch(narrow, ["p7", "other"]) is False
+        assert purgatory.check_and_complete_all(keys) == 0
+        assert (wide.tries, narrow.tries) == (2, 2)  # one at watch time, one now
+        ready[0] = True
+        assert purgatory.check_and_complete_all([*keys, "unknown", "p0"]) == 1
+        assert (wide.tries, narrow.tries) == (3, 3)
+        assert wide.completions == ["ready"]
+        assert narrow.completions == []
+        assert purgatory.watched() == 1
+        assert purgatory.check_and_complete_all([]) == 0
+
+    run(scenario())

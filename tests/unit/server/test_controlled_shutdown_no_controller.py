@@ -1,0 +1,132 @@
+"""ControlledShutdown when the controller is gone: the stopping broker gives up at once.
+
+When every broker of a cluster stops at once, the controller resigns while the others are
+still asking it to move their leaderships; nobody competes for the seat any more. The
+broker used to retry for its whole 10 s bound (each of three brokers with 5,000 replicas
+spent 10-23 s there). Now a failed attempt asks ZooKeeper who the controller is, and no
+controller ends the controlled shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidelog.controller.controller import ControlledShutdownResult
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.server.cluster import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.config import load_broker_config
+from tidelog.server.replica_manager import (
+    ReplicaManager,
+    effective_topic_config,
+    log_config_for,
+    now_ms,
+)
+from tidelog.storage.log_manager import LogManager
+
+
+class _ZooKeeperWithoutController:
+    """The two reads the broker makes: no /controller, nobody registered."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def get_controller(self) -> int | None:
+        self.asked += 1
+        return None
+
+    async def get_live_brokers(self) -> dict[int, Any]:
+        return {}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_controlled_shutdown_stops_asking_once_no_controller_is_elected(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = load_broker_config(
+        {"log.dirs": str(tmp_path), "broker.id": "2", "zookeeper.connect": "127.0.0.1:1"}
+    )
+    logs = LogManager(
+        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
+    )
+    metadata = ClusterMetadataCache(2)
+    # Our metadata still names broker 1, whose process has stopped (its port refuses).
+    metadata.controller_id = 1
+    metadata.brokers[1] = CachedBroker(1, "127.0.0.1", _closed_port())
+    node = ClusterNode(config, ReplicaManager(config, logs), metadata, {})
+    zk = _ZooKeeperWithoutController()
+    node.zk = zk  # type: ignore[assignment]
+    node.broker_epoch = 7
+
+    async def body() -> float:
+        started = time.monotonic()
+        await node.controlled_shutdown(timeout_s=10.0)
+        return time.monotonic() - started
+
+    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster"):
+        took = asyncio.run(body())
+    assert took < 3.0, f"controlled shutdown took {took:.1f} s with no controller"
+    assert zk.asked == 1
+    assert "no controller elected; stopping without it" in caplog.text
+    assert "did not complete" not in caplog.text
+
+
+class _ActiveControllerOfAStoppingCluster:
+    """This broker's own controller, active, answering that its leaderships stay (every
+    other broker is in a controlled shutdown too)."""
+
+    is_active = True
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Any:
+        self.asked += 1
+        return ControlledShutdownResult(ErrorCode.NONE, (TopicPartition("t", 0),) * 5)
+
+    def electable_besides(self, broker_id: int) -> bool:
+        return False
+
+
+def test_the_controller_stops_asking_when_every_other_broker_is_stopping(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It answered the others' controlled shutdowns first and took their leaderships; its
+    own cannot move them anywhere (it retried for 10 s with 5,000 partitions)."""
+    config = load_broker_config(
+        {"log.dirs": str(tmp_path), "broker.id": "1", "zookeeper.connect": "127.0.0.1:1"}
+    )
+    logs = LogManager(
+        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
+    )
+    metadata = ClusterMetadataCache(1)
+    for b in (1, 2, 3):  # the others are still live (stopping, not gone)
+        metadata.brokers[b] = CachedBroker(b, "127.0.0.1", _closed_port())
+    node = ClusterNode(config, ReplicaManager(config, logs), metadata, {})
+    node.zk = _ZooKeeperWithoutController()  # type: ignore[assignment]
+    node.broker_epoch = 3
+    controller = _ActiveControllerOfAStoppingCluster()
+    node.controller = controller  # type: ignore[assignment]
+
+    async def body() -> float:
+        started = time.monotonic()
+        await node.controlled_shutdown(timeout_s=10.0)
+        return time.monotonic() - started
+
+    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster"):
+        took = asyncio.run(body())
+    assert took < 1.0, f"controlled shutdown took {took:.1f} s"
+    assert controller.asked == 1
+    assert "5 leaderships stay here, every other broker is stopping too" in caplog.text
