@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -36,7 +36,9 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object]) -
             task.exception()  # retrieved: no "exception was never retrieved" at GC
 
 
-async def wait_for(aw: Awaitable[T], timeout: float | None) -> T:
+async def wait_for(
+    aw: Awaitable[T], timeout: float | None, *, discard: Callable[[T], object] | None = None
+) -> T:
     """``asyncio.wait_for`` that never swallows the caller's cancellation.
 
     On CPython 3.11, ``asyncio.wait_for`` returns the inner result (or raises its
@@ -48,7 +50,8 @@ async def wait_for(aw: Awaitable[T], timeout: float | None) -> T:
     in 14, and a broker left with one after "shut down cleanly" hung in ``asyncio.run``
     until SIGKILL (three brokers with 5,000 replicas each, stopped at once). Here a
     cancellation that arrived while waiting is raised. (3.12's ``wait_for`` does not lose
-    it; there this adds a counter check.)
+    it; there this adds a counter check.) A result dropped that way is passed to
+    ``discard`` first: a connection opened as the cancel came must still be closed.
     """
     task = asyncio.current_task()
     requested = 0 if task is None else task.cancelling()
@@ -61,5 +64,7 @@ async def wait_for(aw: Awaitable[T], timeout: float | None) -> T:
             raise asyncio.CancelledError from None
         raise
     if task is not None and task.cancelling() > requested:
+        if discard is not None:
+            discard(result)
         raise asyncio.CancelledError
     return result

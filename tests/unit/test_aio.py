@@ -130,3 +130,29 @@ def test_wait_for_passes_results_errors_and_timeouts_through() -> None:
             await wait_for(asyncio.Event().wait(), 0.01)
 
     asyncio.run(body())
+
+
+def test_a_result_dropped_for_a_cancel_is_handed_to_discard() -> None:
+    """A connection opened just as the caller was cancelled must be closed, not left to the
+    garbage collector (an unclosed transport: a ResourceWarning, a leaked socket)."""
+
+    async def body() -> None:
+        inner: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        discarded: list[list[str]] = []
+
+        async def caller() -> None:
+            await wait_for(inner, 5.0, discard=discarded.append)
+
+        task = asyncio.ensure_future(caller())
+        await asyncio.sleep(0)
+        opened = ["connection"]
+        inner.set_result(opened)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert discarded == [opened]
+        # Not cancelled: the result is returned and nothing is discarded.
+        assert await wait_for(asyncio.sleep(0, ["kept"]), 1.0, discard=discarded.append) == ["kept"]
+        assert discarded == [opened]
+
+    asyncio.run(body())

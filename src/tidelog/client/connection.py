@@ -82,7 +82,9 @@ class BrokerConnection:
         """Connect (and, with ``negotiate``, learn the broker's API versions)."""
         try:
             reader, writer = await wait_for(
-                asyncio.open_connection(host, port, limit=_READ_CHUNK), connect_timeout_s
+                asyncio.open_connection(host, port, limit=_READ_CHUNK),
+                connect_timeout_s,
+                discard=lambda opened: opened[1].close(),  # cancelled as it connected
             )
         except (OSError, TimeoutError) as exc:
             raise ClientConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
