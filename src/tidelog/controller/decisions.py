@@ -121,6 +121,14 @@ def on_controlled_shutdown(
         if election is None:
             return None
         return apply_election(current, election), election
+    return _follower_leaves_isr(current, broker)
+
+
+def _follower_leaves_isr(
+    current: LeaderAndIsr, broker: BrokerId
+) -> tuple[LeaderAndIsr, Election | None] | None:
+    """A follower leaves the ISR (new partition epoch, same leader epoch), never emptying
+    it; None when it is not in the ISR or is its last member."""
     if broker in current.isr and len(current.isr) > 1:
         return (
             LeaderAndIsr(
@@ -225,17 +233,7 @@ def on_log_dir_failure(
         if election is None:
             return None
         return apply_election(current, election), election
-    if broker in current.isr and len(current.isr) > 1:
-        return (
-            LeaderAndIsr(
-                leader=current.leader,
-                leader_epoch=current.leader_epoch,
-                isr=tuple(r for r in current.isr if r != broker),
-                partition_epoch=current.partition_epoch + 1,
-            ),
-            None,
-        )
-    return None
+    return _follower_leaves_isr(current, broker)
 
 
 def on_broker_startup(

@@ -242,21 +242,15 @@ def code_version() -> str:
     import subprocess  # noqa: PLC0415 - only reports need it
 
     here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(here), *args], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
+        sha = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{sha} (with uncommitted changes)" if dirty else sha
