@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidelog.protocol.errors import FrameTooLargeError
-from tidelog.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, frame
+from tidelog.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE_PREFIX_BYTES,
+    FrameDecoder,
+    frame,
+)
 
 
 def test_frame_prefixes_the_big_endian_size() -> None:
@@ -94,4 +99,43 @@ def test_any_split_of_a_stream_gives_the_same_frames(
     for start, stop in itertools.pairwise(points):
         got += decoder.feed(stream[start:stop])
     assert got == payloads
+    assert decoder.buffered_bytes == 0
+
+
+@given(
+    payloads=st.lists(st.binary(max_size=300), max_size=20),
+    cuts=st.lists(st.integers(min_value=0, max_value=7000), max_size=30),
+    large=st.integers(min_value=0, max_value=64),
+)
+def test_large_frames_held_as_pieces_give_the_same_frames(
+    payloads: list[bytes], cuts: list[int], large: int
+) -> None:
+    """Frames of ``large_frame_bytes`` or more that arrive in several pieces are collected
+    as pieces and joined once; the stream decodes exactly as with the buffer alone, in
+    any split, with small frames before and after them in the same reads."""
+    stream = b"".join(frame(p) for p in payloads)
+    points = sorted({c for c in cuts if c <= len(stream)} | {0, len(stream)})
+    decoder = FrameDecoder(max_frame_bytes=300, large_frame_bytes=large)
+    got: list[bytes] = []
+    for start, stop in itertools.pairwise(points):
+        piece = stream[start:stop]
+        before = decoder.buffered_bytes
+        out = decoder.feed(bytearray(piece) if start % 2 else piece)
+        got += out
+        assert all(type(f) is bytes for f in out)
+        assert decoder.buffered_bytes == before + len(piece) - sum(
+            len(f) + SIZE_PREFIX_BYTES for f in out
+        )
+    assert got == payloads
+    assert decoder.buffered_bytes == 0
+
+
+def test_a_large_frame_arriving_in_pieces_is_returned_whole_with_what_follows() -> None:
+    payload = bytes(range(256)) * 1024  # 256 KiB
+    stream = frame(payload) + frame(b"small") + frame(b"x" * 70_000)
+    decoder = FrameDecoder()
+    got: list[bytes] = []
+    for start in range(0, len(stream), 65_536):
+        got += decoder.feed(memoryview(stream)[start : start + 65_536])
+    assert got == [payload, b"small", b"x" * 70_000]
     assert decoder.buffered_bytes == 0
