@@ -905,33 +905,28 @@ class ClusterNode:
                         break
                     await asyncio.sleep(0.1)
                 return
-            if error == ErrorCode.NONE and not set(self.metadata.brokers) - {self.broker_id}:
-                # No other live broker can take the partitions we still lead: retrying
-                # cannot help (the last broker of a cluster that is stopping waited the whole
-                # 10 s for nothing). Kafka retries controlled.shutdown.max.retries times.
-                log.info(
-                    "controlled shutdown: no other live broker to lead %d partition(s); stopping",
-                    remaining,
-                )
-                return
-            controller = self.controller
-            if (
-                error == ErrorCode.NONE
-                and remaining > 0
-                and controller is not None
-                and controller.is_active
-                and not controller.electable_besides(self.broker_id)
-            ):
-                # We are the controller and every other broker is stopping as well (a whole
-                # cluster stopped at once): retrying cannot move these, resign instead.
-                log.info(
-                    "controlled shutdown: %d leaderships stay here, every other broker is "
-                    "stopping too",
-                    remaining,
-                )
+            if error == ErrorCode.NONE and (why := self._no_handover(remaining)) is not None:
+                log.info("controlled shutdown: %s", why)
                 return
             await asyncio.sleep(0.5)
         log.warning("controlled shutdown did not complete in %.0f s; stopping anyway", timeout_s)
+
+    def _no_handover(self, remaining: int) -> str | None:
+        """Why the ``remaining`` leaderships cannot move, however often we ask (None: they
+        may). Kafka retries controlled.shutdown.max.retries times; retrying here only
+        delayed the stop: the last broker of a cluster stopping one by one waited its whole
+        10 s, and so did the controller of a cluster stopped at once."""
+        if not set(self.metadata.brokers) - {self.broker_id}:
+            return f"no other live broker to lead {remaining} partition(s); stopping"
+        controller = self.controller
+        if (
+            remaining > 0
+            and controller is not None
+            and controller.is_active
+            and not controller.electable_besides(self.broker_id)
+        ):
+            return f"{remaining} leaderships stay here, every other broker is stopping too"
+        return None
 
     async def _ask_controlled_shutdown(self, *, ask_zookeeper: bool) -> tuple[ErrorCode, int]:
         controller = self.controller

@@ -152,23 +152,21 @@ class Purgatory:
         keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
         ops = {id(op): op for key in keys for op in self._watchers[key] if not op.completed}
         completed = sum(1 for op in ops.values() if op.try_complete())
+        self._drop_completed(keys)
+        return completed
+
+    def purge_completed(self) -> None:
+        """Rule 5: drop completed operations from every watch list."""
+        self._added_since_purge = 0
+        self._drop_completed(list(self._watchers))
+
+    def _drop_completed(self, keys: Iterable[Hashable]) -> None:
         for key in keys:
             live = [op for op in self._watchers.get(key, ()) if not op.completed]
             if live:
                 self._watchers[key] = live
             else:
                 self._watchers.pop(key, None)
-        return completed
-
-    def purge_completed(self) -> None:
-        """Rule 5: drop completed operations from every watch list."""
-        self._added_since_purge = 0
-        for key, ops in list(self._watchers.items()):
-            live = [op for op in ops if not op.completed]
-            if live:
-                self._watchers[key] = live
-            else:
-                del self._watchers[key]
 
     def watch_entries(self) -> int:
         """Entries in all watch lists, completed operations included (rule 5 bounds it)."""
