@@ -130,3 +130,42 @@ def machine() -> dict[str, Any]:
         "tmp_filesystem": disk,
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+# --- Every row that writes at full speed starts from the same page-cache state ---------
+#
+# On the VM the figures come from (Firecracker, 6.18 kernel), what a buffered write costs
+# depends on how recently the guest freed the memory it lands in: memory freed in the last
+# few seconds is still backed by the host and cheap to write into (0.16-0.4 s of system
+# CPU per GB), memory freed 20 s or more before has gone back to the host and costs
+# 1.1-2.0 s per GB (a plain pwritev loop, measured). Rows that ran right after the
+# benchmark deleted GBs (the limits' files, a stopped cluster's data) were therefore
+# measured in a cheaper regime than the rest: the same tidelog 64 KiB RF=3 run made
+# 269/283 MB/s right after 14 GB had been freed and 206/233 MB/s 45 s later. And a row
+# after a fast one inherited its write-back debt. So before every such row, for every
+# system alike: ``os.sync()``, then wait until SETTLE_AFTER_FREE_S have passed since the
+# benchmark last freed data on disk. Steady state on this VM is the slow regime.
+
+#: Seconds after the benchmark deleted data before a row that writes may start.
+SETTLE_AFTER_FREE_S = 30.0
+
+_last_freed = 0.0  # time.monotonic() of the last note_freed(); 0.0: nothing freed yet
+
+
+def note_freed() -> None:
+    """Record that the benchmark just deleted data (files, a stopped cluster's logs)."""
+    global _last_freed  # noqa: PLW0603 - one benchmark run per process
+    _last_freed = time.monotonic()
+
+
+def settle() -> dict[str, float]:
+    """Write back dirty pages and let recently freed memory go (see above); returns the
+    seconds each took, which go into the row's values."""
+    start = time.monotonic()
+    os.sync()
+    synced = time.monotonic()
+    wait = 0.0
+    if _last_freed:
+        wait = max(0.0, _last_freed + SETTLE_AFTER_FREE_S - synced)
+        time.sleep(wait)
+    return {"sync_s": round(synced - start, 2), "waited_s": round(wait, 2)}

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from tidelog.bench.common import MB, Row
+from tidelog.bench.common import MB, Row, note_freed, settle
 
 CHUNK = 1 << 20
 
@@ -29,6 +29,7 @@ def triple_write(directory: Path, seconds: float) -> Row:
     write-back throttles the loop exactly as it throttles the brokers in those runs (a
     fixed 1 GiB took 7 s and measured a different regime from a 15 s produce run)."""
     directory.mkdir(parents=True, exist_ok=True)
+    settled = settle()
     # Never more than half the free space (the three copies together).
     max_payload = shutil.disk_usage(directory).free // 6
     chunk = os.urandom(CHUNK)
@@ -49,6 +50,7 @@ def triple_write(directory: Path, seconds: float) -> Row:
             f.close()
         for p in paths:
             p.unlink(missing_ok=True)
+        note_freed()
     return Row(
         "limits",
         "machine",
@@ -58,6 +60,7 @@ def triple_write(directory: Path, seconds: float) -> Row:
             "disk_mb_s": 3 * written / elapsed / MB,
             "payload_bytes": written,
             "seconds": elapsed,
+            "settled": settled,
         },
     )
 
@@ -89,8 +92,12 @@ def parallel_triple_write(directory: Path, seconds: float) -> Row:
     directory.mkdir(parents=True, exist_ok=True)
     max_bytes = shutil.disk_usage(directory).free // 6
     paths = [str(directory / f"copy-{i}.bin") for i in range(3)]
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        results = pool.starmap(_write_one_copy, [(p, seconds, max_bytes) for p in paths])
+    settled = settle()
+    try:
+        with multiprocessing.get_context("spawn").Pool(3) as pool:
+            results = pool.starmap(_write_one_copy, [(p, seconds, max_bytes) for p in paths])
+    finally:
+        note_freed()
     total = sum(written for written, _ in results)
     elapsed = max(took for _, took in results)
     return Row(
@@ -103,6 +110,7 @@ def parallel_triple_write(directory: Path, seconds: float) -> Row:
             "disk_mb_s": total / elapsed / MB,
             "payload_bytes": total // 3,
             "seconds": elapsed,
+            "settled": settled,
         },
     )
 
@@ -150,6 +158,7 @@ def loopback_sendfile(directory: Path, file_bytes: int, seconds: float) -> Row:
     finally:
         listener.close()
         path.unlink(missing_ok=True)
+        note_freed()
     return Row(
         "limits",
         "machine",

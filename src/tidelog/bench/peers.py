@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidelog.bench.common import Row
+from tidelog.bench.common import Row, note_freed, settle
 from tidelog.bench.kafka import perf_test_line, run_parallel, summarise_produce
 from tidelog.cli.zookeeper import free_port
 
@@ -224,8 +224,9 @@ def run_nats(
             # Publishers spread over the three servers (a stream has one leader; others
             # forward), as Kafka producers spread over partition leaders.
             args = [(cluster.urls[i % 3], subject, size, seconds) for i in range(producers)]
+            settled = settle()
             values = summarise_produce(run_parallel(nats_publish_worker, args), size)
-            values.update(record_bytes=size, producers=producers, version=version)
+            values.update(record_bytes=size, producers=producers, version=version, settled=settled)
             rows.append(
                 Row(
                     "produce",
@@ -239,6 +240,7 @@ def run_nats(
     finally:
         cluster.stop()
         shutil.rmtree(directory, ignore_errors=True)
+        note_freed()
     return rows
 
 
@@ -480,9 +482,12 @@ def run_rabbitmq(
             asyncio.run(_rabbit_create_stream(cluster.stream_ports[0], stream))
             members = cluster.ctl(0, "list_queues", "name", "members", "--no-table-headers")
             args = [(cluster.stream_ports[i % 3], stream, size, seconds) for i in range(producers)]
+            settled = settle()
             values = summarise_produce(run_parallel(rabbit_publish_worker, args), size)
             mode = "send_sub_entry x100" if size <= 4096 else "send_batch x10"
-            values.update(record_bytes=size, producers=producers, version=version, mode=mode)
+            values.update(
+                record_bytes=size, producers=producers, version=version, mode=mode, settled=settled
+            )
             line = next((ln for ln in members.splitlines() if ln.startswith(stream)), "")
             rows.append(
                 Row(
@@ -497,6 +502,7 @@ def run_rabbitmq(
     finally:
         cluster.stop()
         shutil.rmtree(directory, ignore_errors=True)
+        note_freed()
     return rows
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.bench import limits
-from tidelog.bench.common import Row, load_average, machine
+from tidelog.bench.common import Row, load_average, machine, note_freed
 
 SECTIONS = ("limits", "produce", "e2e", "peers", "failover")
 
@@ -138,6 +138,7 @@ def run(options: Options) -> int:
                 cluster.stop()
                 if own_tmp:
                     shutil.rmtree(work / "cluster", ignore_errors=True)
+                    note_freed()
         if "peers" in options.sections:
             from tidelog.bench import peers
 
@@ -171,6 +172,7 @@ def run(options: Options) -> int:
             )
             if own_tmp:
                 shutil.rmtree(work / "failover", ignore_errors=True)
+                note_freed()
     finally:
         r.write()
         if own_tmp:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidelog.bench.common import MB, Latency, Row, cpu_seconds, rss_bytes
+from tidelog.bench.common import MB, Latency, Row, cpu_seconds, rss_bytes, settle
 from tidelog.bench.kafka import (
     catch_up_worker,
     e2e_consumer_worker,
@@ -122,9 +122,12 @@ def produce_rows(
                 (bootstrap, topic, size, seconds, acks, list(range(partitions)))
                 for _ in range(producers)
             ]
+            settled = settle()
             results = run_parallel(produce_worker, args)
             values = summarise_produce(results, size)
-            values.update(record_bytes=size, partitions=partitions, producers=producers)
+            values.update(
+                record_bytes=size, partitions=partitions, producers=producers, settled=settled
+            )
             row = Row("produce", "tidelog", f"{label} {_size(size)}", values)
             if rf == 3:
                 row.note = "min.insync.replicas=2"

@@ -39,6 +39,7 @@ from tidelog.server.config import BrokerConfig
 from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
+from tidelog.server.process import keep_freed_memory
 from tidelog.server.replica_manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
@@ -388,6 +389,9 @@ class Broker:
 
 
 async def run_broker(config: BrokerConfig) -> int:
+    # The broker owns this process: freed request and fetch buffers stay in it for reuse
+    # (tidelog.server.process).
+    keep_freed_memory()
     broker = Broker(config)
     broker.freeze_gc_when_warm = True
     try:

@@ -110,3 +110,26 @@ def test_report_states_targets_met_and_missed_and_what_was_not_measured() -> Non
         " 300) | **no** |" in text
     )
     assert "| same bytes written 3x to one disk by three processes in parallel | 300 MB/s" in text
+
+
+def test_a_writing_row_waits_until_freed_memory_has_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tidelog.bench import common
+
+    slept: list[float] = []
+    synced: list[bool] = []
+    clock = [1000.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(common.time, "sleep", slept.append)
+    monkeypatch.setattr(common.os, "sync", lambda: synced.append(True))
+    monkeypatch.setattr(common, "_last_freed", 0.0)
+
+    assert common.settle() == {"sync_s": 0.0, "waited_s": 0.0}  # nothing freed yet
+    common.note_freed()
+    clock[0] += 12.0
+    assert common.settle()["waited_s"] == common.SETTLE_AFTER_FREE_S - 12.0
+    clock[0] += common.SETTLE_AFTER_FREE_S
+    assert common.settle()["waited_s"] == 0.0  # long enough ago
+    assert slept == [common.SETTLE_AFTER_FREE_S - 12.0, 0.0]
+    assert synced == [True, True, True]  # dirty pages written back before every row
