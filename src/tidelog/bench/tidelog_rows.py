@@ -165,6 +165,8 @@ def e2e_rows(
         partitions = 3
         create_topic(bootstrap, topic, partitions, 3, min_isr=2)
         total = int(rate * seconds)
+        # Not in the write-back left by the produce rows before it (bench.common.settle).
+        settled = settle()
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(2) as pool:
             consumer = pool.apply_async(
@@ -191,6 +193,7 @@ def e2e_rows(
             "errors": sent["errors"],
             "received": got["received"],
             "measured": summary.count,
+            "settled": settled,
             "latency_ms": {
                 "p50": summary.p50_ms,
                 "p99": summary.p99_ms,
