@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
@@ -156,6 +157,12 @@ def note_freed() -> None:
     """Record that the benchmark just deleted data (files, a stopped cluster's logs)."""
     global _last_freed  # noqa: PLW0603 - one benchmark run per process
     _last_freed = time.monotonic()
+
+
+def remove_data(directory: Path) -> None:
+    """Delete a stopped system's data directory and record it (``note_freed``)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    note_freed()
 
 
 def settle() -> dict[str, float]:

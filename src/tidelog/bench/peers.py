@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidelog.bench.common import Row, note_freed, settle
+from tidelog.bench.common import Row, remove_data, settle
 from tidelog.bench.kafka import perf_test_line, run_parallel, summarise_produce
 from tidelog.cli.zookeeper import free_port
 
@@ -239,8 +239,7 @@ def run_nats(
             say(f"NATS JetStream R3 {_size(size)}: {perf_test_line(values)}")
     finally:
         cluster.stop()
-        shutil.rmtree(directory, ignore_errors=True)
-        note_freed()
+        remove_data(directory)
     return rows
 
 
@@ -501,8 +500,7 @@ def run_rabbitmq(
             say(f"RabbitMQ Streams {_size(size)} ({mode}): {perf_test_line(values)}")
     finally:
         cluster.stop()
-        shutil.rmtree(directory, ignore_errors=True)
-        note_freed()
+        remove_data(directory)
     return rows
 
 

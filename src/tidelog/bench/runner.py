@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.bench import limits
-from tidelog.bench.common import Row, load_average, machine, note_freed
+from tidelog.bench.common import Row, load_average, machine, remove_data
 
 SECTIONS = ("limits", "produce", "e2e", "peers", "failover")
 
@@ -137,8 +137,7 @@ def run(options: Options) -> int:
             finally:
                 cluster.stop()
                 if own_tmp:
-                    shutil.rmtree(work / "cluster", ignore_errors=True)
-                    note_freed()
+                    remove_data(work / "cluster")
         if "peers" in options.sections:
             from tidelog.bench import peers
 
@@ -171,8 +170,7 @@ def run(options: Options) -> int:
                 ),
             )
             if own_tmp:
-                shutil.rmtree(work / "failover", ignore_errors=True)
-                note_freed()
+                remove_data(work / "failover")
     finally:
         r.write()
         if own_tmp:

@@ -6,11 +6,12 @@
 more than twice that threshold is free there. A broker allocates and frees a buffer of
 about the batch size for every produce request and every follower fetch response (1 MiB
 frames at 64 KiB records), so under load it kept giving memory back and faulting it in
-again: 85,000 minor page faults per GB produced at RF=3, 64 KiB records, on the 2-CPU VM.
-Faulting a page in is dear on a virtual machine that returns freed guest memory to its
-host (it must be backed again). With the thresholds fixed, freed buffers are reused
-inside the process: 2,100-2,600 faults per GB, and 9-17 % less user and 10-18 % less
-system CPU per GB in the same runs (docs/performance.md). The cost: the process keeps up
+again: 85,000-272,000 minor page faults per GB produced at RF=3, 64 KiB records, on the
+2-CPU VM. Faulting a page in is dear on a virtual machine that returns freed guest memory
+to its host (it must be backed again). With the thresholds fixed, freed buffers are reused
+inside the process: 2,100-2,600 faults per GB, and about 10 % less broker CPU per GB on
+average over seven runs, with much noise (one pair of runs showed no difference; figures
+in docs/performance.md). The cost: the process keeps up
 to ``TRIM_THRESHOLD_BYTES`` of freed memory at the top of its heap instead of returning
 it, as a JVM keeps its heap.
 """
@@ -39,8 +40,8 @@ TRIM_THRESHOLD_BYTES: Final = 256 << 20
 def keep_freed_memory() -> bool:
     """Fix glibc's mmap and trim thresholds (see the module docstring).
 
-    Returns whether both settings took; False (and nothing changed) when the C library is
-    not glibc or refuses a value.
+    Returns whether both settings took; False when the C library is not glibc (nothing
+    changed) or refuses a value (a setting made before the refused one stays).
     """
     name = ctypes.util.find_library("c")
     if name is None:
