@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from tidelog.errors import ConfigError
+from tidelog.storage import page_cache
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
@@ -170,6 +171,12 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "log.retention.bytes": _k(_parse_int, -1, _minus_one_or_at_least(0)),
     "log.retention.check.interval.ms": _k(_parse_int, 300000, _at_least(1)),
     "producer.id.expiration.ms": _k(_parse_int, 86400000, _at_least(1)),
+    # tidelog's own: the newest bytes of each log kept in the page cache, the rest written
+    # back and dropped (tidelog.storage.page_cache); -1 leaves it to the kernel, as Kafka.
+    # At least one step of the hints.
+    "tidelog.log.page.cache.keep.bytes": _k(
+        _parse_int, 64 * 1024 * 1024, _minus_one_or_at_least(page_cache.STEP)
+    ),
     "log.index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
     "log.index.size.max.bytes": _k(_parse_int, 10485760, _at_least(4)),
     "log.flush.interval.messages": _k(_parse_int, LONG_MAX, _at_least(1)),

@@ -93,7 +93,8 @@ def log_config_for(
     topic_config: Mapping[str, object], broker_config: BrokerConfig | None = None
 ) -> LogConfig:
     """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config, plus
-    the broker-only ``producer.id.expiration.ms`` when ``broker_config`` is given."""
+    the broker-only ``producer.id.expiration.ms`` and ``tidelog.log.page.cache.keep.bytes``
+    when ``broker_config`` is given."""
 
     def get(key: str) -> int:
         value = topic_config[key]
@@ -114,6 +115,11 @@ def log_config_for(
             broker_config.get_int("producer.id.expiration.ms")
             if broker_config is not None
             else DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        ),
+        page_cache_keep_bytes=(
+            broker_config.get_int("tidelog.log.page.cache.keep.bytes")
+            if broker_config is not None
+            else -1
         ),
     )
 

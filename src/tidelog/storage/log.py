@@ -150,6 +150,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
     #: Broker-level only (Kafka has no topic override): producer_state rule 5.
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
+    #: Broker-level only, tidelog's own (tidelog.log.page.cache.keep.bytes): the newest bytes
+    #: of the log left in the page cache; older ones are written back and dropped from it
+    #: (``tidelog.storage.page_cache``). -1 leaves the page cache to the kernel, as Kafka.
+    page_cache_keep_bytes: int = -1
 
     @property
     def max_index_entries(self) -> int:
@@ -495,6 +499,9 @@ class Log:
         self._dir_dirty = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        #: The segment before the active one while part of its tail is still within
+        #: ``page_cache_keep_bytes`` of the log end (see ``_keep_page_cache_to_tail``).
+        self._cache_previous: LogSegment | None = None
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
         #: past data that was replaced.
         self._truncations = 0
@@ -956,6 +963,8 @@ class Log:
             self._write_checking_crcs(
                 segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked
             )
+        if self._config.page_cache_keep_bytes >= 0:
+            self._keep_page_cache_to_tail(segment)
         self._unflushed_messages += num_records
         if (
             self._unflushed_messages >= self._config.flush_interval_messages
@@ -991,6 +1000,17 @@ class Log:
             raise _crc_error(unchecked[1][failed].position)
         segment.publish(size, meta, now_ms)
 
+    def _keep_page_cache_to_tail(self, active: LogSegment) -> None:
+        """Write back and drop from the page cache what is more than page_cache_keep_bytes
+        behind the log end (``tidelog.storage.page_cache``); a hint, nothing reads it."""
+        keep = self._config.page_cache_keep_bytes
+        active.cache.after_append(active.fd, active.size, keep)
+        previous = self._cache_previous
+        if previous is not None and active.size >= keep:
+            if previous.fd >= 0:
+                previous.cache.release(previous.fd, previous.size, 0)
+            self._cache_previous = None
+
     def _roll_needed(self, size: int, last_offset: int, now_ms: int) -> bool:
         active = self._segments[-1]
         if active.is_empty:
@@ -1007,7 +1027,16 @@ class Log:
         )
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
-        self._segments[-1].on_become_inactive()
+        previous = self._segments[-1]
+        previous.on_become_inactive()
+        if self._config.page_cache_keep_bytes >= 0:
+            # Its tail stays cached until the new segment holds page_cache_keep_bytes.
+            if self._cache_previous is not None and self._cache_previous.fd >= 0:
+                self._cache_previous.cache.release(
+                    self._cache_previous.fd, self._cache_previous.size, 0
+                )
+            previous.cache.finish(previous.fd, previous.size)
+            self._cache_previous = previous
         # The state now covers exactly the offsets below the new segment (Kafka snapshots
         # on every roll), so a restart replays at most the newer segments.
         self.producer_state.take_snapshot(base_offset)

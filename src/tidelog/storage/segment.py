@@ -31,6 +31,7 @@ from tidelog.protocol.records import (
     parse_header,
 )
 from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
+from tidelog.storage.page_cache import CacheWindow
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
@@ -69,6 +70,7 @@ class LogSegment:
         "_dirty",
         "_indexes_existed",
         "base_offset",
+        "cache",
         "directory",
         "fd",
         "index_interval_bytes",
@@ -98,6 +100,8 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
+        #: What of the file this process wrote back and dropped from the page cache.
+        self.cache = CacheWindow(self.size)
         index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
         time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
         self._indexes_existed = index_path.exists() and time_index_path.exists()
@@ -281,6 +285,7 @@ class LogSegment:
         removed = os.fstat(self.fd).st_size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self.cache.truncated(position)
         self.next_offset = next_offset
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)

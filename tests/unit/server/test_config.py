@@ -74,6 +74,11 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
         ("log.dirs", "", "log.dirs: at least one log directory"),
         ("advertised.listeners", "PLAINTEXT://0.0.0.0:1", "advertised.listeners: must name"),
         ("message.max.bytes", "99999999999999999999", "message.max.bytes: invalid value"),
+        (
+            "tidelog.log.page.cache.keep.bytes",
+            "4096",
+            "tidelog.log.page.cache.keep.bytes: invalid value '4096'",
+        ),
     ],
 )
 def test_bad_settings_name_the_key(key: str, value: str, message: str) -> None:

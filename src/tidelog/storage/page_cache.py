@@ -1,0 +1,115 @@
+"""Keeping a log's page-cache footprint to its tail (``tidelog.log.page.cache.keep.bytes``).
+
+Kafka leaves the page cache to the kernel: every byte appended stays cached until memory
+runs short. tidelog instead writes a log's bytes back soon after they are appended and
+drops them from the cache once they are more than ``keep`` bytes behind the log's end
+(readers of the tail, followers and consumers that keep up, still read from memory; older
+data is read from disk, as in Kafka once the cache has turned over).
+
+Why: the copy into the page cache is most of a broker's CPU at large records, and it costs
+3-7 times more into pages the kernel has not used for a while than into pages it freed
+moments ago (measured on the 2-vCPU VM the benchmarks run on, whose hypervisor takes freed
+guest memory back: docs/performance.md "The page cache on this VM"). Dropping what was
+written behind the tail keeps a broker writing into recently freed pages. It also spares
+the kernel's reclaim the work of finding old log pages when the cache is full.
+
+Both calls are hints: a failure or an unsupported platform leaves the data where it is,
+and no read ever depends on what is cached. Only clean pages are dropped, so the order is:
+start writeback of a stretch when it is appended (``start_writeback``, which does not wait
+for the disk), and drop it (``drop``) a step or more later, when it is clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Callable
+from typing import Final
+
+#: Appended bytes between two hints: each step starts writeback of the newest STEP bytes
+#: and drops the stretch now more than ``keep`` behind.
+STEP: Final = 8 * 1024 * 1024
+_PAGE: Final = 4096
+#: sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
+_SYNC_FILE_RANGE_WRITE: Final = 2
+
+
+def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Python's ``os`` does not expose it), or None."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        func = ctypes.CDLL(name, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    result: Callable[[int, int, int, int], int] = func
+    return result
+
+
+_sync_file_range = _load_sync_file_range()
+#: Whether this platform can do both steps (Linux with glibc/musl).
+SUPPORTED: Final = _sync_file_range is not None and hasattr(os, "posix_fadvise")
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing ``length`` bytes at ``offset`` to disk (no wait)."""
+    if _sync_file_range is not None and length > 0:
+        _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+
+
+def drop(fd: int, offset: int, length: int) -> None:
+    """Drop the clean cached pages of the range (dirty ones stay: nothing is lost)."""
+    if length > 0:
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+class CacheWindow:
+    """Where one segment file stands: written back up to ``written_back``, dropped below
+    ``dropped`` (except pages that were still being written back, or read again, since).
+    Invariant: ``dropped <= written_back <= the segment's size``, and
+    ``dropped`` is page-aligned."""
+
+    __slots__ = ("dropped", "written_back")
+
+    def __init__(self, size: int) -> None:
+        # A segment opened at start-up: leave what it holds to the kernel.
+        self.written_back = size
+        self.dropped = size - size % _PAGE
+
+    def after_append(self, fd: int, size: int, keep: int) -> None:
+        """The segment now ends at ``size``: take a step if STEP bytes came since the last."""
+        if size - self.written_back < STEP:
+            return
+        start_writeback(fd, self.written_back, size - self.written_back)
+        self.written_back = size
+        self.release(fd, size, keep)
+
+    def finish(self, fd: int, size: int) -> None:
+        """The segment became inactive: start writeback of its rest (dropped later)."""
+        if size > self.written_back:
+            start_writeback(fd, self.written_back, size - self.written_back)
+            self.written_back = size
+
+    def release(self, fd: int, size: int, keep: int) -> None:
+        """Drop what is more than ``keep`` bytes behind ``size`` and was written back at
+        least a step ago (the newest stretch may still be on its way to the disk)."""
+        limit = size - keep if keep > 0 else self.written_back
+        if keep > 0:
+            limit = min(limit, self.written_back - STEP)
+        limit -= limit % _PAGE
+        if limit > self.dropped:
+            # From a step back: pages still being written back last time get another go.
+            start = max(0, self.dropped - STEP)
+            drop(fd, start, limit - start)
+            self.dropped = limit
+
+    def truncated(self, size: int) -> None:
+        """The file was cut to ``size``."""
+        self.written_back = min(self.written_back, size)
+        self.dropped = min(self.dropped, size - size % _PAGE)
