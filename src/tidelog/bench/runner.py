@@ -19,6 +19,7 @@ from typing import Any
 
 from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
+from tidelog.storage import page_cache
 
 SECTIONS = ("limits", "produce", "e2e", "peers", "failover")
 
@@ -103,6 +104,9 @@ def run(options: Options) -> int:
                 lambda: [
                     limits.triple_write(work / "limits", options.seconds),
                     limits.parallel_triple_write(work / "limits", options.seconds),
+                    limits.parallel_triple_write(
+                        work / "limits", options.seconds, keep=page_cache.DEFAULT_KEEP
+                    ),
                     limits.loopback_sendfile(
                         work / "limits", 256 << 20, 3.0 if options.quick else 8.0
                     ),

@@ -175,7 +175,7 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     # back and dropped (tidelog.storage.page_cache); -1 leaves it to the kernel, as Kafka.
     # At least one step of the hints.
     "tidelog.log.page.cache.keep.bytes": _k(
-        _parse_int, 64 * 1024 * 1024, _minus_one_or_at_least(page_cache.STEP)
+        _parse_int, page_cache.DEFAULT_KEEP, _minus_one_or_at_least(page_cache.STEP)
     ),
     "log.index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
     "log.index.size.max.bytes": _k(_parse_int, 10485760, _at_least(4)),

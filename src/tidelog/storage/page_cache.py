@@ -31,6 +31,8 @@ from typing import Final
 #: Appended bytes between two hints: each step starts writeback of the newest STEP bytes
 #: and drops the stretch now more than ``keep`` behind.
 STEP: Final = 8 * 1024 * 1024
+#: tidelog.log.page.cache.keep.bytes' default.
+DEFAULT_KEEP: Final = 64 * 1024 * 1024
 _PAGE: Final = 4096
 #: sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
 _SYNC_FILE_RANGE_WRITE: Final = 2
