@@ -46,7 +46,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,14 @@ class CachedBroker:
 
 class ClusterMetadataCache(MetadataStore):
     """Topics, partition states and live brokers as the controller last told this broker
-    (Kafka's MetadataCache). In memory only: ZooKeeper is the source of truth."""
+    (Kafka's MetadataCache). In memory only: ZooKeeper is the source of truth.
+
+    A topic's ``num_partitions`` comes from UpdateMetadata only, which the controller sends
+    with every partition of a new topic (and everything to a broker that starts, and at
+    failover). LeaderAndIsr names only the partitions this broker replicates, and this
+    broker applies them one at a time: a topic first seen there is kept with 0 partitions,
+    "not described yet", so that no answer ever lists part of a topic as the whole of it.
+    """
 
     def __init__(self, broker_id: int) -> None:
         self.topics: dict[str, TopicInfo] = {}
@@ -167,6 +174,23 @@ class ClusterMetadataCache(MetadataStore):
                 max(info.num_partitions, tp.partition + 1),
                 info.configs,
             )
+
+    def host_partition(
+        self, tp: TopicPartition, topic_id: uuid.UUID | None, state: CachedPartition
+    ) -> None:
+        """A partition LeaderAndIsr asks this broker to replicate, not yet in the cache: its
+        state and its topic's id, but not a partition count (see the class docstring)."""
+        self.partitions[tp] = state
+        info = self.topics.get(tp.topic)
+        if info is None:
+            self.topics[tp.topic] = TopicInfo(tp.topic, topic_id or uuid.UUID(int=0), 0, {})
+        elif topic_id is not None and topic_id.int and info.topic_id != topic_id:
+            self.topics[tp.topic] = replace(info, topic_id=topic_id)
+
+    def described(self, topic: str) -> TopicInfo | None:
+        """``topic`` if UpdateMetadata described it (its partition count is known)."""
+        info = self.topics.get(topic)
+        return info if info is not None and info.num_partitions > 0 else None
 
     def remove_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
@@ -1024,7 +1048,7 @@ class ClusterNode:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
             topic_id = topic_ids.get(ps.topic_name)
             if tp not in self.metadata.partitions or tp.topic not in self.metadata.topics:
-                self.metadata.update_partition(
+                self.metadata.host_partition(
                     tp,
                     topic_id,
                     CachedPartition(
@@ -1420,7 +1444,7 @@ class ClusterNode:
         while asyncio.get_running_loop().time() < deadline:
             ok = True
             for topic in wanted:
-                info = self.metadata.topics.get(topic)
+                info = self.metadata.described(topic)
                 if info is None or any(
                     (p := self.metadata.partitions.get(TopicPartition(topic, i))) is None
                     or p.leader < 0

@@ -330,6 +330,20 @@ class ClusterApis(KafkaApis):
             )
         return partitions
 
+    @staticmethod
+    def _not_described(info: Any) -> dict[str, Any]:
+        """A topic this broker replicates (LeaderAndIsr) before UpdateMetadata said how many
+        partitions it has: listing the partitions known so far would tell clients it has
+        only those (librdkafka then fails a produce to any other with _UNKNOWN_PARTITION).
+        Kafka answers a topic that exists but is not in its metadata cache yet with
+        LEADER_NOT_AVAILABLE, which clients retry."""
+        return {
+            "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+            "name": info.name,
+            "topic_id": info.topic_id,
+            "partitions": [],
+        }
+
     def handle_metadata(self, header: RequestHeader, body: Any) -> HandlerResult:
         allow_auto = bool(getattr(body, "allow_auto_topic_creation", True)) and (
             self.config.get_bool("auto.create.topics.enable")
@@ -366,6 +380,7 @@ class ClusterApis(KafkaApis):
             topics = [
                 self._topic_metadata(i)
                 for i in sorted(self.cache.topics.values(), key=lambda i: i.name)
+                if i.num_partitions > 0  # not described yet: see _not_described
             ]
         else:
             for item in body.topics:
@@ -400,6 +415,9 @@ class ClusterApis(KafkaApis):
                             "partitions": [],
                         }
                     )
+                    continue
+                if info.num_partitions == 0:
+                    topics.append(self._not_described(info))
                     continue
                 topics.append(self._topic_metadata(info))
         return self._respond(

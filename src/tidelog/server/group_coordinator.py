@@ -177,12 +177,13 @@ class GroupCoordinator:
 
     # --- partitions: load, unload ----------------------------------------------------------
 
-    @property
-    def num_partitions(self) -> int:
+    def _offsets_partitions(self) -> int:
+        """How many partitions ``__consumer_offsets`` has, 0 while this broker does not know
+        (no such topic, or in a cluster not yet described by UpdateMetadata: a broker that
+        replicates some of its partitions knows those before it knows the count, and a group
+        hashed over the wrong count would live in the wrong partition)."""
         info = self.apis.metadata.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            return info.num_partitions
-        return self.config.get_int("offsets.topic.num.partitions")
+        return 0 if info is None else info.num_partitions
 
     def _manager_of_partition(self, p: int) -> GroupManager | None:
         """The manager of partition ``p`` when this broker leads it (loading it at a new
@@ -254,9 +255,10 @@ class GroupCoordinator:
 
     def _lookup(self, group_id: str) -> tuple[int, GroupManager | None, ErrorCode]:
         """The partition and manager of a group here, or NOT_COORDINATOR."""
-        if OFFSETS_TOPIC not in self.apis.metadata.topics:
+        count = self._offsets_partitions()
+        if count == 0:
             return -1, None, ErrorCode.NOT_COORDINATOR
-        p = partition_for(group_id, self.num_partitions)
+        p = partition_for(group_id, count)
         manager = self._manager_of_partition(p)
         if manager is None:
             return p, None, ErrorCode.NOT_COORDINATOR
@@ -344,11 +346,13 @@ class GroupCoordinator:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "only group coordinators exist")
         # An empty group id is Kafka's too: it has a coordinator (partition 0), and the group
         # APIs answer it INVALID_GROUP_ID (24).
-        if OFFSETS_TOPIC not in self.apis.metadata.topics:
+        count = self._offsets_partitions()
+        if count == 0:
             await self._create_offsets_topic()
-            if OFFSETS_TOPIC not in self.apis.metadata.topics:
+            count = self._offsets_partitions()
+            if count == 0:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets")
-        p = partition_for(key, self.num_partitions)
+        p = partition_for(key, count)
         found = self._leader_of(TopicPartition(OFFSETS_TOPIC, p))
         if found is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition")
