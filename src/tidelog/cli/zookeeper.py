@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -63,12 +64,48 @@ class ZooKeeperStartError(TidelogError):
     """ZooKeeper could not be started (missing java/jars, or it never served a session)."""
 
 
+_PORT_RANGE_FILE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
+#: Where free_port looks below the ephemeral range (ports above most fixed services').
+_LOWEST_PORT: Final = 10000
+
+
+def _ephemeral_low() -> int | None:
+    """The first port the kernel hands out to outgoing connections (Linux), or None."""
+    try:
+        with open(_PORT_RANGE_FILE) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a server started next.
+
+    Picked below the kernel's ephemeral range when there is room: a port the OS picks with
+    ``bind(0)`` comes from that range, so between this call and the server's own bind an
+    outgoing connection of any process could take it as its local port (a broker of a test
+    cluster then failed to start with EADDRINUSE, about once in 30 runs of a fault test).
+    """
+    low = _ephemeral_low()
+    if low is not None and low - 1 > _LOWEST_PORT:
+        pick = random.SystemRandom()
+        for _ in range(100):
+            port = pick.randrange(_LOWEST_PORT, low)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        port_: int = sock.getsockname()[1]
+        return port_
 
 
 def default_classpath() -> str:
