@@ -202,17 +202,23 @@ def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
     if v := find("produce", "tidelog", "RF=3 acks=all 64 KiB"):
         mb = v["mb_per_s"]
         measured = f"{mb:,.1f} MB/s"
-        # The higher of the two three-process rows (kernel's way, brokers' page-cache way).
-        ceiling = max(
-            (
-                r["values"]["payload_mb_s"]
-                for r in rows
-                if r["section"] == "limits" and "three processes" in r["workload"]
-            ),
-            default=None,
-        )
-        if ceiling:
-            measured += f" ({mb / ceiling:.0%} of this run's three-copy ceiling, {ceiling:,.0f})"
+        # Each three-process row: written the kernel's way, and as the brokers write.
+        ceilings = [
+            (r["values"]["payload_mb_s"], "page cache kept" in r["workload"])
+            for r in rows
+            if r["section"] == "limits" and "three processes" in r["workload"]
+        ]
+        if ceilings:
+            measured += (
+                " ("
+                + "; ".join(
+                    f"{mb / ceiling:.0%} of this run's three-copy ceiling"
+                    + (" written as the brokers write" if kept else "")
+                    + f", {ceiling:,.0f}"
+                    for ceiling, kept in ceilings
+                )
+                + ")"
+            )
         out.append(("acks=all RF=3 64 KiB ≥ 200 MB/s", measured, mb >= 200))
     if v := find("e2e", "tidelog", "RF=3 acks=all 10000 rec/s"):
         p99 = v["latency_ms"]["p99"]

@@ -88,6 +88,13 @@ def test_report_states_targets_met_and_missed_and_what_was_not_measured() -> Non
                 {"payload_mb_s": 300.0, "disk_mb_s": 900.0},
             ),
             _row(
+                "limits",
+                "machine",
+                "same bytes written 3x to one disk by three processes in parallel (page cache "
+                "kept to the last 64 MiB as a broker does)",
+                {"payload_mb_s": 1200.0, "disk_mb_s": 3600.0},
+            ),
+            _row(
                 "produce",
                 "NATS JetStream R3",
                 "R3 publish_async 100 B",
@@ -107,7 +114,8 @@ def test_report_states_targets_met_and_missed_and_what_was_not_measured() -> Non
     assert "- **peer rabbitmq**: apt-get install failed" in text
     assert (
         "| acks=all RF=3 64 KiB ≥ 200 MB/s | 150.0 MB/s (50% of this run's three-copy ceiling,"
-        " 300) | **no** |" in text
+        " 300; 12% of this run's three-copy ceiling written as the brokers write, 1,200)"
+        " | **no** |" in text
     )
     assert "| same bytes written 3x to one disk by three processes in parallel | 300 MB/s" in text
 
