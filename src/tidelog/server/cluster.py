@@ -432,7 +432,6 @@ class LeaderFetcher:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            failed = False
             try:
                 if self.conn is None or self.conn.is_closed:
                     self.conn = await BrokerConnection.connect(
@@ -445,22 +444,13 @@ class LeaderFetcher:
                     await self.conn.close()
                     self.conn = None
                 progressed = False
-                failed = True
             except KafkaError:
                 log.exception("fetcher from broker %d failed", self.leader_id)
                 progressed = False
-                failed = True
             if not progressed:
-                delay = (
-                    backoff
-                    if failed
-                    else retry_delay(
-                        self.partitions.values(), asyncio.get_running_loop().time(), backoff
-                    )
-                )
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await wait_for(self.wake.wait(), delay)
+                    await wait_for(self.wake.wait(), backoff)
 
     def _truncate(self, hosted: HostedPartition, offset: int) -> bool:
         """Truncate a followed log (rule 7); False when its log dir failed meanwhile."""
@@ -631,22 +621,6 @@ class LeaderFetcher:
                 # brings the truth; try again after a short pause.
                 fst.delayed_until = now + 0.2
         return progressed
-
-
-def retry_delay(states: Iterable[FetchState], now: float, backoff: float) -> float:
-    """How long a fetcher waits after a round that made no progress but did not fail:
-    ``replica.fetch.backoff.ms``, or until the first partition that was only delayed (a
-    partition error such as "not the leader yet") may be asked again, if that is sooner.
-
-    A follower often hears of its new leader before the leader does (the controller's
-    LeaderAndIsr reaches brokers in any order): its first request is refused and the
-    partition is delayed 0.2 s. Waiting the full 1 s backoff there held acks=all produces
-    to partitions moved by a controlled shutdown for 2.5 s instead of 0.7-1.1 s (3 of 24
-    benchmark runs)."""
-    delayed = [st.delayed_until for st in states if st.delayed_until > now]
-    if not delayed:
-        return backoff
-    return min(backoff, min(delayed) - now)
 
 
 def _first_base_offset(records: bytes | memoryview) -> int | None:
