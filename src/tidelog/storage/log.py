@@ -1005,11 +1005,14 @@ class Log:
         behind the log end (``tidelog.storage.page_cache``); a hint, nothing reads it."""
         keep = self._config.page_cache_keep_bytes
         active.cache.after_append(active.fd, active.size, keep)
-        previous = self._cache_previous
-        if previous is not None and active.size >= keep:
-            if previous.fd >= 0:
-                previous.cache.release(previous.fd, previous.size, 0)
-            self._cache_previous = None
+        if active.size >= keep:
+            self._release_previous_segment()
+
+    def _release_previous_segment(self) -> None:
+        """Drop all of the segment before the active one from the page cache (once)."""
+        previous, self._cache_previous = self._cache_previous, None
+        if previous is not None and previous.fd >= 0:
+            previous.cache.release(previous.fd, previous.size, 0)
 
     def _roll_needed(self, size: int, last_offset: int, now_ms: int) -> bool:
         active = self._segments[-1]
@@ -1031,10 +1034,7 @@ class Log:
         previous.on_become_inactive()
         if self._config.page_cache_keep_bytes >= 0:
             # Its tail stays cached until the new segment holds page_cache_keep_bytes.
-            if self._cache_previous is not None and self._cache_previous.fd >= 0:
-                self._cache_previous.cache.release(
-                    self._cache_previous.fd, self._cache_previous.size, 0
-                )
+            self._release_previous_segment()
             previous.cache.finish(previous.fd, previous.size)
             self._cache_previous = previous
         # The state now covers exactly the offsets below the new segment (Kafka snapshots

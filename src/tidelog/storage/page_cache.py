@@ -88,12 +88,12 @@ class CacheWindow:
         """The segment now ends at ``size``: take a step if STEP bytes came since the last."""
         if size - self.written_back < STEP:
             return
-        start_writeback(fd, self.written_back, size - self.written_back)
-        self.written_back = size
+        self.finish(fd, size)
         self.release(fd, size, keep)
 
     def finish(self, fd: int, size: int) -> None:
-        """The segment became inactive: start writeback of its rest (dropped later)."""
+        """Start writeback of everything up to ``size`` (a step, or the rest of a segment
+        that became inactive; dropped later)."""
         if size > self.written_back:
             start_writeback(fd, self.written_back, size - self.written_back)
             self.written_back = size
@@ -101,9 +101,7 @@ class CacheWindow:
     def release(self, fd: int, size: int, keep: int) -> None:
         """Drop what is more than ``keep`` bytes behind ``size`` and was written back at
         least a step ago (the newest stretch may still be on its way to the disk)."""
-        limit = size - keep if keep > 0 else self.written_back
-        if keep > 0:
-            limit = min(limit, self.written_back - STEP)
+        limit = self.written_back if keep == 0 else min(size - keep, self.written_back - STEP)
         limit -= limit % _PAGE
         if limit > self.dropped:
             # From a step back: pages still being written back last time get another go.
