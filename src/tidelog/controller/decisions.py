@@ -264,7 +264,9 @@ def alter_partition(
     """AlterPartition's compare-and-set (rule 5): accept only from the current incarnation of
     the leader (KIP-380: ``broker_epoch`` of the request vs the one registered; -1 skips the
     check) at the current leader epoch and partition epoch; the new ISR must contain the
-    leader and only live assigned replicas (KIP-841). Returns (error, state now in force).
+    leader, and a replica it adds must be assigned and in ``live_brokers``: the brokers
+    eligible to join an ISR (KIP-841: the caller leaves out those in a controlled shutdown
+    and those whose log dir is offline). Returns (error, state now in force).
 
     The broker-epoch check matters: a proposal sent just before a broker bounced must not be
     applied after its new incarnation has been told the partition state, or the two disagree

@@ -532,6 +532,23 @@ def test_controlled_shutdown_moves_leaderships_first(zk_connect: str) -> None:
             # The leaving broker hears only of the leaderships it lost.
             assert {tp for s in told if s.to == leaving.broker_id for tp in s.partitions} == led
 
+            # Its follower fetches may still reach a leader, which sees it caught up: it may
+            # not join an ISR again (KIP-841), or acks=all would wait for it.
+            live = await ctl.zk.get_live_brokers()
+            for tp, state in after.items():
+                rejoin = await ctl.controller.alter_partition(
+                    AlterPartitionProposal(
+                        topic_partition=tp,
+                        leader_id=state.leader,
+                        leader_epoch=state.leader_epoch,
+                        partition_epoch=state.partition_epoch,
+                        new_isr=(*state.isr, leaving.broker_id),
+                    ),
+                    broker_epoch=live[state.leader].broker_epoch,
+                )
+                assert rejoin.error is ErrorCode.INELIGIBLE_REPLICA
+            assert (await states(ctl.zk, "roll", 3)) == after
+
             # Its session then ends: nothing left to move, and it is never elected meanwhile.
             mark = len(ctl.sender.sent)
             await leaving.kill()
