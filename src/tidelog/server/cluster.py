@@ -187,6 +187,25 @@ class ClusterMetadataCache(MetadataStore):
         elif topic_id is not None and topic_id.int and info.topic_id != topic_id:
             self.topics[tp.topic] = replace(info, topic_id=topic_id)
 
+    def applied_leader_and_isr(self, tp: TopicPartition, state: CachedPartition) -> None:
+        """A LeaderAndIsr this broker applied for ``tp``: its state replaces the cached one
+        when it is newer (a higher leader epoch, or the same with a higher partition epoch).
+
+        The controller sends LeaderAndIsr to the replicas first and UpdateMetadata to every
+        broker after it, so without this a new leader, or a follower told of it, answers
+        Metadata for a while with the old leader, possibly a broker that has just stopped.
+        librdkafka took 2.2-2.5 s to recover from one such answer after a controlled
+        shutdown (about 1 s to ask again, 1 s more to connect to the new leader), against
+        0.6-0.9 s otherwise. A KRaft broker has no such window: it learns its leadership and
+        its metadata from the same record of the metadata log (KIP-500).
+        """
+        cached = self.partitions.get(tp)
+        if cached is None or (state.leader_epoch, state.partition_epoch) > (
+            cached.leader_epoch,
+            cached.partition_epoch,
+        ):
+            self.partitions[tp] = state
+
     def described(self, topic: str) -> TopicInfo | None:
         """``topic`` if UpdateMetadata described it (its partition count is known)."""
         info = self.topics.get(topic)
@@ -1047,14 +1066,11 @@ class ClusterNode:
         for ps in request.partition_states:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
             topic_id = topic_ids.get(ps.topic_name)
+            state = CachedPartition(
+                ps.leader, ps.leader_epoch, ps.isr, ps.replicas, ps.partition_epoch
+            )
             if tp not in self.metadata.partitions or tp.topic not in self.metadata.topics:
-                self.metadata.host_partition(
-                    tp,
-                    topic_id,
-                    CachedPartition(
-                        ps.leader, ps.leader_epoch, ps.isr, ps.replicas, ps.partition_epoch
-                    ),
-                )
+                self.metadata.host_partition(tp, topic_id, state)
             config = await self._topic_config(tp.topic)
             if topic_id is None:
                 info = self.metadata.topics.get(tp.topic)
@@ -1131,6 +1147,7 @@ class ClusterNode:
                 errors.append(_perror(tp, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             applied.append(tp)
+            self.metadata.applied_leader_and_isr(tp, state)
             errors.append(_perror(tp, ErrorCode.NONE))
         # Once for all partitions: a parked follower fetch spans all of them (purgatory).
         rm.produce_purgatory.check_and_complete_all(applied)
