@@ -21,7 +21,8 @@ truncation) and ``tidelog.controller`` (decisions, Controller):
    and every ``replica.lag.time.max.ms``/2); ``AlterPartitionSender`` takes each proposal to
    the active controller (AlterPartition, API 56) and applies the answer with
    ``Partition.on_alter_partition_response``. ``Partition`` keeps one change in flight.
-5. Metadata answers come from ``ClusterMetadataCache``, fed by UpdateMetadata.
+5. Metadata answers come from ``ClusterMetadataCache``, fed by UpdateMetadata and by the
+   LeaderAndIsr states this broker applied, when newer (``applied_leader_and_isr``).
 6. InitProducerId: producer ids come from blocks of 1000 claimed on ZooKeeper's
    ``/latest_producer_id_block`` with compare-and-set (``ProducerIdManager`` over
    ``ZkProducerIdBlockStore``, Kafka's ZkProducerIdManager), so no two brokers and no two
