@@ -1107,8 +1107,8 @@ class Controller:
                 # and its log dir is online. A stopping broker's follower fetches go on for
                 # a moment after its shutdown succeeded; its leaders, seeing it caught up,
                 # asked to add it back, and acks=all produces then waited for a broker that
-                # would never fetch again until its death was noticed (1.1 s seen in `tidelog
-                # bench`'s controlled shutdown of 1,000 partitions).
+                # would never fetch again until its death was noticed (1.1 s, seen in a loop
+                # of the bench's controlled shutdown of a broker with 1,000 partitions).
                 self._electable(),
                 broker_epoch=broker_epoch,
                 registered_broker_epoch=-1 if leader is None else leader.broker_epoch,

@@ -114,23 +114,25 @@ def update_metadata(
     )
 
 
-def metadata(apis: ClusterApis, topic: str) -> tuple[int, list[int]]:
-    """(topic error code, partition indexes) of a Metadata v12 answer for ``topic``."""
+def answered(apis: ClusterApis, topic: str) -> Any:
+    """The topic entry of a Metadata v12 answer for ``topic`` alone."""
     body = SimpleNamespace(
         topics=[SimpleNamespace(name=topic, topic_id=None)], allow_auto_topic_creation=False
     )
     answer: Any = apis.handle_metadata(RequestHeader(ApiKey.METADATA, 12, 1, "c"), body)
     (found,) = answer.topics
+    return found
+
+
+def metadata(apis: ClusterApis, topic: str) -> tuple[int, list[int]]:
+    """(topic error code, partition indexes) of a Metadata v12 answer for ``topic``."""
+    found = answered(apis, topic)
     return int(found.error_code), [int(p.partition_index) for p in found.partitions]
 
 
 def leaders(apis: ClusterApis, topic: str) -> dict[int, tuple[int, int]]:
     """partition -> (leader id, leader epoch) in a Metadata v12 answer for ``topic``."""
-    body = SimpleNamespace(
-        topics=[SimpleNamespace(name=topic, topic_id=None)], allow_auto_topic_creation=False
-    )
-    answer: Any = apis.handle_metadata(RequestHeader(ApiKey.METADATA, 12, 1, "c"), body)
-    (found,) = answer.topics
+    found = answered(apis, topic)
     return {int(p.partition_index): (p.leader_id, p.leader_epoch) for p in found.partitions}
 
 
