@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tidelog.controller.controller import (
+    AlterPartitionResult,
     Controller,
     PartitionInfo,
     create_partitions,
@@ -169,6 +170,24 @@ def run(body: Callable[[], Awaitable[T]]) -> T:
         return await body()
 
     return asyncio.run(main())
+
+
+async def _add_to_isr(
+    ctl: Node, tp: TopicPartition, state: PartitionState, replica: BrokerId
+) -> AlterPartitionResult:
+    """The AlterPartition ``tp``'s leader sends, from its current incarnation, to add
+    ``replica`` to the ISR of ``state``."""
+    live = await ctl.zk.get_live_brokers()
+    return await ctl.controller.alter_partition(
+        AlterPartitionProposal(
+            topic_partition=tp,
+            leader_id=state.leader,
+            leader_epoch=state.leader_epoch,
+            partition_epoch=state.partition_epoch,
+            new_isr=(*state.isr, replica),
+        ),
+        broker_epoch=live[state.leader].broker_epoch,
+    )
 
 
 def test_topic_creation_and_broker_failure_batch(zk_connect: str) -> None:
@@ -534,18 +553,8 @@ def test_controlled_shutdown_moves_leaderships_first(zk_connect: str) -> None:
 
             # Its follower fetches may still reach a leader, which sees it caught up: it may
             # not join an ISR again (KIP-841), or acks=all would wait for it.
-            live = await ctl.zk.get_live_brokers()
             for tp, state in after.items():
-                rejoin = await ctl.controller.alter_partition(
-                    AlterPartitionProposal(
-                        topic_partition=tp,
-                        leader_id=state.leader,
-                        leader_epoch=state.leader_epoch,
-                        partition_epoch=state.partition_epoch,
-                        new_isr=(*state.isr, leaving.broker_id),
-                    ),
-                    broker_epoch=live[state.leader].broker_epoch,
-                )
+                rejoin = await _add_to_isr(ctl, tp, state, leaving.broker_id)
                 assert rejoin.error is ErrorCode.INELIGIBLE_REPLICA
             assert (await states(ctl.zk, "roll", 3)) == after
 
@@ -652,17 +661,7 @@ def test_preferred_leader_election_after_a_restart(zk_connect: str) -> None:
                 assert await ctl.controller.elect_preferred_leaders([tp0]) == {
                     tp0: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 }
-                live = await ctl.zk.get_live_brokers()
-                rejoined = await ctl.controller.alter_partition(
-                    AlterPartitionProposal(
-                        topic_partition=tp0,
-                        leader_id=ctl.broker_id,
-                        leader_epoch=moved.leader_epoch,
-                        partition_epoch=moved.partition_epoch,
-                        new_isr=(ctl.broker_id, other.broker_id),
-                    ),
-                    broker_epoch=live[ctl.broker_id].broker_epoch,
-                )
+                rejoined = await _add_to_isr(ctl, tp0, moved, other.broker_id)
                 assert rejoined.error is ErrorCode.NONE
                 mark = len(ctl.sender.sent)
                 assert await ctl.controller.elect_preferred_leaders() == {
