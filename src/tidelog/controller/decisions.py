@@ -280,10 +280,18 @@ def alter_partition(
         return ErrorCode.FENCED_LEADER_EPOCH, current
     if proposal.leader_id != current.leader or proposal.leader_epoch != current.leader_epoch:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, current
-    if set(proposal.new_isr) == set(current.isr):
+    if (
+        set(proposal.new_isr) == set(current.isr)
+        and proposal.partition_epoch <= current.partition_epoch
+    ):
         # Already in force (Kafka's equalsAllowStalePartitionEpoch, checked before the
         # partition epoch): a retry of a change whose answer was lost (rule 5a) learns the
-        # state instead of INVALID_UPDATE_VERSION.
+        # state instead of INVALID_UPDATE_VERSION. Only from an epoch this controller has
+        # seen: a proposal from a later one means its own state is stale (a deposed
+        # controller that has not noticed yet). Answering that with its older state left
+        # the leader's change in flight for good and the ISR it had proposed never written
+        # (fault harness: ISR [1, 3] in every Metadata for 3 minutes after a ZooKeeper
+        # partition of the controller).
         return ErrorCode.NONE, current
     if proposal.partition_epoch != current.partition_epoch:
         return ErrorCode.INVALID_UPDATE_VERSION, current

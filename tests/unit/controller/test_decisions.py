@@ -164,6 +164,16 @@ def test_alter_partition_already_in_force_answers_the_state_even_with_a_stale_ep
     assert error is ErrorCode.FENCED_LEADER_EPOCH
 
 
+def test_alter_partition_from_a_later_partition_epoch_is_not_already_in_force() -> None:
+    """A controller whose state is older than the leader's (deposed, not yet aware) must not
+    answer "in force" with it: the leader ignores a committed state older than its own, so
+    its change stayed in flight for good (fault harness, a ZooKeeper partition of the
+    controller). It answers INVALID_UPDATE_VERSION and the leader reads the store."""
+    current = state(2, b(2, 0))  # partition epoch 7
+    error, now = alter_partition(current, proposal(b(2, 0), pe=8), A + b(3), b(0, 1, 2))
+    assert (error, now) == (ErrorCode.INVALID_UPDATE_VERSION, current)
+
+
 def test_assign_replicas_rule_11() -> None:
     brokers = b(30, 10, 20)
     got = assign_replicas(3, 2, brokers, start_index=1)
