@@ -22,17 +22,11 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster import ClusterNode
 from tidelog.server.cluster_apis import ClusterApis
-from tidelog.server.config import load_broker_config
 from tidelog.server.group_coordinator import GroupCoordinator
-from tidelog.server.replica_manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
-from tidelog.storage.log_manager import LogManager
+
+from .nodes import cluster_node
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=7)
@@ -40,21 +34,26 @@ REPLICAS = (1, 2, 3)
 
 
 def broker(tmp_path: Path) -> tuple[ClusterNode, ClusterApis]:
-    config = load_broker_config(
-        {
-            "log.dirs": str(tmp_path),
-            "broker.id": "1",
-            "zookeeper.connect": "127.0.0.1:1",
-            "auto.create.topics.enable": "false",
-        }
+    node = cluster_node(tmp_path, auto_create_topics_enable="false")
+    apis = ClusterApis(
+        node.config, node.metadata, node.replica_manager, {ApiKey.METADATA: (0, 12)}, node
     )
-    logs = LogManager(
-        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
-    )
-    manager = ReplicaManager(config, logs)
-    cache = ClusterMetadataCache(1)
-    node = ClusterNode(config, manager, cache, {})
-    return node, ClusterApis(config, cache, manager, {ApiKey.METADATA: (0, 12)}, node)
+    return node, apis
+
+
+def partition_fields(topic: str, p: int, leader: int | None, epoch: int) -> dict[str, Any]:
+    """The fields LeaderAndIsr and UpdateMetadata share for partition ``p``: all replicas in
+    the ISR; broker ``REPLICAS[p % 3]`` leads unless ``leader`` is given."""
+    return {
+        "topic_name": topic,
+        "partition_index": p,
+        "controller_epoch": 1,
+        "leader": REPLICAS[p % 3] if leader is None else leader,
+        "leader_epoch": epoch,
+        "isr": REPLICAS,
+        "partition_epoch": 0,
+        "replicas": REPLICAS,
+    }
 
 
 def leader_and_isr(
@@ -67,15 +66,7 @@ def leader_and_isr(
         controller_epoch=1,
         partition_states=tuple(
             control.LeaderAndIsrPartitionState(
-                topic_name=topic,
-                partition_index=p,
-                controller_epoch=1,
-                leader=REPLICAS[p % 3] if leader is None else leader,
-                leader_epoch=epoch,
-                isr=REPLICAS,
-                partition_epoch=0,
-                replicas=REPLICAS,
-                is_new=True,
+                **partition_fields(topic, p, leader, epoch), is_new=True
             )
             for p in partitions
         ),
@@ -95,16 +86,7 @@ def update_metadata(
         controller_id=2,
         controller_epoch=1,
         partition_states=tuple(
-            control.UpdateMetadataPartitionState(
-                topic_name=topic,
-                partition_index=p,
-                controller_epoch=1,
-                leader=REPLICAS[p % 3] if leader is None else leader,
-                leader_epoch=epoch,
-                isr=REPLICAS,
-                partition_epoch=0,
-                replicas=REPLICAS,
-            )
+            control.UpdateMetadataPartitionState(**partition_fields(topic, p, leader, epoch))
             for p in partitions
         ),
         live_brokers=tuple(

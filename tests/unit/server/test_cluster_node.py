@@ -15,30 +15,20 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
 from tidelog.server import cluster as cluster_module
-from tidelog.server.cluster import CachedBroker, ClusterMetadataCache, ClusterNode
-from tidelog.server.config import load_broker_config
+from tidelog.server.cluster import CachedBroker, ClusterNode
 from tidelog.server.replica_manager import (
     ProduceResult,
-    ReplicaManager,
     effective_topic_config,
-    log_config_for,
-    now_ms,
 )
-from tidelog.storage.log_manager import LogManager
+
+from .nodes import cluster_node
 
 TP = TopicPartition("t", 0)
 TOPIC_ID = uuid.UUID(int=7)
 
 
 def node(tmp_path: Path) -> ClusterNode:
-    config = load_broker_config(
-        {"log.dirs": str(tmp_path), "broker.id": "1", "zookeeper.connect": "127.0.0.1:1"}
-    )
-    logs = LogManager(
-        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
-    )
-    manager = ReplicaManager(config, logs)
-    return ClusterNode(config, manager, ClusterMetadataCache(1), {})
+    return cluster_node(tmp_path)
 
 
 def leader_and_isr(

@@ -15,15 +15,9 @@ import socket
 from pathlib import Path
 
 from tidelog.model import TopicPartition
-from tidelog.server.cluster import ClusterMetadataCache, ClusterNode, FetchState, LeaderFetcher
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
-from tidelog.storage.log_manager import LogManager
+from tidelog.server.cluster import FetchState, LeaderFetcher
+
+from .nodes import cluster_node
 
 
 def _closed_port() -> int:
@@ -33,18 +27,7 @@ def _closed_port() -> int:
 
 
 def test_one_cancel_ends_a_fetcher_whenever_it_comes(tmp_path: Path) -> None:
-    config = load_broker_config(
-        {
-            "log.dirs": str(tmp_path),
-            "broker.id": "1",
-            "zookeeper.connect": "127.0.0.1:1",
-            "replica.fetch.backoff.ms": "1",
-        }
-    )
-    logs = LogManager(
-        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
-    )
-    node = ClusterNode(config, ReplicaManager(config, logs), ClusterMetadataCache(1), {})
+    node = cluster_node(tmp_path, replica_fetch_backoff_ms="1")
     port = _closed_port()
     rng = random.Random(5000)
 
