@@ -24,6 +24,10 @@ Theory of operation (DESIGN.md "Replication rules"; the numbers cite those rules
    (the controller answers a change already in force with that state); a stale-epoch answer
    makes the caller read the controller's state (``on_state_resync``) or await its
    LeaderAndIsr. Only an explicit "not applied" drops it (``alter_partition_followup``).
+   5b. A refused join backs off (KIP-841 / KIP-903): after the controller refused to add
+   replica R (INELIGIBLE_REPLICA, STALE_BROKER_EPOCH) R is not proposed again for a backoff
+   that doubles per refusal (:class:`IsrJoinBackoff`); it resets when a LeaderAndIsr arrives
+   or R joins. Other replicas' expansions are not held back.
 6. acks=all (rule 6): refused before append when |committed ISR| < ``min.insync.replicas``
    (NOT_ENOUGH_REPLICAS, 19); after the HW passes the batch, answered with NONE or, if the
    committed ISR shrank below the minimum meanwhile, NOT_ENOUGH_REPLICAS_AFTER_APPEND (20).
@@ -47,6 +51,19 @@ from tidelog.model import NO_BROKER, NO_EPOCH, BrokerId, TopicPartition
 
 #: A follower's LEO before its first fetch in the current leader epoch (Kafka's UnknownOffset).
 UNKNOWN_OFFSET = -1
+
+#: After the controller refuses to add a replica to the ISR, the leader waits this long before
+#: proposing it again (5b). Long enough that a broker in controlled shutdown, whose follower
+#: fetches go on for about a second after the controller took it out of every ISR (KIP-841),
+#: costs each of its partitions a few refused AlterPartitions instead of one per fetch; short
+#: next to ``replica.lag.time.max.ms`` (30 s by default), so a replica that became eligible
+#: meanwhile joins soon after its first refusal.
+ISR_JOIN_BACKOFF_INITIAL_MS = 500
+#: The backoff doubles per refusal up to this (and never beyond ``replica.lag.time.max.ms``):
+#: the longest a restarted broker (eligible again) waits to rejoin - follower fetches carry
+#: no broker epoch here, so the leader cannot see the restart - while a broker that stays
+#: ineligible costs one proposal per partition per 4 s.
+ISR_JOIN_BACKOFF_MAX_MS = 4000
 
 
 class ReplicationStateError(TidelogError):
@@ -137,6 +154,15 @@ class AlterPartitionProposal:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IsrJoinBackoff:
+    """The controller refused to add a replica (5b): the leader does not propose it again
+    before ``not_before_ms``, ``delay_ms`` after the last refusal (doubled per refusal)."""
+
+    delay_ms: int
+    not_before_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FollowerFetchResult:
     """What a follower fetch changed on the leader."""
 
@@ -207,6 +233,8 @@ class Partition:
     high_watermark: int = 0
     log_end_offset: int = 0
     replica_states: dict[BrokerId, ReplicaState] = field(default_factory=dict)
+    #: Leader side, 5b: replicas whose join the controller refused, keyed by broker id.
+    isr_join_backoffs: dict[BrokerId, IsrJoinBackoff] = field(default_factory=dict)
 
     # ---- state -------------------------------------------------------------------------
 
@@ -254,6 +282,9 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.state = CommittedPartitionState(isr=isr_set)
         self.log_end_offset = log_end_offset
+        # 5b: the controller's state moved (a new leader epoch, or a broker fenced, shut down
+        # or back), so a replica refused before may be eligible now.
+        self.isr_join_backoffs = {}
         if is_new_epoch:
             self.leader_epoch = leader_epoch
             epoch_cache.assign(leader_epoch, log_end_offset)
@@ -295,6 +326,7 @@ class Partition:
         self.state = CommittedPartitionState(isr=frozenset(isr))
         self.leader_epoch_start_offset = None
         self.replica_states = {}
+        self.isr_join_backoffs = {}
         self.log_end_offset = log_end_offset
         self.high_watermark = min(self.high_watermark, log_end_offset)
         return changed
@@ -359,7 +391,7 @@ class Partition:
         rs.update_fetch_state(
             fetch_offset=fetch_offset, leader_log_end_offset=leader_log_end_offset, now_ms=now_ms
         )
-        proposal = self.maybe_expand_isr(replica_id)
+        proposal = self.maybe_expand_isr(replica_id, now_ms)
         moved = self.maybe_increment_high_watermark(now_ms)
         return FollowerFetchResult(high_watermark_moved=moved, proposal=proposal)
 
@@ -373,11 +405,22 @@ class Partition:
             and rs.log_end_offset >= self.leader_epoch_start_offset
         )
 
-    def maybe_expand_isr(self, replica_id: BrokerId) -> AlterPartitionProposal | None:
+    def maybe_expand_isr(self, replica_id: BrokerId, now_ms: int) -> AlterPartitionProposal | None:
+        """Propose ``replica_id`` into the ISR if it is in sync (rule 4) and not backed off.
+
+        Invariant (5b; Kafka only proposes a replica its own view holds eligible, KIP-841,
+        KIP-903): once the controller has refused to add R (INELIGIBLE_REPLICA: R is dead,
+        in a controlled shutdown or has its log dir offline; STALE_BROKER_EPOCH: this
+        leader's own broker epoch is stale), R is not proposed again before
+        ``isr_join_backoffs[R].not_before_ms``. Without it every fetch of R re-proposed it:
+        hundreds of refused AlterPartitions a second (issue 18)."""
         self._require_leader()
         if self.state.is_inflight or replica_id in self.state.isr:
             return None
         if not self.is_follower_in_sync(replica_id):
+            return None
+        backoff = self.isr_join_backoffs.get(replica_id)
+        if backoff is not None and now_ms < backoff.not_before_ms:
             return None
         proposal = self._proposal(sorted(self.state.isr | {replica_id}))
         self.state = PendingExpandIsr(
@@ -453,14 +496,15 @@ class Partition:
         if error is not ErrorCode.NONE or committed is None:
             if alter_partition_followup(error) is AlterFollowup.REVERT:
                 self.state = CommittedPartitionState(isr=pending.isr)
+                if isinstance(pending, PendingExpandIsr) and error in _JOIN_REFUSED:
+                    self._back_off_isr_join(pending.new_in_sync_replica_id, now_ms)
                 return self.maybe_increment_high_watermark(now_ms)
             return False
         if committed.leader_epoch != self.leader_epoch or committed.leader != self.local_broker_id:
             return False  # we were deposed: the controller's LeaderAndIsr brings the truth
         if committed.partition_epoch <= self.partition_epoch:
             return False
-        self.partition_epoch = committed.partition_epoch
-        self.state = CommittedPartitionState(isr=frozenset(committed.isr))
+        self._take_committed(committed)
         return self.maybe_increment_high_watermark(now_ms)
 
     @property
@@ -482,8 +526,7 @@ class Partition:
             return False
         if current.partition_epoch < self.partition_epoch:
             return False
-        self.partition_epoch = current.partition_epoch
-        self.state = CommittedPartitionState(isr=frozenset(current.isr))
+        self._take_committed(current)
         return self.maybe_increment_high_watermark(now_ms)
 
     # ---- the follower side ------------------------------------------------------------
@@ -506,6 +549,23 @@ class Partition:
         self.high_watermark = min(self.high_watermark, log_end_offset)
 
     # ---- helpers ----------------------------------------------------------------------
+
+    def _take_committed(self, committed: LeaderAndIsr) -> None:
+        self.partition_epoch = committed.partition_epoch
+        self.state = CommittedPartitionState(isr=frozenset(committed.isr))
+        # 5b: a replica that joined starts afresh if it is ever refused again.
+        for r in committed.isr:
+            self.isr_join_backoffs.pop(r, None)
+
+    def _back_off_isr_join(self, replica_id: BrokerId, now_ms: int) -> None:
+        """5b: the controller refused to add ``replica_id``: wait before proposing it again,
+        twice as long as after the previous refusal, up to the cap."""
+        previous = self.isr_join_backoffs.get(replica_id)
+        delay = ISR_JOIN_BACKOFF_INITIAL_MS if previous is None else 2 * previous.delay_ms
+        delay = min(delay, ISR_JOIN_BACKOFF_MAX_MS, self.replica_lag_time_max_ms)
+        self.isr_join_backoffs[replica_id] = IsrJoinBackoff(
+            delay_ms=delay, not_before_ms=now_ms + delay
+        )
 
     def _proposal(self, new_isr: Iterable[BrokerId]) -> AlterPartitionProposal:
         return AlterPartitionProposal(
@@ -541,6 +601,12 @@ _NOT_APPLIED = frozenset(
         ErrorCode.STALE_BROKER_EPOCH,
     }
 )
+#: The refusals of a join that back the joining replica off (5b). In this controller
+#: (``decisions.alter_partition``) INELIGIBLE_REPLICA means the replica added is not assigned,
+#: not live, in a controlled shutdown or with its log dir offline (KIP-841); STALE_BROKER_EPOCH
+#: means the leader's own broker epoch is not the registered one (KIP-380; KIP-903's per-replica
+#: epochs are sent as -1, so a stale joiner shows as INELIGIBLE_REPLICA in Kafka only).
+_JOIN_REFUSED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.STALE_BROKER_EPOCH})
 _STALE = frozenset(
     {
         ErrorCode.INVALID_UPDATE_VERSION,

@@ -8,7 +8,10 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.epoch import LeaderEpochCache
 from tidelog.replication.partition import (
+    ISR_JOIN_BACKOFF_INITIAL_MS,
+    ISR_JOIN_BACKOFF_MAX_MS,
     AlterFollowup,
+    AlterPartitionProposal,
     CommittedPartitionState,
     LeaderAndIsr,
     Partition,
@@ -32,11 +35,12 @@ def leader(
     hw: int = 0,
     min_isr: int = 2,
     cache: LeaderEpochCache | None = None,
+    lag: int = LAG,
 ) -> Partition:
     p = Partition(
         topic_partition=TP,
         local_broker_id=B0,
-        replica_lag_time_max_ms=LAG,
+        replica_lag_time_max_ms=lag,
         min_insync_replicas=min_isr,
     )
     p.make_leader(
@@ -289,3 +293,113 @@ def test_make_leader_same_epoch_keeps_follower_progress() -> None:
         log_end_offset=4, high_watermark=0, now_ms=2, epoch_cache=LeaderEpochCache(),
     )  # fmt: skip
     assert p.high_watermark == 4
+
+
+# ---- 5b: a refused ISR join backs off (KIP-841 / KIP-903; issue 18) ---------------------
+
+
+def propose_join(p: Partition, r: BrokerId, now_ms: int) -> AlterPartitionProposal | None:
+    """``r`` fetches at the leader's LEO; the ISR expansion it triggers, if any."""
+    return p.update_follower_fetch_state(
+        r, fetch_offset=p.log_end_offset, leader_log_end_offset=p.log_end_offset, now_ms=now_ms
+    ).proposal
+
+
+def refuse_join(
+    p: Partition, r: BrokerId, now_ms: int, error: ErrorCode = ErrorCode.INELIGIBLE_REPLICA
+) -> None:
+    proposal = propose_join(p, r, now_ms)
+    assert proposal is not None
+    assert r in proposal.new_isr
+    assert not p.on_alter_partition_response(proposal, error, None, now_ms)
+    assert isinstance(p.state, CommittedPartitionState)
+
+
+def commit(p: Partition, proposal: AlterPartitionProposal, now_ms: int) -> None:
+    committed = LeaderAndIsr(
+        leader=B0,
+        leader_epoch=proposal.leader_epoch,
+        isr=proposal.new_isr,
+        partition_epoch=proposal.partition_epoch + 1,
+    )
+    p.on_alter_partition_response(proposal, ErrorCode.NONE, committed, now_ms)
+    assert p.isr == set(proposal.new_isr)
+
+
+@pytest.mark.parametrize(
+    "error", [ErrorCode.INELIGIBLE_REPLICA, ErrorCode.STALE_BROKER_EPOCH], ids=lambda e: e.name
+)
+def test_refused_join_is_not_proposed_again_until_the_backoff_passed(error: ErrorCode) -> None:
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    refuse_join(p, B2, 100, error)
+    # Every fetch of B2 used to propose it again at once (hundreds a second).
+    assert propose_join(p, B2, 101) is None
+    assert propose_join(p, B2, 100 + ISR_JOIN_BACKOFF_INITIAL_MS - 1) is None
+    again = propose_join(p, B2, 100 + ISR_JOIN_BACKOFF_INITIAL_MS)
+    assert again is not None
+    assert again.new_isr == (B0, B1, B2)
+
+
+@pytest.mark.parametrize(
+    ("lag", "delays"),
+    [
+        (30_000, [500, 1000, 2000, ISR_JOIN_BACKOFF_MAX_MS, ISR_JOIN_BACKOFF_MAX_MS]),
+        (1500, [500, 1000, 1500, 1500]),  # never beyond replica.lag.time.max.ms
+    ],
+)
+def test_refused_join_backoff_doubles_and_is_capped(lag: int, delays: list[int]) -> None:
+    assert ISR_JOIN_BACKOFF_INITIAL_MS == 500
+    assert ISR_JOIN_BACKOFF_MAX_MS == 4000
+    p = leader(isr=(B0, B1), leo=20, hw=20, lag=lag)
+    now = 100
+    for delay in delays:
+        refuse_join(p, B2, now)
+        assert propose_join(p, B2, now + delay - 1) is None
+        now += delay
+    assert propose_join(p, B2, now) is not None
+
+
+def test_refused_join_does_not_hold_back_another_replica() -> None:
+    p = leader(isr=(B0,), leo=20, hw=20, min_isr=1)
+    refuse_join(p, B1, 100)
+    assert propose_join(p, B1, 101) is None
+    other = propose_join(p, B2, 102)
+    assert other is not None
+    assert other.new_isr == (B0, B2)
+
+
+@pytest.mark.parametrize("leader_epoch", [5, 6], ids=["same-epoch", "new-epoch"])
+def test_refused_join_backoff_resets_on_leader_and_isr(leader_epoch: int) -> None:
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    refuse_join(p, B2, 100)
+    refuse_join(p, B2, 100 + ISR_JOIN_BACKOFF_INITIAL_MS)  # now backed off for 1000 ms
+    now = 101 + ISR_JOIN_BACKOFF_INITIAL_MS
+    assert propose_join(p, B2, now) is None
+    # The controller's state moved (e.g. B2 restarted, or a new leader epoch).
+    p.make_leader(
+        leader_epoch=leader_epoch, partition_epoch=11, replicas=(B0, B1, B2), isr=(B0, B1),
+        log_end_offset=20, high_watermark=20, now_ms=now, epoch_cache=LeaderEpochCache(),
+    )  # fmt: skip
+    assert p.isr_join_backoffs == {}
+    assert propose_join(p, B2, now + 1) is not None
+
+
+def test_refused_join_backoff_resets_once_the_replica_joined() -> None:
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    refuse_join(p, B2, 100)
+    refuse_join(p, B2, 100 + ISR_JOIN_BACKOFF_INITIAL_MS)  # next delay would be 2000 ms
+    now = 100 + 3 * ISR_JOIN_BACKOFF_INITIAL_MS
+    joined = propose_join(p, B2, now)
+    assert joined is not None
+    commit(p, joined, now)
+    # B2 falls behind and is shrunk out, catches up, and is refused again: 500 ms, not 2000.
+    p.on_leader_append(30, now)
+    fetch(p, B1, 30, now + 1)
+    now += LAG + 1
+    shrink = p.maybe_shrink_isr(now)
+    assert shrink is not None
+    assert shrink.new_isr == (B0, B1)
+    commit(p, shrink, now)
+    refuse_join(p, B2, now)
+    assert propose_join(p, B2, now + ISR_JOIN_BACKOFF_INITIAL_MS - 1) is None
+    assert propose_join(p, B2, now + ISR_JOIN_BACKOFF_INITIAL_MS) is not None
