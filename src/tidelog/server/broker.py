@@ -40,6 +40,7 @@ from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.process import keep_freed_memory
+from tidelog.server.readiness import ReadinessGate
 from tidelog.server.replica_manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
@@ -106,10 +107,17 @@ CLUSTER_APIS = SERVED_APIS | {
 class Dispatcher:
     """Frames in, responses out: decode, route to the handler, encode (network rule 3)."""
 
-    def __init__(self, apis: KafkaApis, supported: Mapping[ApiKey, tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        supported: Mapping[ApiKey, tuple[int, int]],
+        gate: ReadinessGate | None = None,
+    ) -> None:
         self._apis = apis
         self._supported = supported
         self._handlers = apis.handlers
+        #: In a cluster: client requests wait until the broker has the cluster's metadata.
+        self._gate = gate
 
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
         try:
@@ -125,6 +133,44 @@ class Dispatcher:
             ) from None
         except InvalidRequestError as exc:
             raise CloseConnection(str(exc)) from None
+        gate = self._gate
+        if gate is not None and gate.must_hold(conn, header.api_key, body):
+            return self._hold(gate, conn, header, body)
+        return self._run(conn, header, body)
+
+    def _hold(
+        self, gate: ReadinessGate, conn: Connection, header: RequestHeader, body: Any
+    ) -> asyncio.Future[Response | None]:
+        """The broker is not ready (``tidelog.server.readiness``): the request runs when it
+        is, or its connection closes."""
+        out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+
+        def run() -> None:
+            try:
+                result = self._run(conn, header, body)
+            except Exception as exc:  # the connection closes with it
+                out.set_exception(exc)
+                return
+            if not isinstance(result, asyncio.Future):
+                out.set_result(result)
+                return
+
+            def done(f: asyncio.Future[Response | None]) -> None:
+                if out.done():
+                    return
+                if f.cancelled():
+                    out.cancel()
+                elif (exc := f.exception()) is not None:
+                    out.set_exception(exc)
+                else:
+                    out.set_result(f.result())
+
+            result.add_done_callback(done)
+
+        gate.hold(conn, run, out.set_exception, out.done)
+        return out
+
+    def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:
         client_host.set(conn.peer)  # for the group coordinator's member descriptions
         handler = self._handlers.get(header.api_key)
         if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
@@ -214,7 +260,7 @@ class Broker:
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         self.groups = GroupCoordinator(self.apis, self.node)
         self.apis.handlers.update(self.groups.handlers())
-        self.dispatcher = Dispatcher(self.apis, self.supported)
+        self.dispatcher = Dispatcher(self.apis, self.supported, self.node.readiness)
 
     async def start(self) -> None:
         self._open()
@@ -376,6 +422,8 @@ class Broker:
             await asyncio.sleep(0)
         for conn in list(self.connections):
             conn.close()
+        if self.node is not None:
+            self.node.readiness.close()
         if self._server is not None:
             try:
                 await wait_for(self._server.wait_closed(), 5.0)

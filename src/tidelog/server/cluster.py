@@ -84,6 +84,7 @@ from tidelog.replication.partition import (
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
 from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
 from tidelog.server.metadata import MetadataStore, TopicInfo
+from tidelog.server.readiness import ReadinessGate
 from tidelog.server.replica_manager import (
     HostedPartition,
     ReplicaManager,
@@ -716,6 +717,11 @@ class ClusterNode:
             client_id=f"broker-{config.broker_id}",
         )
         self.fetchers = ReplicaFetcherManager(self)
+        #: Client requests wait until this broker is registered and has the controller's
+        #: metadata for that registration (``tidelog.server.readiness``, issue 18).
+        self.readiness = ReadinessGate(
+            config.broker_id, config.get_int("tidelog.not.ready.request.hold.ms") / 1000
+        )
         self.background: set[asyncio.Task[Any]] = set()
         self.broker_epoch = -1
         self.zk: ZkClient | None = None
@@ -779,6 +785,7 @@ class ClusterNode:
         )
         self.broker_epoch = await self.zk.register_broker(registration)
         log.info("broker %d registered, broker epoch %d", self.broker_id, self.broker_epoch)
+        self.readiness.registered(self.broker_epoch)
         # After a session expiry the registration is redone with a new czxid: requests to
         # the controller (AlterPartition, ControlledShutdown) must carry the new broker
         # epoch, or the controller answers STALE_BROKER_EPOCH forever (found by the fault
@@ -801,9 +808,14 @@ class ClusterNode:
         self._tasks.append(asyncio.get_running_loop().create_task(self._log_dir_report_loop()))
 
     def _on_session_event(self, event: SessionEvent, broker_epoch: int | None) -> None:
+        if event is SessionEvent.EXPIRED:
+            # Our registration is gone: until the controller has seen the new one and sent
+            # us its view, our metadata may be stale (readiness rule 3).
+            self.readiness.session_expired()
         if event is SessionEvent.REESTABLISHED and broker_epoch is not None:
             log.info("broker %d re-registered, broker epoch %d", self.broker_id, broker_epoch)
             self.broker_epoch = broker_epoch
+            self.readiness.registered(broker_epoch)
             if self.replica_manager.offline_log_dirs:
                 # The controller takes the new incarnation for a fresh start: report again.
                 self._report_log_dirs_again()
@@ -1196,6 +1208,8 @@ class ClusterNode:
             )
         for topic in sorted(new_topics):
             await self._topic_config(topic)
+        # A whole view for this registration: clients may be answered (readiness rule 2).
+        self.readiness.applied_update_metadata(request.broker_epoch)
         return control.UpdateMetadataResponse()
 
     def handle_stop_replica(

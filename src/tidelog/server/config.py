@@ -177,6 +177,10 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "tidelog.log.page.cache.keep.bytes": _k(
         _parse_int, page_cache.DEFAULT_KEEP, _minus_one_or_at_least(page_cache.STEP)
     ),
+    # tidelog's own: how long a client request waits for a broker that has not received
+    # the cluster's metadata yet (just started, or re-registered) before its connection
+    # is closed (tidelog.server.readiness).
+    "tidelog.not.ready.request.hold.ms": _k(_parse_int, 10000, _at_least(0)),
     "log.index.interval.bytes": _k(_parse_int, 4096, _at_least(0)),
     "log.index.size.max.bytes": _k(_parse_int, 10485760, _at_least(4)),
     "log.flush.interval.messages": _k(_parse_int, LONG_MAX, _at_least(1)),

@@ -232,6 +232,10 @@ class Connection(asyncio.Protocol):
                     self.close()
                     return
                 exc = head.exception()
+                if isinstance(exc, CloseConnection):
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    self.close()
+                    return
                 if exc is not None:
                     log.error(
                         "closing connection from %s: delayed request failed",
