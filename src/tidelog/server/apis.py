@@ -450,7 +450,7 @@ class KafkaApis:
     ) -> dict[str, Any]:
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
-            return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            return {"error_code": self.replica_manager.not_hosted_error(tp)}
         error = hosted.partition.validate_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return {"error_code": error}
@@ -632,7 +632,7 @@ class KafkaApis:
                         {
                             "partition_index": tp.partition,
                             "low_watermark": -1,
-                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_code": self.replica_manager.not_hosted_error(tp),
                         }
                     )
                     continue
@@ -862,7 +862,7 @@ class KafkaApis:
                 hosted = self.replica_manager.partitions.get(tp)
                 entry: dict[str, Any] = {"partition": tp.partition}
                 if hosted is None:
-                    entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    entry["error_code"] = self.replica_manager.not_hosted_error(tp)
                 elif (
                     error := hosted.partition.validate_leader_epoch(
                         int(getattr(part, "current_leader_epoch", -1))

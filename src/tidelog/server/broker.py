@@ -167,7 +167,7 @@ class Dispatcher:
 
             result.add_done_callback(done)
 
-        gate.hold(conn, run, out.set_exception, out.done)
+        gate.hold(conn, header.api_key, body, run=run, fail=out.set_exception, done=out.done)
         return out
 
     def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:

@@ -740,6 +740,7 @@ class ClusterNode:
         self._config_changed = asyncio.Event()
         self._config_watch: Watch | None = None
         replica_manager.alter_partition_sink = self.propose
+        replica_manager.partition_known = lambda tp: tp in metadata.partitions
         replica_manager.log_dir_failure_sink = self._on_log_dir_offline
         replica_manager.log_dir_recovery_sink = self._on_log_dir_online
         #: The log dir event last posted (None: post the current state again), rule 7.
@@ -1037,6 +1038,25 @@ class ClusterNode:
         self.metadata.controller_epoch = controller_epoch
         return False
 
+    def _stale_broker_epoch(self, request: control.ControlMessage) -> bool:
+        """KIP-380: a control request addressed to an earlier incarnation of this broker
+        (its broker epoch older than our registration's) is refused unapplied. The
+        controller's queue to a killed broker goes on delivering to the process started
+        after it on the same port; applied, its partial UpdateMetadata described a topic by
+        the partitions it named, and its LeaderAndIsr made this broker leader at an old
+        epoch. -1 (not sent) is not stale. These requests wait for the registration
+        (``tidelog.server.readiness`` rule 4), so our own epoch is known here."""
+        epoch = int(getattr(request, "broker_epoch", -1))
+        if 0 <= epoch < self.broker_epoch:
+            log.info(
+                "ignoring %s for broker epoch %d (ours is %d)",
+                type(request).__name__,
+                epoch,
+                self.broker_epoch,
+            )
+            return True
+        return False
+
     async def _topic_config(self, topic: str) -> dict[str, object]:
         info = self.metadata.topics.get(topic)
         if info is None or topic not in self._configs_loaded:
@@ -1060,6 +1080,8 @@ class ClusterNode:
     async def handle_leader_and_isr(
         self, request: control.LeaderAndIsrRequest
     ) -> control.LeaderAndIsrResponse:
+        if self._stale_broker_epoch(request):
+            return control.LeaderAndIsrResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
         if self._fenced(request.controller_epoch):
             return control.LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
         topic_ids = {e.topic_name: e.topic_id for e in request.topic_ids}
@@ -1183,6 +1205,8 @@ class ClusterNode:
     async def handle_update_metadata(
         self, request: control.UpdateMetadataRequest
     ) -> control.UpdateMetadataResponse:
+        if self._stale_broker_epoch(request):
+            return control.UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
         if self._fenced(request.controller_epoch):
             return control.UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
         self.metadata.controller_id = request.controller_id
@@ -1215,6 +1239,8 @@ class ClusterNode:
     def handle_stop_replica(
         self, request: control.StopReplicaRequest
     ) -> control.StopReplicaResponse:
+        if self._stale_broker_epoch(request):
+            return control.StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
         if self._fenced(request.controller_epoch):
             return control.StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
         deleted: list[TopicPartition] = []

@@ -18,15 +18,18 @@ Theory of operation:
    (KIP-631), and a Kafka 2.x broker processes requests only after its registration.
 3. The gate closes again when the ZooKeeper session expires (``session_expired``): the
    broker registers anew with a new epoch and waits for the controller's view of it.
-4. While the gate is closed, the control plane (ApiVersions, LeaderAndIsr, UpdateMetadata,
-   StopReplica, ControlledShutdown, AlterPartition) and the replicas' own Fetch and
-   OffsetForLeaderEpoch pass (``passes``): they do not read the metadata view, and the
-   UpdateMetadata that opens the gate is one of them. Every other request is *held*: it
-   runs when the gate opens. One still held after ``hold_s`` closes its connection (a
-   disconnect is retriable for every client: it asks another broker), never an answer made
-   from a view the broker does not have.
-5. Order per connection (network rule 3): held requests run in arrival order when the gate
-   opens, all at once and synchronously, and once a connection has a request held every
+4. While the gate is closed, ApiVersions, the requests to the controller (ControlledShutdown,
+   AlterPartition) and the replicas' own Fetch and OffsetForLeaderEpoch pass: they do not
+   read the metadata view. The controller's requests (LeaderAndIsr, UpdateMetadata,
+   StopReplica; the UpdateMetadata that opens the gate is one of them) wait only for the
+   registration: then the broker knows its broker epoch and refuses one addressed to an
+   earlier incarnation of itself with STALE_BROKER_EPOCH (KIP-380), as the controller's
+   queue to the killed process goes on delivering to the new one on the same port. Every
+   other request is *held*: it runs when the gate opens. One still held after ``hold_s``
+   closes its connection (a disconnect is retriable for every client: it asks another
+   broker), never an answer made from a view the broker does not have.
+5. Order per connection (network rule 3): held requests run in arrival order when what
+   they wait for holds, synchronously, and once a connection has a request held every
    later request on it is held too (even one that would pass), so no request overtakes an
    earlier one on its connection.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -47,18 +51,29 @@ from tidelog.server.network import CloseConnection
 log = logging.getLogger(__name__)
 
 #: Rule 4: requests that never wait for the gate.
-PASS_THROUGH = frozenset(
-    {
-        ApiKey.API_VERSIONS,
-        ApiKey.LEADER_AND_ISR,
-        ApiKey.UPDATE_METADATA,
-        ApiKey.STOP_REPLICA,
-        ApiKey.CONTROLLED_SHUTDOWN,
-        ApiKey.ALTER_PARTITION,
-    }
-)
+PASS_THROUGH = frozenset({ApiKey.API_VERSIONS, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION})
+#: Rule 4: the controller's requests, which wait for the registration only.
+CONTROL_PLANE = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA})
 #: Rule 4: requests that pass when a replica (replica id >= 0) sends them.
 REPLICA_APIS = frozenset({ApiKey.FETCH, ApiKey.OFFSET_FOR_LEADER_EPOCH})
+
+
+class Need(enum.IntEnum):
+    """What a request waits for (rule 4)."""
+
+    NOTHING = 0
+    REGISTRATION = 1
+    READY = 2
+
+
+def need_of(api_key: int, body: Any) -> Need:
+    if api_key in PASS_THROUGH:
+        return Need.NOTHING
+    if api_key in CONTROL_PLANE:
+        return Need.REGISTRATION
+    if api_key in REPLICA_APIS and replica_id_of(body) >= 0:
+        return Need.NOTHING
+    return Need.READY
 
 
 class NotReadyError(CloseConnection):
@@ -77,6 +92,7 @@ def replica_id_of(body: Any) -> int:
 @dataclass(slots=True)
 class _Held:
     conn: object
+    need: Need
     run: Callable[[], None]
     fail: Callable[[NotReadyError], None]
     deadline: float
@@ -125,7 +141,14 @@ class ReadinessGate:
         self._metadata_epochs.clear()
         self._changed(was_open, "ZooKeeper session expired")
 
+    def _satisfied(self, need: Need) -> bool:
+        if need is Need.READY:
+            return self.is_open
+        return need is Need.NOTHING or self.broker_epoch >= 0
+
     def _changed(self, was_open: bool, why: str) -> None:
+        if self._held:
+            self._release()
         if was_open and not self.is_open:
             self._closed_since = time.monotonic()
             self._held_count = 0
@@ -142,27 +165,28 @@ class ReadinessGate:
                 self._held_count,
                 time.monotonic() - self._closed_since,
             )
-            self._release()
 
     # -- requests (rules 4, 5) ----------------------------------------------------------
 
     def must_hold(self, conn: object, api_key: int, body: Any) -> bool:
         if self._held_per_conn[id(conn)]:
             return True  # rule 5: nothing overtakes a held request on its connection
-        if self.is_open or api_key in PASS_THROUGH:
-            return False
-        return not (api_key in REPLICA_APIS and replica_id_of(body) >= 0)
+        return not self._satisfied(need_of(api_key, body))
 
     def hold(
         self,
         conn: object,
+        api_key: int,
+        body: Any,
+        *,
         run: Callable[[], None],
         fail: Callable[[NotReadyError], None],
         done: Callable[[], bool],
     ) -> None:
-        """Run ``run`` when the gate opens, or ``fail`` after ``hold_s`` (rule 4).
-        ``done`` says the request no longer needs either (its connection closed)."""
-        entry = _Held(conn, run, fail, time.monotonic() + self.hold_s, done)
+        """Run ``run`` when what the request waits for holds, or ``fail`` after ``hold_s``
+        (rule 4). ``done`` says it no longer needs either (its connection closed)."""
+        need = need_of(api_key, body)
+        entry = _Held(conn, need, run, fail, time.monotonic() + self.hold_s, done)
         self._held.append(entry)
         self._held_per_conn[id(conn)] += 1
         self._held_count += 1
@@ -176,15 +200,24 @@ class ReadinessGate:
             del self._held_per_conn[key]
 
     def _release(self) -> None:
-        """Rule 5: every held request, in arrival order, now."""
+        """Rule 5: every held request whose wait is over, in arrival order, unless one
+        before it on its connection still waits."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         held, self._held = self._held, collections.deque()
-        self._held_per_conn.clear()
+        blocked: set[int] = set()
         for entry in held:
-            if not entry.done():
+            key = id(entry.conn)
+            if entry.done():
+                self._forget(entry)
+            elif key in blocked or not self._satisfied(entry.need):
+                blocked.add(key)
+                self._held.append(entry)
+            else:
+                self._forget(entry)
                 entry.run()
+        self._schedule()
 
     def _schedule(self) -> None:
         if not self._held:
@@ -217,4 +250,13 @@ class ReadinessGate:
         self._held_per_conn.clear()
 
 
-__all__ = ["PASS_THROUGH", "REPLICA_APIS", "NotReadyError", "ReadinessGate", "replica_id_of"]
+__all__ = [
+    "CONTROL_PLANE",
+    "PASS_THROUGH",
+    "REPLICA_APIS",
+    "Need",
+    "NotReadyError",
+    "ReadinessGate",
+    "need_of",
+    "replica_id_of",
+]

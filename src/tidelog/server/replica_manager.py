@@ -173,6 +173,20 @@ class ReplicaManager:
         #: Told of a log dir that went offline / came back (the cluster side); None alone.
         self.log_dir_failure_sink: Callable[[Path], None] | None = None
         self.log_dir_recovery_sink: Callable[[Path], None] | None = None
+        #: In a cluster: whether the metadata cache knows ``tp`` (``not_hosted_error``).
+        self.partition_known: Callable[[TopicPartition], bool] | None = None
+
+    def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
+        """The answer for a partition this broker does not host (Kafka's
+        ``ReplicaManager.getPartitionOrError``): NOT_LEADER_OR_FOLLOWER (retriable; the
+        client refreshes its metadata) when the cluster has it, and UNKNOWN_TOPIC_OR_PARTITION
+        only when it does not. A broker that just started has the controller's metadata
+        before the LeaderAndIsr that makes it host anything; before this, a consumer whose
+        old metadata sent it there was told that the partition does not exist (issue 18)."""
+        known = self.partition_known
+        if known is not None and known(tp):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # --- log dirs (rule 5) -------------------------------------------------------------
 
@@ -358,7 +372,7 @@ class ReplicaManager:
         for tp, records in entries.items():
             hosted = self.partitions.get(tp)
             if hosted is None:
-                results[tp] = (ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1)
+                results[tp] = (ProduceResult(self.not_hosted_error(tp)), -1)
                 continue
             error = hosted.partition.check_append(acks)
             if error != ErrorCode.NONE:
@@ -441,7 +455,7 @@ class ReplicaManager:
         for request in requests:
             hosted = self.partitions.get(request.tp)
             if hosted is None:
-                results.append(FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(FetchResult(self.not_hosted_error(request.tp)))
                 continue
             hw = hosted.partition.high_watermark
             the_log = hosted.log
@@ -544,7 +558,7 @@ class DelayedProduce(DelayedOperation):
                 continue
             hosted = self._manager.partitions.get(tp)
             if hosted is None:
-                self._status[tp] = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                self._status[tp] = ProduceResult(self._manager.not_hosted_error(tp))
                 continue
             done, error = hosted.partition.check_enough_replicas_reach_offset(required)
             # Kafka's DelayedProduce: an error (e.g. leadership lost) also ends the wait.

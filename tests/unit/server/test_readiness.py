@@ -43,7 +43,14 @@ class Recorder:
             self.failed.append((name, exc))
             self.closed.add(conn)
 
-        self.gate.hold(conn, lambda: self.ran.append(name), fail, lambda: conn in self.closed)
+        self.gate.hold(
+            conn,
+            api_key,
+            body,
+            run=lambda: self.ran.append(name),
+            fail=fail,
+            done=lambda: conn in self.closed,
+        )
         return False
 
 
@@ -63,22 +70,31 @@ async def test_client_requests_wait_for_registration_and_the_controllers_metadat
     assert not r.submit(client, "metadata", ApiKey.METADATA)
     assert not r.submit(client, "produce", ApiKey.PRODUCE)
     assert not r.submit(object(), "consumer fetch", ApiKey.FETCH, consumer_fetch())
-    # The control plane and the replicas' own requests pass (rule 4).
-    assert r.submit(controller, "update metadata", ApiKey.UPDATE_METADATA)
-    assert r.submit(controller, "leader and isr", ApiKey.LEADER_AND_ISR)
+    # Requests to the controller and the replicas' own requests pass (rule 4) ...
+    assert r.submit(object(), "alter partition", ApiKey.ALTER_PARTITION)
     assert r.submit(follower, "follower fetch", ApiKey.FETCH, follower_fetch(2))
     assert r.submit(object(), "api versions", ApiKey.API_VERSIONS)
+    # ... the controller's wait for the registration, so that the broker can refuse one
+    # addressed to an earlier incarnation of itself (KIP-380).
+    assert not r.submit(controller, "leader and isr", ApiKey.LEADER_AND_ISR)
+    assert not r.submit(controller, "update metadata", ApiKey.UPDATE_METADATA)
     # An UpdateMetadata before the registration is not for this incarnation yet ...
     gate.applied_update_metadata(7)
     assert not gate.is_open
     gate.registered(8)
     assert not gate.is_open
-    assert r.ran == ["update metadata", "leader and isr", "follower fetch", "api versions"]
+    assert r.ran == [
+        "alter partition",
+        "follower fetch",
+        "api versions",
+        "leader and isr",
+        "update metadata",
+    ]
     # ... the one addressed to the registration's broker epoch opens the gate, and every
     # held request runs, in arrival order.
     gate.applied_update_metadata(8)
     assert gate.is_open
-    assert r.ran[4:] == ["metadata", "produce", "consumer fetch"]
+    assert r.ran[5:] == ["metadata", "produce", "consumer fetch"]
     assert r.submit(client, "metadata again", ApiKey.METADATA)
     assert not r.failed
 
