@@ -1,20 +1,40 @@
 """The checker on hand-made histories: each kind of anomaly is reported, and a clean
-history reports nothing (unit tests: no processes)."""
+history reports nothing; a client-visible error fails the run and shows in the report
+(issue 18). Unit tests: no processes."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tidelog.client import Record, build_batch
+from tidelog.testing.faults import __main__ as faults_main
 from tidelog.testing.faults.checker import (
     check_histories,
     check_replicas,
     committed_batches,
     unavailability,
 )
-from tidelog.testing.faults.workload import Ack, Read
+from tidelog.testing.faults.nemesis import (
+    ALL_KINDS,
+    MIXES,
+    RESTART_KINDS,
+    FaultRecord,
+    Nemesis,
+)
+from tidelog.testing.faults.run import (
+    ClientStats,
+    RunConfig,
+    RunResult,
+    client_stats,
+    describe_error,
+    error_notes,
+    render_report,
+    when,
+)
+from tidelog.testing.faults.workload import Ack, ClientError, ProducerHistory, Read
 
 
 def _ack(p: int, o: int, v: bytes, at: float = 0.0) -> Ack:
@@ -119,3 +139,112 @@ def test_producer_order_is_informational_without_idempotence() -> None:
     ]
     assert loose.ok
     assert "producer_reordered (not idempotent, not a failure): 1" in loose.summary()
+
+
+# --- issue 18: client-visible errors in the verdict, the report and the exit status --------
+
+
+def _result_with_one_client_visible_error() -> RunResult:
+    fault = FaultRecord(0, "kill_restart_fast", 2, 10.0, 12.0, 15.0, True, "SIGKILL + start")
+    error = ClientError(
+        "confluent-kafka",
+        "producer 0",
+        "produce()",
+        "KafkaException: KafkaError{code=_UNKNOWN_TOPIC,val=-188}",
+        13.5,
+    )
+    findings = check_histories([_ack(0, o, b"p0-%d" % o) for o in range(5)], [], FINAL, HW)
+    findings.client_visible.append(describe_error(error, 0.0, [fault]))
+    return RunResult(
+        config=RunConfig(faults=1, seed=3),
+        findings=findings,
+        faults=[fault],
+        unavailable=[("kill_restart_fast", 2.0)],
+        sent=7,
+        failed_deliveries=1,
+        clients=[
+            ClientStats("confluent-kafka", 2, 5, 5, 0, 1),
+            ClientStats("kafka-python", 1, 1, 0, 1, 0),
+            ClientStats("aiokafka", 1, 1, 0, 0, 0),
+        ],
+        client_errors=[error],
+        notes=error_notes([error], 0.0, [fault]),
+    )
+
+
+def test_a_client_visible_error_fails_the_run() -> None:
+    result = _result_with_one_client_visible_error()
+    f = result.findings
+    assert f.lost_count == 0
+    assert not f.ok
+    assert list(f.failures) == ["client_visible"]
+    assert f.client_visible == [
+        "confluent-kafka producer 0, produce(), t+13.5s (during fault 0 (kill_restart_fast, "
+        "broker 2)): KafkaException: KafkaError{code=_UNKNOWN_TOPIC,val=-188}"
+    ]
+    assert f.summary().startswith("acknowledged 5, lost 0, client-visible errors 1\n")
+
+
+def test_the_command_line_exits_1_on_a_client_visible_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[RunConfig] = []
+
+    def fake_run(config: RunConfig, log: object = None) -> RunResult:
+        seen.append(config)
+        return _result_with_one_client_visible_error()
+
+    monkeypatch.setattr(faults_main, "run", fake_run)
+    report = tmp_path / "r.md"
+    argv = ["--mix", "restarts", "--faults", "1", "--report", str(report)]
+    assert faults_main.main(argv) == 1
+    assert seen[0].kinds == RESTART_KINDS
+    assert "| **client-visible errors (an application would stop)** | **1** |" in (
+        report.read_text(encoding="utf-8")
+    )
+    with pytest.raises(SystemExit):
+        faults_main.main(["--mix", "restarts", "--kinds", "kill_leader"])
+
+
+def test_the_report_shows_client_visible_errors_beside_the_lost_records() -> None:
+    text = render_report(_result_with_one_client_visible_error(), "cmd", code="abc")
+    lines = text.splitlines()
+    lost = lines.index("| **acknowledged records lost** | **0** |")
+    assert lines[lost + 1] == "| **client-visible errors (an application would stop)** | **1** |"
+    assert "| confluent-kafka | 2 | 5 | 5 | 0 | 1 |" in lines
+    assert "| kafka-python | 1 | 1 | 0 | 1 | 0 |" in lines
+    assert "| aiokafka | 1 | 1 | 0 | 0 | 0 |" in lines
+    notes = text.split("## Notes", 1)[1].split("## How it works", 1)[0]
+    assert "**1 client-visible errors** (an application would stop): confluent-kafka 1" in notes
+    assert "code=_UNKNOWN_TOPIC" in notes
+    assert "**Client-visible errors** (issue 18)" in text
+    assert "| kill_restart_fast | 1 | 2.0 | 0 |" in lines
+
+
+def test_client_stats_sum_each_clients_producers() -> None:
+    histories = [
+        ProducerHistory(0, sent=3, acks=[_ack(0, 0, b"p0-0")], client="confluent-kafka"),
+        ProducerHistory(1, sent=2, failed=[(b"p1-0", "t", 0.0)], client="confluent-kafka"),
+        ProducerHistory(2, sent=1, client="aiokafka"),
+    ]
+    histories[2].visible.append(ClientError("aiokafka", "producer 2", "send()", "x", 0.0))
+    workers = [SimpleNamespace(history=h) for h in histories]
+    assert client_stats(workers) == [
+        ClientStats("confluent-kafka", 2, 5, 1, 1, 0),
+        ClientStats("kafka-python", 0, 0, 0, 0, 0),
+        ClientStats("aiokafka", 1, 1, 0, 0, 1),
+    ]
+
+
+def test_when_places_an_error_in_the_fault_schedule() -> None:
+    fault = FaultRecord(3, "pause_long", 1, 10.0, 19.0, 21.0, True, "SIGSTOP 9.0s")
+    assert when(5.0, [fault]) == "before the first fault"
+    assert when(20.0, [fault]) == "during fault 3 (pause_long, broker 1)"
+    assert when(22.5, [fault]) == "1.5s after fault 3 (pause_long) healed"
+
+
+def test_the_restarts_mix_names_kinds_the_nemesis_has() -> None:
+    assert set(RESTART_KINDS) <= set(ALL_KINDS)
+    assert MIXES["all"] == ALL_KINDS
+    for kind in ALL_KINDS:
+        assert callable(getattr(Nemesis, f"_{kind}", None)), kind

@@ -12,6 +12,7 @@ import pytest
 from tidelog.testing.faults.nemesis import ALL_KINDS
 from tidelog.testing.faults.run import RunConfig, run
 from tidelog.testing.faults.unclean import run_unclean
+from tidelog.testing.faults.workload import CLIENTS
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,8 @@ CHEAP_KINDS = ("pause_short", "isolate_broker", "kill_follower", "partition_zk")
 def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) -> None:
     """20 faults, every kind at least once, one at a time from a seeded schedule; the checker
     must find no lost, moved, vanished, inconsistent or reordered record, identical replicas
-    below the HW, and a cluster that heals after each fault."""
+    below the HW, a cluster that heals after each fault, and no client-visible error from
+    any of the three clients' producers (confluent-kafka, kafka-python, aiokafka; issue 18)."""
     result = run(
         RunConfig(
             faults=20,
@@ -37,11 +39,17 @@ def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) ->
     )
     kinds = Counter(r.kind for r in result.faults)
     print(result.findings.summary())
+    print(*result.clients, sep="\n")
     assert len(result.faults) == 20
     assert set(kinds) == set(ALL_KINDS), kinds
     assert result.findings.acknowledged > 1000
     assert result.findings.failures == {}, result.findings.summary()
     assert result.findings.lost_count == 0
+    # Every client's producers got through the faults, none saw an error to stop on.
+    assert {s.client: s.acknowledged > 100 for s in result.clients} == dict.fromkeys(
+        CLIENTS, True
+    ), result.clients
+    assert result.client_errors == []
 
 
 @pytest.mark.slow  # ~2 min (three session timeouts); the checker's unit tests run in make test

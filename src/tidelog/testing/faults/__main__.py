@@ -1,7 +1,9 @@
-"""``python -m tidelog.testing.faults --faults 500 --seed S --report docs/reliability.md``
+"""``python -m tidelog.testing.faults [--mix restarts] --faults N --seed S --report FILE``
 
 Runs the fault-injection harness (see ``tidelog.testing.faults``) and writes the report.
-Exit status 0 when the checker found nothing, 1 otherwise (the findings are printed).
+Exit status 0 when the checker found nothing, 1 otherwise (the findings are printed): a lost
+or otherwise wrong record, a stuck cluster, or a client-visible error (an error a client
+reported that an application would stop on).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tidelog.testing.faults.nemesis import ALL_KINDS
+from tidelog.testing.faults.nemesis import ALL_KINDS, MIXES
 from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
 
 
@@ -20,7 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, default=None)
-    parser.add_argument("--kinds", default=",".join(ALL_KINDS), help="comma-separated")
+    parser.add_argument(
+        "--kinds", default=None, help="comma-separated fault kinds (default: every kind)"
+    )
+    parser.add_argument(
+        "--mix",
+        choices=sorted(MIXES),
+        default=None,
+        help="a named set of kinds: 'restarts' = kill+restart, pause past the session, "
+        "clean and rolling restarts (instead of --kinds)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="keep the cluster's files here")
     parser.add_argument(
         "--time-limit", type=float, default=None, help="stop injecting faults after N seconds"
@@ -31,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         help="producers with enable.idempotence=true; any duplicate then fails the run",
     )
     args = parser.parse_args(args_list)
-    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if args.mix is not None and args.kinds is not None:
+        parser.error("--mix and --kinds exclude each other")
+    if args.mix is not None:
+        kinds = MIXES[args.mix]
+    else:
+        kinds = tuple(k for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k)
     unknown = sorted(set(kinds) - set(ALL_KINDS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; known: {', '.join(ALL_KINDS)}")
@@ -46,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = run(config, log=print_err)
     print(result.findings.summary())
+    for s in result.clients:
+        print(
+            f"{s.client}: {s.producers} producers, sent {s.sent}, acknowledged "
+            f"{s.acknowledged}, indeterminate {s.indeterminate}, client-visible errors "
+            f"{s.client_visible}"
+        )
+    print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
     if args.report is not None:
         command = "python -m tidelog.testing.faults " + " ".join(args_list)
         args.report.write_text(render_report(result, command), encoding="utf-8")

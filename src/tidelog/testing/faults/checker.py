@@ -19,7 +19,11 @@ replicas' log dirs. Findings (each a list of human-readable lines, empty when fi
 - ``divergent``: replicas whose batches below the high watermark differ byte for byte;
 - ``incomplete``: the final read did not get every offset below the high watermark;
 - ``stuck`` (liveness, filled by the runner): a fault after which the cluster did not become
-  healthy again (every broker up and in every ISR) within the heal timeout.
+  healthy again (every broker up and in every ISR) within the heal timeout;
+- ``client_visible`` (filled by the runner from the workload, issue 18): every error a
+  client reported that an application would stop on (a non-retriable error in a delivery
+  report, an exception from ``produce()``/``send()`` on the existing topic, a consumer's
+  fatal error); retriable and timed-out deliveries are indeterminate, not failures.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class Findings:
     incomplete: list[str] = field(default_factory=list)
     #: Liveness: faults after which the cluster did not become healthy again.
     stuck: list[str] = field(default_factory=list)
+    #: Errors a client reported that an application would stop on (one line each).
+    client_visible: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     #: A non-idempotent producer's values stored out of sending order: reported, not a
     #: failure. librdkafka's max.in.flight=1 is per connection; across a leader change a
@@ -75,6 +81,7 @@ class Findings:
                 ("divergent", self.divergent),
                 ("incomplete", self.incomplete),
                 ("stuck", self.stuck),
+                ("client_visible", self.client_visible),
             )
             if items
         }
@@ -84,7 +91,10 @@ class Findings:
         return not self.failures
 
     def summary(self, limit: int = 10) -> str:
-        lines = [f"acknowledged {self.acknowledged}, lost {self.lost_count}"]
+        lines = [
+            f"acknowledged {self.acknowledged}, lost {self.lost_count}, "
+            f"client-visible errors {len(self.client_visible)}"
+        ]
         informational = {
             "duplicated": self.duplicated,
             "producer_reordered (not idempotent, not a failure)": self.producer_reordered,

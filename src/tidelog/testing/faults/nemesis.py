@@ -12,6 +12,9 @@ timeout = session):
 kill_leader           SIGKILL the leader of a random partition, restart it after 0.5-3 s
 kill_follower         SIGKILL a follower of a random partition, restart it after 0.5-3 s
 kill_controller       SIGKILL the active controller (Metadata's controller id), restart
+kill_restart_fast     SIGKILL a broker and start it again at once: the new process finds its
+                      own stale /brokers/ids/N registration (the session of the killed one)
+                      and waits for it to expire while clients already reach it
 pause_short           SIGSTOP a broker for less than lag/2, SIGCONT
 pause_lag             SIGSTOP longer than lag, shorter than session (leaves the ISR, keeps its
                       session), SIGCONT
@@ -38,6 +41,10 @@ partition_asymmetric  cut one link one way: a follower of a random partition can
                       reach that partition's leader (the leader still reaches it) for 2 lag ..
                       session, heal; the follower must leave the ISR
 ====================  ======================================================================
+
+Mixes (``MIXES``, ``--mix``): ``all`` is every kind; ``restarts`` only the kinds that kill,
+pause past the session or restart brokers (the window in which a restarted broker answers
+clients before it knows the cluster again).
 
 Network faults record in their detail the smallest ISR any broker's metadata showed for each
 partition just before the heal (the proof that a cut did cut replication).
@@ -76,7 +83,24 @@ ALL_KINDS: tuple[str, ...] = (
     "partition_brokers",
     "partition_asymmetric",
     "partition_clients",
+    "kill_restart_fast",
 )
+
+#: Every kind that kills and restarts a broker, pauses it past its session, or restarts it
+#: cleanly (issue 18: a just-restarted broker told a client that the topic had 0 partitions).
+RESTART_KINDS: tuple[str, ...] = (
+    "kill_leader",
+    "kill_follower",
+    "kill_controller",
+    "kill_restart_fast",
+    "torn_tail",
+    "pause_long",
+    "restart_clean",
+    "rolling_restart",
+)
+
+#: Named fault mixes for ``--mix``.
+MIXES: Mapping[str, tuple[str, ...]] = {"all": ALL_KINDS, "restarts": RESTART_KINDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +237,13 @@ class Nemesis:
             return None, "no controller to kill"
         self._crash_and_restart(controller)
         return controller, "SIGKILL controller"
+
+    def _kill_restart_fast(self) -> tuple[int | None, str]:
+        broker = self._random_broker()
+        self.cluster.kill_broker(broker)
+        begin = time.monotonic()
+        self.cluster.start_broker(broker)
+        return broker, f"SIGKILL + start at once (ready {time.monotonic() - begin:.1f}s later)"
 
     def _pause(self, seconds: float) -> tuple[int | None, str]:
         broker = self._random_broker()

@@ -25,9 +25,17 @@ from tidelog.testing.faults.checker import (
     check_replicas,
     unavailability,
 )
+from tidelog.testing.faults.clients import AiokafkaProducerWorker, KafkaPythonProducerWorker
 from tidelog.testing.faults.cluster import FaultCluster
 from tidelog.testing.faults.nemesis import ALL_KINDS, FaultRecord, Nemesis, Timings
-from tidelog.testing.faults.workload import ConsumerWorker, ProducerWorker, final_read
+from tidelog.testing.faults.workload import (
+    CLIENTS,
+    ClientError,
+    ConsumerWorker,
+    ProducerWorker,
+    ProducerWorkerBase,
+    final_read,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +44,11 @@ class RunConfig:
     seed: int = 1
     brokers: int = 3
     partitions: int = 3
+    #: confluent-kafka producers; then the kafka-python and aiokafka ones (issue 18), each
+    #: with the next producer number.
     producers: int = 2
+    kafka_python_producers: int = 1
+    aiokafka_producers: int = 1
     consumers: int = 2
     kinds: Sequence[str] = ALL_KINDS
     #: Every kind once first (in a seeded order), then ``rest_kinds`` (default ``kinds``).
@@ -56,6 +68,83 @@ class RunConfig:
     idempotent: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ClientStats:
+    """One client's producers, summed (the report's per-client table)."""
+
+    client: str
+    producers: int
+    sent: int
+    acknowledged: int
+    indeterminate: int
+    client_visible: int
+
+
+def client_stats(
+    producers: Sequence[ProducerWorkerBase], clients: Sequence[str] = CLIENTS
+) -> list[ClientStats]:
+    stats = []
+    for client in clients:
+        mine = [p.history for p in producers if p.history.client == client]
+        stats.append(
+            ClientStats(
+                client,
+                len(mine),
+                sum(h.sent for h in mine),
+                sum(len(h.acks) for h in mine),
+                sum(len(h.failed) for h in mine),
+                sum(len(h.visible) for h in mine),
+            )
+        )
+    return stats
+
+
+def when(at: float, faults: Sequence[FaultRecord]) -> str:
+    """Where ``at`` (time.monotonic()) falls in the fault schedule."""
+    last: FaultRecord | None = None
+    for r in faults:
+        if r.start <= at <= r.settled:
+            return f"during fault {r.index} ({r.kind}, broker {r.target})"
+        if r.settled < at:
+            last = r
+    if last is None:
+        return "before the first fault"
+    return f"{at - last.settled:.1f}s after fault {last.index} ({last.kind}) healed"
+
+
+def describe_error(e: ClientError, started: float, faults: Sequence[FaultRecord]) -> str:
+    value = f" of {e.value!r}" if e.value is not None else ""
+    return (
+        f"{e.client} {e.worker}, {e.where}{value}, t+{e.at - started:.1f}s "
+        f"({when(e.at, faults)}): {e.error}"
+    )
+
+
+def error_notes(
+    errors: Sequence[ClientError], started: float, faults: Sequence[FaultRecord]
+) -> list[str]:
+    """The report's notes on client-visible errors: how many per client, the most frequent
+    texts, the first few in full (every one is in the Findings)."""
+    if not errors:
+        return []
+    per_client = Counter(e.client for e in errors)
+    texts = Counter((e.client, e.where, e.error) for e in errors)
+    notes = [
+        f"**{len(errors)} client-visible errors** (an application would stop): "
+        + ", ".join(f"{client} {n}" for client, n in per_client.items())
+        + "; the most frequent: "
+        + "; ".join(
+            f"{client} {where}: `{error}` ({n}x)"
+            for (client, where, error), n in texts.most_common(NOTED_ERRORS // 2)
+        )
+    ]
+    notes += [
+        f"client-visible error {i + 1}: {describe_error(e, started, faults)}"
+        for i, e in enumerate(errors[: NOTED_ERRORS // 2])
+    ]
+    return notes
+
+
 @dataclass(slots=True)
 class RunResult:
     config: RunConfig
@@ -68,6 +157,12 @@ class RunResult:
     reads: int = 0
     duration_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: Per client (confluent-kafka, kafka-python, aiokafka): its producers' totals.
+    clients: list[ClientStats] = field(default_factory=list)
+    #: Every client-visible error, producers' and consumers', in time order.
+    client_errors: list[ClientError] = field(default_factory=list)
+    #: Client-visible errors of the (confluent-kafka) consumers.
+    consumer_errors: int = 0
 
 
 def _overrides(config: RunConfig) -> dict[str, str]:
@@ -111,7 +206,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         tmpfs_size=config.tmpfs_size,
     )
     started = time.monotonic()
-    producers: list[ProducerWorker] = []
+    producers: list[ProducerWorkerBase] = []
     consumers: list[ConsumerWorker] = []
     try:
         cluster.start()
@@ -122,17 +217,22 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
         )
         bootstrap = cluster.client_bootstrap
-        producers = [
-            ProducerWorker(
-                bootstrap,
-                topic,
-                config.partitions,
-                i,
-                interval_s=config.produce_interval_s,
-                idempotent=config.idempotent,
-            ).start()
-            for i in range(config.producers)
-        ]
+        kinds_of_producer = (
+            [ProducerWorker] * config.producers
+            + [KafkaPythonProducerWorker] * config.kafka_python_producers
+            + [AiokafkaProducerWorker] * config.aiokafka_producers
+        )
+        for i, worker in enumerate(kinds_of_producer):
+            producers.append(
+                worker(
+                    bootstrap,
+                    topic,
+                    config.partitions,
+                    i,
+                    interval_s=config.produce_interval_s,
+                    idempotent=config.idempotent,
+                ).start()
+            )
         consumers = [
             ConsumerWorker(bootstrap, topic, config.partitions, f"c{i}").start()
             for i in range(config.consumers)
@@ -196,14 +296,29 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         result.notes.extend(nemesis.harness_errors)
         for c in consumers:
             result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
+        result.clients = client_stats(producers)
+        result.client_errors = sorted(
+            [e for p in producers for e in p.history.visible]
+            + [e for c in consumers for e in c.visible],
+            key=lambda e: e.at,
+        )
+        result.consumer_errors = sum(len(c.visible) for c in consumers)
+        findings.client_visible.extend(
+            describe_error(e, started, nemesis.records) for e in result.client_errors
+        )
+        result.notes.extend(error_notes(result.client_errors, started, nemesis.records))
         return result
     finally:
         for p in producers:
-            p._stop.set()
+            p.abort()
         cluster.stop()
         if not config.keep_directory and config.directory is None:
             shutil.rmtree(directory, ignore_errors=True)
 
+
+#: Client-visible errors in the report's notes: this many/2 most frequent texts, and the
+#: first this many/2 errors in full.
+NOTED_ERRORS = 10
 
 METHOD = """## How it works
 
@@ -218,8 +333,19 @@ METHOD = """## How it works
   one way (`partition_asymmetric`), and heal (held bytes flow again, as after a real
   partition). One broker's log dir is a small tmpfs for the disk-full fault. The kinds
   are listed in `tidelog/testing/faults/nemesis.py` and docs/faults.md.
-- **Workload**: confluent-kafka producers with `acks=all` record every acknowledgement
-  (partition, offset, value); consumers `assign()`-ed to every partition record every read.
+- **Workload**: producers of three clients (confluent-kafka, kafka-python, aiokafka), all
+  `acks=all`, one request in flight per connection, record every acknowledgement
+  (partition, offset, value) and every error their client reported; confluent-kafka
+  consumers `assign()`-ed to every partition record every read.
+- **Client-visible errors** (issue 18): each client's errors go through its own table
+  (`tidelog/testing/faults/workload.py` and `clients.py`, docs/faults.md). A delivery that
+  timed out or ended on an error Kafka marks retriable (leader moved, not enough replicas,
+  disconnected) is indeterminate: the write may be in the log, an application retries it.
+  Anything an application would stop on is a failure of the run: a non-retriable or fatal
+  error in a delivery report (the existing topic or partition reported unknown, ...), an
+  exception from `produce()`/`send()` other than local back-pressure (a full queue), a
+  consumer's fatal error or the topic reported unknown to it. The producers count such an
+  error and go on.
 - **Checker** (Jepsen's Kafka checker in spirit): after the final heal every partition is
   read from 0 to its high watermark. Lost = an acknowledged value found nowhere; moved =
   found at another offset than acknowledged; vanished = read by a consumer, gone later;
@@ -275,10 +401,11 @@ def render_report(result: RunResult, command: str, code: str | None = None) -> s
         "",
         f"Cluster: {c.brokers} brokers + ZooKeeper on loopback, topic with {c.partitions} "
         f"partitions, RF=3, `min.insync.replicas=2`, `unclean.leader.election.enable=false`, "
-        f"{c.producers} confluent-kafka producers with `acks=all` "
-        f"(`max.in.flight.requests.per.connection=1`, "
+        f"producers with `acks=all` ({c.producers} confluent-kafka, "
+        f"{c.kafka_python_producers} kafka-python, {c.aiokafka_producers} aiokafka; one request "
+        f"in flight per connection, "
         f"{'`enable.idempotence=true`' if c.idempotent else 'not idempotent'}), {c.consumers} "
-        f"consumers (`assign()`), `zookeeper.session.timeout.ms={c.session_ms}`, "
+        f"confluent-kafka consumers (`assign()`), `zookeeper.session.timeout.ms={c.session_ms}`, "
         f"`replica.lag.time.max.ms={c.lag_ms}`, seed {c.seed}. One fault at a time; after "
         "each, the cluster is awaited healthy (every broker up, every ISR full).",
         "",
@@ -291,6 +418,7 @@ def render_report(result: RunResult, command: str, code: str | None = None) -> s
         f"| failed deliveries (indeterminate) | {result.failed_deliveries} |",
         f"| records read by the consumers | {result.reads} |",
         f"| **acknowledged records lost** | **{f.lost_count}** |",
+        f"| **client-visible errors (an application would stop)** | **{len(f.client_visible)}** |",
         f"| acknowledged at one offset, stored at another | {len(f.moved)} |",
         f"| read, then vanished | {len(f.vanished)} |",
         f"| one offset, different values | {len(f.inconsistent)} |",
@@ -306,6 +434,18 @@ def render_report(result: RunResult, command: str, code: str | None = None) -> s
             f"not a failure) | {len(f.producer_reordered)} |"
         ),
         f"| wall time | {result.duration_s:.0f} s |",
+        "",
+        "## Clients",
+        "",
+        "| client | producers | sent | acknowledged | failed (indeterminate) | "
+        "client-visible errors |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {s.client} | {s.producers} | {s.sent} | {s.acknowledged} | "
+            f"{s.indeterminate} | {s.client_visible} |"
+            for s in result.clients
+        ),
+        f"| confluent-kafka consumers | {c.consumers} | - | - | - | {result.consumer_errors} |",
         "",
         "## Faults by kind",
         "",
