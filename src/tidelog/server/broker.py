@@ -18,7 +18,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidelog.aio import wait_for
@@ -104,6 +104,27 @@ CLUSTER_APIS = SERVED_APIS | {
 }
 
 
+def _settle_when_done(
+    source: asyncio.Future[Any],
+    out: asyncio.Future[Response | None],
+    transform: Callable[[Any], Response | None],
+) -> None:
+    """When ``source`` is done, ``out`` is too: cancelled, failed, or with its result
+    transformed (unless something settled ``out`` first)."""
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif (exc := f.exception()) is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(transform(f.result()))
+
+    source.add_done_callback(done)
+
+
 class Dispatcher:
     """Frames in, responses out: decode, route to the handler, encode (network rule 3)."""
 
@@ -151,21 +172,10 @@ class Dispatcher:
             except Exception as exc:  # the connection closes with it
                 out.set_exception(exc)
                 return
-            if not isinstance(result, asyncio.Future):
+            if isinstance(result, asyncio.Future):
+                _settle_when_done(result, out, lambda response: response)
+            else:
                 out.set_result(result)
-                return
-
-            def done(f: asyncio.Future[Response | None]) -> None:
-                if out.done():
-                    return
-                if f.cancelled():
-                    out.cancel()
-                elif (exc := f.exception()) is not None:
-                    out.set_exception(exc)
-                else:
-                    out.set_result(f.result())
-
-            result.add_done_callback(done)
 
         gate.hold(conn, header.api_key, body, run=run, fail=out.set_exception, done=out.done)
         return out
@@ -178,18 +188,7 @@ class Dispatcher:
         result = handler(header, body)
         if isinstance(result, asyncio.Future):
             out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-
-            def done(f: asyncio.Future[Any], header: RequestHeader = header) -> None:
-                if out.done():
-                    return
-                if f.cancelled():
-                    out.cancel()
-                elif (exc := f.exception()) is not None:
-                    out.set_exception(exc)
-                else:
-                    out.set_result(self._encode(header, f.result()))
-
-            result.add_done_callback(done)
+            _settle_when_done(result, out, lambda body: self._encode(header, body))
             return out
         return self._encode(header, result)
 
