@@ -120,9 +120,10 @@ def read_back(bootstrap: str, acked: dict[tuple[int, int], bytes]) -> dict[tuple
 
         def done() -> bool:
             for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    p, o = int(msg.partition()), int(msg.offset())
-                    got[(p, o)] = bytes(msg.value())
+                partition, offset, value = msg.partition(), msg.offset(), msg.value()
+                if msg.error() is None and None not in (partition, offset, value):
+                    p, o = int(partition or 0), int(offset or 0)
+                    got[(p, o)] = bytes(value or b"")
                     position[p] = max(position[p], o + 1)
             return all(position[p] >= end for p, end in ends.items())
 
@@ -166,7 +167,11 @@ def test_a_producer_writes_through_restarts_and_long_pauses_without_an_error(
             done.append(f"{kind} of broker {victim.broker_id}")
             wait_until(lambda: all_isrs_full(cluster), 120.0, f"every ISR full after {done[-1]}")
             wanted = len(app.acked) + 50
-            wait_until(lambda n=wanted: len(app.acked) >= n, 60.0, "acks after the heal")
+
+            def acked_more(n: int = wanted) -> bool:
+                return len(app.acked) >= n
+
+            wait_until(acked_more, 60.0, "acks after the heal")
     finally:
         remaining = app.stop()
     assert remaining == 0, f"{remaining} records not delivered"
