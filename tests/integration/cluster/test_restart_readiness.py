@@ -78,3 +78,28 @@ def test_a_request_held_too_long_closes_its_connection_and_never_says_unknown_to
     # wait_until retries), and the first answer it gives is the whole topic.
     wait_until(described, 60.0, "the restarted broker to answer Metadata")
     assert answers == [(ErrorCode.NONE, 6)]
+
+
+def test_a_broker_whose_session_expired_serves_again_once_described_anew(
+    cluster: BrokerCluster,
+) -> None:
+    create_topic(cluster, "chaos", partitions=6)
+    victim = cluster.broker(0)
+    # Longer than the ZooKeeper session (6 s, capped at 20 ticks = 5 s by the server).
+    victim.pause()
+    time.sleep(8.0)
+    victim.resume()
+
+    def served_again() -> bool:
+        out = victim.output()
+        closed = out.find("not serving clients until the controller's metadata comes")
+        return closed >= 0 and out.find("serving clients (", closed) >= 0
+
+    wait_until(served_again, 60.0, "the broker to close its gate and open it again")
+    out = victim.output()
+    assert "ZooKeeper session expired" in out
+    assert "re-registered, broker epoch" in out
+    with BlockingClient(victim.bootstrap, request_timeout_s=30.0) as client:
+        topic = client.metadata(["chaos"]).topics["chaos"]
+    assert topic.error_code == ErrorCode.NONE
+    assert sorted(topic.partitions) == list(range(6))
