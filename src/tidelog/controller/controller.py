@@ -384,6 +384,10 @@ class Controller:
         #: Live brokers whose log dir is offline (module docstring, 8): never elected, never
         #: added to an ISR, until they report the dir back (or restart).
         self._offline_dirs: set[BrokerId] = set()
+        #: Partition leaders this controller wrote that changed the leader epoch, and those of
+        #: them taken from outside the ISR (Kafka's ControllerStats; tidelog.server.metrics).
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -445,6 +449,36 @@ class Controller:
     @property
     def controller_epoch(self) -> ControllerEpoch | None:
         return None if self._seat is None else self._seat.controller_epoch
+
+    def offline_partition_count(self) -> int:
+        """Partitions with no leader, topics being deleted aside (Kafka's
+        OfflinePartitionsCount); 0 unless active."""
+        if self._seat is None:
+            return 0
+        return sum(
+            1
+            for tp, state in self._states.items()
+            if state.leader == NO_BROKER and tp.topic not in self._deleting
+        )
+
+    def preferred_replica_imbalance_count(self) -> int:
+        """Partitions led by a broker other than their first replica (Kafka's
+        PreferredReplicaImbalanceCount); 0 unless active."""
+        if self._seat is None:
+            return 0
+        count = 0
+        for tp, state in self._states.items():
+            replicas = self._replicas(tp)
+            if replicas and state.leader != replicas[0] and tp.topic not in self._deleting:
+                count += 1
+        return count
+
+    def global_counts(self) -> tuple[int, int]:
+        """(topics, partitions) of the cluster (Kafka's GlobalTopicCount and
+        GlobalPartitionCount); (0, 0) unless active."""
+        if self._seat is None:
+            return 0, 0
+        return len(self._assignments), len(self._states)
 
     def partition_state(self, tp: TopicPartition) -> PartitionState | None:
         """The cached state of ``tp`` (active controller only)."""
@@ -657,6 +691,7 @@ class Controller:
             retry: list[TopicPartition] = []
             for tp, result in results.items():
                 if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
+                    self._count_election(self._states[tp], result.state)
                     self._states[tp] = result.state
                     changed.add(tp)
                 elif result.outcome is StateWriteOutcome.BAD_VERSION:
@@ -670,6 +705,15 @@ class Controller:
             self._states.update(fresh)
             todo = [tp for tp in retry if tp in fresh]
         return changed
+
+    def _count_election(self, before: PartitionState, after: PartitionState) -> None:
+        """A written state with a new leader epoch and a leader is an election; one whose
+        leader was not in the ISR it replaced is unclean (rule 9)."""
+        if after.leader == NO_BROKER or after.leader_epoch <= before.leader_epoch:
+            return
+        self.leader_elections += 1
+        if after.leader not in before.isr:
+            self.unclean_leader_elections += 1
 
     def _restarted_since_written(self, state: PartitionState) -> frozenset[BrokerId]:
         """Live leader/ISR members registered after ``state`` was last written."""

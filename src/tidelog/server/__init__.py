@@ -12,6 +12,7 @@ Modules, from the socket inwards:
     purgatory        delayed operations keyed by partition, woken by appends, with timeouts
     metadata         the single-broker topic image (``tidelog-metadata.json``)
     config           broker / topic configuration with Kafka's names, defaults, validation
+    metrics          Prometheus metrics with Kafka's JMX names, served on ``metrics.listener``
     messages         version-independent construction of kio response entities
 
 Failures: a peer's bad bytes end as an ``ErrorCode`` in the response or as

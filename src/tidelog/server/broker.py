@@ -13,6 +13,7 @@ so every acknowledged record (acks=1/all: in the page cache before the answer) i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import signal
@@ -38,6 +39,13 @@ from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
 from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.metadata import MetadataStore
+from tidelog.server.metrics import (
+    BrokerState,
+    MetricsEndpoint,
+    RequestMetrics,
+    ZkSessionTracker,
+    broker_registry,
+)
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.process import keep_freed_memory
 from tidelog.server.readiness import ReadinessGate
@@ -133,14 +141,19 @@ class Dispatcher:
         apis: KafkaApis,
         supported: Mapping[ApiKey, tuple[int, int]],
         gate: ReadinessGate | None = None,
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         self._apis = apis
         self._supported = supported
         self._handlers = apis.handlers
         #: In a cluster: client requests wait until the broker has the cluster's metadata.
         self._gate = gate
+        #: Per-API counts and times when ``metrics.listener`` is set (tidelog.server.metrics).
+        self._request_metrics = request_metrics
 
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
+        metrics = self._request_metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             header, body = decode_request(frame, self._supported)
         except UnsupportedVersionError as exc:
@@ -156,8 +169,12 @@ class Dispatcher:
             raise CloseConnection(str(exc)) from None
         gate = self._gate
         if gate is not None and gate.must_hold(conn, header.api_key, body):
-            return self._hold(gate, conn, header, body)
-        return self._run(conn, header, body)
+            result: DispatchResult = self._hold(gate, conn, header, body)
+        else:
+            result = self._run(conn, header, body)
+        if metrics is not None:
+            metrics.record(header.api_key, body, result, started)
+        return result
 
     def _hold(
         self, gate: ReadinessGate, conn: Connection, header: RequestHeader, body: Any
@@ -213,6 +230,10 @@ class Broker:
         self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
+        #: Prometheus endpoint when ``metrics.listener`` is set (tidelog.server.metrics).
+        self.request_metrics: RequestMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.state = BrokerState.STARTING
 
     def _open(self) -> None:
         config = self.config
@@ -238,7 +259,11 @@ class Broker:
         self.apis.load_topics(self.log_manager.high_watermarks())
         self.groups = GroupCoordinator(self.apis)
         self.apis.handlers.update(self.groups.handlers())
-        self.dispatcher = Dispatcher(self.apis, self.supported)
+        if config.metrics_listener is not None:
+            self.request_metrics = RequestMetrics(self.supported)
+        self.dispatcher = Dispatcher(
+            self.apis, self.supported, request_metrics=self.request_metrics
+        )
 
     def _open_cluster(self) -> None:
         """In a cluster nothing is hosted until the controller's LeaderAndIsr says how
@@ -259,7 +284,11 @@ class Broker:
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         self.groups = GroupCoordinator(self.apis, self.node)
         self.apis.handlers.update(self.groups.handlers())
-        self.dispatcher = Dispatcher(self.apis, self.supported, self.node.readiness)
+        if self.config.metrics_listener is not None:
+            self.request_metrics = RequestMetrics(self.supported)
+        self.dispatcher = Dispatcher(
+            self.apis, self.supported, self.node.readiness, self.request_metrics
+        )
 
     async def start(self) -> None:
         self._open()
@@ -279,6 +308,7 @@ class Broker:
         )
         sockets = self._server.sockets
         self.bound_port = sockets[0].getsockname()[1] if sockets else endpoint.port
+        await self._start_metrics()
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
@@ -288,6 +318,8 @@ class Broker:
         self.groups.start()
         if self.node is not None:
             await self.node.start(self.bound_port)
+        if self.state is BrokerState.STARTING:
+            self.state = BrokerState.RUNNING
         log.info(
             "tidelog broker %d serving on %s:%d (%d topics)",
             self.config.broker_id,
@@ -295,6 +327,35 @@ class Broker:
             self.bound_port,
             len(self.metadata.topics),
         )
+
+    async def _start_metrics(self) -> None:
+        """The Prometheus endpoint (``metrics.listener``), serving from here on."""
+        listener = self.config.metrics_listener
+        if listener is None:
+            return
+        zk_session = None
+        if self.node is not None and self.node.zk is not None:
+            zk_session = ZkSessionTracker()
+            self.node.zk.add_session_listener(zk_session)
+        registry = broker_registry(
+            self.replica_manager,
+            self.node,
+            requests=self.request_metrics,
+            state=self._broker_state,
+            zk_session=zk_session,
+        )
+        self.metrics_endpoint = MetricsEndpoint(registry)
+        try:
+            port = await self.metrics_endpoint.start(listener)
+        except OSError as exc:  # the port is taken, the host is not ours, ...
+            raise OSError(exc.errno, f"metrics.listener {listener}: {exc.strerror}") from exc
+        log.info("metrics served on %s/metrics", dataclasses.replace(listener, port=port))
+
+    def _broker_state(self) -> BrokerState:
+        readiness = self.node.readiness if self.node is not None else None
+        if self.state is BrokerState.RUNNING and readiness is not None and not readiness.is_open:
+            return BrokerState.STARTING  # not serving clients until it has the metadata
+        return self.state
 
     async def _warm_up_codecs(self) -> None:
         """Build the protocol codecs one at a time after the listener is up: start-up and
@@ -403,7 +464,9 @@ class Broker:
         if self.node is not None:
             await self.node.withdraw_candidacy()
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
+            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
             await self.node.controlled_shutdown()
+        self.state = BrokerState.SHUTTING_DOWN
         if self._server is not None:
             self._server.close()
         if self.node is not None:
@@ -432,6 +495,8 @@ class Broker:
             hosted.log.flush()
         self.replica_manager.checkpoint()
         self.log_manager.close()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         log.info("shut down cleanly")
 
 

@@ -1298,8 +1298,12 @@ class ClusterNode:
             if hosted is None:
                 return
             partition = hosted.partition
+            isr_before = partition.isr
             if partition.on_alter_partition_response(proposal, error, committed, now_ms()):
                 self._complete_purgatories(tp)
+            self.replica_manager.count_isr_change(isr_before, partition.isr)
+            if error != ErrorCode.NONE:
+                self.replica_manager.failed_isr_updates += 1
             if error == ErrorCode.NONE and committed is not None:
                 log.info("%s: ISR now %s", tp, list(committed.isr))
                 # Parked acks=all produces may now fail with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
@@ -1336,8 +1340,10 @@ class ClusterNode:
             isr=tuple(state.isr),
             partition_epoch=int(state.partition_epoch),
         )
+        isr_before = hosted.partition.isr
         if hosted.partition.on_state_resync(current, now_ms()):
             self._complete_purgatories(tp)
+        self.replica_manager.count_isr_change(isr_before, hosted.partition.isr)
         settled = hosted.partition.in_flight_proposal != proposal
         if settled:
             log.info("%s: ISR now %s (read from ZooKeeper)", tp, list(current.isr))

@@ -101,6 +101,45 @@ def parse_peer_addresses(raw: str) -> PeerAddresses:
     return PeerAddresses(tuple(entries))
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsListener:
+    """``metrics.listener``: where the Prometheus endpoint listens (``http://host:port``; port
+    0 picks a free one). The path is always ``/metrics`` (``tidelog.server.metrics``)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+_METRICS_LISTENER = re.compile(
+    r"http://(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]+)/?"
+)
+
+
+def parse_metrics_listener(raw: str) -> MetricsListener | None:
+    """``http://host:port`` (an IPv6 host in brackets) or empty (off); ValueError says what
+    is wrong."""
+    text = raw.strip()
+    if not text:
+        return None
+    match = _METRICS_LISTENER.fullmatch(text)
+    if match is None:
+        raise ValueError("expected http://host:port (the path is always /metrics), or empty")
+    port = int(match.group("port"))
+    if port > 65535:
+        raise ValueError(f"port {port} must be between 0 and 65535")
+    return MetricsListener(match.group("ipv6") or match.group("host"), port)
+
+
+def _metrics_listener_value(raw: str) -> str:
+    """The key's value as stored: validated, kept as text (DescribeConfigs shows it)."""
+    listener = parse_metrics_listener(raw)
+    return "" if listener is None else str(listener)
+
+
 def _at_least(minimum: int) -> Callable[[int], str | None]:
     def check(value: int) -> str | None:
         return None if value >= minimum else f"must be at least {minimum}"
@@ -202,6 +241,9 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "connections.max.idle.ms": _k(_parse_int, 600000, _at_least(-1)),
     "broker.rack": _k(_parse_str, ""),
     "cluster.id": _k(_parse_str, ""),
+    # tidelog's own: the Prometheus endpoint (``MetricsListener``, tidelog.server.metrics);
+    # empty: off.
+    "metrics.listener": _k(_metrics_listener_value, ""),
     # Testing only (the fault harness's per-link proxies): see ``PeerAddresses``.
     "tidelog.testing.peer.addresses": _k(parse_peer_addresses, PeerAddresses()),
 }
@@ -300,6 +342,11 @@ class BrokerConfig:
         if raw:
             return parse_listeners("advertised.listeners", raw)[0]
         return self.listener
+
+    @property
+    def metrics_listener(self) -> MetricsListener | None:
+        """Where the Prometheus endpoint listens; None: no endpoint (the default)."""
+        return parse_metrics_listener(self.get_str("metrics.listener"))
 
     def peer_address(
         self, broker_id: int, registered_host: str, registered_port: int

@@ -175,6 +175,12 @@ class ReplicaManager:
         self.log_dir_recovery_sink: Callable[[Path], None] | None = None
         #: In a cluster: whether the metadata cache knows ``tp`` (``not_hosted_error``).
         self.partition_known: Callable[[TopicPartition], bool] | None = None
+        #: Committed ISR changes of partitions led here, and AlterPartition answers that were
+        #: errors (Kafka's IsrShrinksPerSec, IsrExpandsPerSec, FailedIsrUpdatesPerSec; read
+        #: by tidelog.server.metrics).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.failed_isr_updates = 0
 
     def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
         """The answer for a partition this broker does not host (Kafka's
@@ -517,6 +523,13 @@ class ReplicaManager:
                 self.fetch_purgatory.check_and_complete(request.tp)
             if result.proposal is not None:
                 self.on_alter_partition(result.proposal)
+
+    def count_isr_change(self, before: frozenset[BrokerId], after: frozenset[BrokerId]) -> None:
+        """The committed ISR of a partition led here went from ``before`` to ``after``."""
+        if after - before:
+            self.isr_expands += 1
+        if before - after:
+            self.isr_shrinks += 1
 
     def on_alter_partition(self, proposal: AlterPartitionProposal) -> None:
         """An ISR change for the controller (AlterPartition, rule 5). A broker running with a
