@@ -169,6 +169,8 @@ class ReadinessGate:
     # -- requests (rules 4, 5) ----------------------------------------------------------
 
     def must_hold(self, conn: object, api_key: int, body: Any) -> bool:
+        if not self._held and self.is_open:
+            return False  # serving, nothing held: every request of a running broker
         if self._held_per_conn[id(conn)]:
             return True  # rule 5: nothing overtakes a held request on its connection
         return not self._satisfied(need_of(api_key, body))
