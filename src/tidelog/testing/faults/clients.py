@@ -187,14 +187,8 @@ class KafkaPythonProducerWorker(ProducerWorkerBase):
             future.add_errback(self._on_error, value)
             self._stop.wait(self.interval_s)
 
-    def start(self) -> KafkaPythonProducerWorker:
-        self._thread.start()
-        return self
-
     def stop(self, flush_timeout_s: float = 60.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._stop_sending()
         # What is still outstanding after the timeout is neither acknowledged nor failed.
         with contextlib.suppress(kperrors.KafkaTimeoutError):
             self.producer.flush(timeout=flush_timeout_s)
@@ -302,10 +296,6 @@ class AiokafkaProducerWorker(ProducerWorkerBase):
             future.add_done_callback(pending.discard)
             future.add_done_callback(functools.partial(self._on_done, value))
             await asyncio.sleep(self.interval_s)
-
-    def start(self) -> AiokafkaProducerWorker:
-        self._thread.start()
-        return self
 
     def stop(self, flush_timeout_s: float = 60.0) -> None:
         self.flush_timeout_s = flush_timeout_s

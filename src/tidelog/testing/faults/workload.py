@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, Self
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -215,9 +215,15 @@ class ProducerWorkerBase:
         worker = f"producer {self.history.producer}"
         return ClientError(self.client, worker, where, error, at, value)
 
-    def start(self) -> ProducerWorkerBase:
+    def start(self) -> Self:
         self._thread.start()
         return self
+
+    def _stop_sending(self) -> None:
+        """The sending thread ends (deliveries still outstanding are the caller's)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def acked_count(self) -> int:
         with self._lock:
@@ -299,15 +305,9 @@ class ProducerWorker(ProducerWorkerBase):
                     self._stop.wait(RAISE_PAUSE_S)
             self.producer.poll(self.interval_s)
 
-    def start(self) -> ProducerWorker:
-        self._thread.start()
-        return self
-
     def stop(self, flush_timeout_s: float = 60.0) -> None:
         """Stop sending and wait for the outstanding deliveries (acked or failed)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._stop_sending()
         self.producer.flush(flush_timeout_s)
 
 
