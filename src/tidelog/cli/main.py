@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.topics",
     "tidelog.cli.records",
     "tidelog.cli.groups",
+    "tidelog.cli.transactions",
     "tidelog.cli.bench",
 )
 

@@ -46,6 +46,11 @@ LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
 MAX_TIMESTAMP: Final = -3
 
+#: Fetch / ListOffsets isolation levels (KIP-98): read_committed reads up to the last stable
+#: offset and gets the aborted transactions of what it fetched.
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
+
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
     """``"h1:9092,h2:9093"`` (or a list of ``host:port``) -> [(host, port)]."""
@@ -148,6 +153,9 @@ class FetchResult:
     diverging_epoch: tuple[int, int] | None = None
     #: (leader_id, leader_epoch) when the broker says who leads now, else None.
     current_leader: tuple[int, int] | None = None
+    #: read_committed: (producer id, first offset) of the aborted transactions that overlap
+    #: the fetched range, as the broker listed them (empty when it sent none or null).
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,7 +456,9 @@ class Client:
         """Fetch from one broker (the first partition's leader unless ``node_id`` is given).
 
         ``replica_id`` >= 0 makes it a follower fetch (replication); ``conn`` sends on a
-        given connection (a follower's fetcher to its leader).
+        given connection (a follower's fetcher to its leader). With ``isolation_level``
+        ``READ_COMMITTED`` the broker returns records below the last stable offset only, and
+        each result carries the aborted transactions overlapping what was returned.
         """
         if not partitions:
             return {}
@@ -496,6 +506,7 @@ class Client:
             for p in topic.partitions:
                 diverging = getattr(p, "diverging_epoch", None)
                 leader = getattr(p, "current_leader", None)
+                aborted = getattr(p, "aborted_transactions", None) or ()
                 results[TopicPartition(topic.topic, int(p.partition_index))] = FetchResult(
                     error_code=_code(p.error_code),
                     high_watermark=int(p.high_watermark),
@@ -508,6 +519,9 @@ class Client:
                     current_leader=None
                     if leader is None or int(leader.leader_id) < 0
                     else (int(leader.leader_id), int(leader.leader_epoch)),
+                    aborted_transactions=[
+                        (int(a.producer_id), int(a.first_offset)) for a in aborted
+                    ],
                 )
         return results
 

@@ -39,6 +39,15 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE: Final = 16
 _I32 = struct.Struct(">i")
+#: attributes bits 4 and 5.
+_TRANSACTIONAL: Final = 0x10
+_CONTROL: Final = 0x20
+#: ControlRecordType key (version int16, type int16) and EndTransactionMarker value
+#: (version int16, coordinator epoch int32), both version 0.
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+CONTROL_TYPE_ABORT: Final = 0
+CONTROL_TYPE_COMMIT: Final = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +119,11 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     is_transactional: bool = False,
+    is_control: bool = False,
 ) -> bytes:
     """One v2 batch holding ``records`` (at least one), CRC-32C filled in.
+
+    ``is_control`` sets attributes bit 5 (a control batch: see ``build_control_batch``).
 
     Record timestamps default to ``base_timestamp_ms``, which defaults to the first record's
     timestamp or 0 (the caller supplies wall time: this module reads no clock).
@@ -140,7 +152,12 @@ def build_batch(
         body_parts.append(_varint(len(encoded)))
         body_parts.append(encoded)
     body = _compress(compression, b"".join(body_parts))
-    attributes = int(compression) | (int(timestamp_type) << 3) | (0x10 if is_transactional else 0)
+    attributes = (
+        int(compression)
+        | (int(timestamp_type) << 3)
+        | (_TRANSACTIONAL if is_transactional else 0)
+        | (_CONTROL if is_control else 0)
+    )
     header = bytearray(
         _HEADER.pack(
             base_offset,
@@ -161,6 +178,38 @@ def build_batch(
     batch = header + body
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[CRC_START:])))
     return bytes(batch)
+
+
+def build_control_batch(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker (KIP-98, Kafka's ``EndTransactionMarker``): a control batch
+    (attributes transactional | control, never compressed, base sequence -1) of the
+    transaction's producer id and epoch holding one record: key = version 0 + type (0 ABORT,
+    1 COMMIT), value = version 0 + ``coordinator_epoch``."""
+    record = Record(
+        key=_CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT),
+        value=_END_TXN_VALUE.pack(0, coordinator_epoch),
+        timestamp_ms=timestamp_ms,
+    )
+    return build_batch(
+        [record],
+        base_offset=base_offset,
+        base_timestamp_ms=timestamp_ms,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        is_transactional=True,
+        is_control=True,
+    )
 
 
 def _decompress(codec: int, data: bytes) -> bytes:

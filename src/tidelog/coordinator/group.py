@@ -9,6 +9,9 @@ returns ``None`` for the caller and the answer appears later in an ``Effects`` (
 persisted appears as ``Effects.group_records``; offsets are validated here
 (``validate_commit``) and applied by the caller once they are replicated
 (``apply_offsets``), so a commit is visible only after the high watermark passed it.
+Transactional offset commits (KIP-98/KIP-447) stay pending per producer id until their
+transaction's marker (``tidelog.coordinator.txn_offsets``): ``validate_txn_commit``,
+``add_txn_offsets`` once appended, ``complete_txn`` once the marker is written.
 
 Group states and their rules (KIP-62/KIP-345/KIP-394 behaviour of Kafka 2.x-3.x):
 
@@ -50,6 +53,7 @@ from tidelog.coordinator.records import (
     OffsetAndMetadata,
     subscribed_topics,
 )
+from tidelog.coordinator.txn_offsets import LoggedOffset, PendingTxnOffsets, commit_pending
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
@@ -253,18 +257,23 @@ class GroupManager:
         #: client id -> a fresh member id (Kafka: ``<client id>-<uuid>``); tests inject theirs.
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
         self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: Committed offsets with the log offset of their batch (txn_offsets rule 3).
+        self.offsets: dict[str, dict[TopicPartition, LoggedOffset]] = {}
+        #: Transactional offsets awaiting their marker (txn_offsets rule 1).
+        self.pending_txn = PendingTxnOffsets()
 
     # --- loading ---------------------------------------------------------------------------
 
     def load(
         self,
         groups: Mapping[str, GroupRecord],
-        offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]],
+        offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata | LoggedOffset]],
         now_ms: int,
+        pending_txn: PendingTxnOffsets | None = None,
     ) -> None:
         """State replayed from the partition: groups with members come back Stable, their
-        sessions restarted at ``now_ms`` (Kafka schedules every heartbeat afresh on load)."""
+        sessions restarted at ``now_ms`` (Kafka schedules every heartbeat afresh on load).
+        A group known only from its (committed or pending) offsets comes back Empty."""
         for group_id, rec in groups.items():
             group = Group(group_id, generation_id=rec.generation_id, state_timestamp_ms=now_ms)
             group.protocol_type = rec.protocol_type or None
@@ -288,8 +297,14 @@ class GroupManager:
             group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             self.groups[group_id] = group
         for group_id, by_tp in offsets.items():
-            self.offsets[group_id] = dict(by_tp)
+            self.offsets[group_id] = {
+                tp: o if isinstance(o, LoggedOffset) else LoggedOffset(o) for tp, o in by_tp.items()
+            }
             self.groups.setdefault(group_id, Group(group_id, state_timestamp_ms=now_ms))
+        if pending_txn is not None:
+            self.pending_txn = pending_txn
+            for group_id in pending_txn.groups():
+                self.groups.setdefault(group_id, Group(group_id, state_timestamp_ms=now_ms))
 
     def unload(self) -> Effects:
         """The partition moved away: every parked request answers NOT_COORDINATOR."""
@@ -303,6 +318,7 @@ class GroupManager:
             group.transition(GroupState.DEAD, -1)
         self.groups.clear()
         self.offsets.clear()
+        self.pending_txn = PendingTxnOffsets()
         return effects
 
     # --- JoinGroup -------------------------------------------------------------------------
@@ -736,22 +752,85 @@ class GroupManager:
         return error
 
     def apply_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | None]
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | None],
+        log_offset: int = -1,
     ) -> None:
-        """Replicated commits (or tombstones: None) become visible."""
+        """Replicated commits (or tombstones: None) of the batch at ``log_offset`` (-1:
+        unknown) become visible; an offset already there from later in the log stays. A
+        tombstone also drops the pending transactional offsets written before it
+        (txn_offsets rule 4)."""
         by_tp = self.offsets.setdefault(group_id, {})
         for tp, value in offsets.items():
+            current = by_tp.get(tp)
             if value is None:
-                by_tp.pop(tp, None)
+                if current is not None and (log_offset < 0 or current.log_offset <= log_offset):
+                    del by_tp[tp]
             else:
-                by_tp[tp] = value
+                logged = LoggedOffset(value, log_offset)
+                if logged.supersedes(current):
+                    by_tp[tp] = logged
+        tombstoned = [tp for tp, value in offsets.items() if value is None]
+        if tombstoned:
+            self.pending_txn.drop(group_id, tombstoned, log_offset)
         if not by_tp:
             del self.offsets[group_id]
         else:
             self.groups.setdefault(group_id, Group(group_id))
 
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        return dict(self.offsets.get(group_id, {}))
+        return {tp: o.value for tp, o in self.offsets.get(group_id, {}).items()}
+
+    # --- transactional offsets (KIP-98, KIP-447; see tidelog.coordinator.txn_offsets) ----
+
+    def validate_txn_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """May this TxnOffsetCommit write? Kafka's ``validateOffsetCommit`` for a transaction:
+        a request naming a member, instance or generation (v3+, KIP-447) must come from a
+        current member of the current generation; one naming none (v0-v2, or a producer
+        whose consumer uses ``assign()``) is accepted in any state. An unknown group is an
+        Empty one (Kafka creates it: ``add_txn_offsets`` does once written)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is not None and group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return ErrorCode.NONE
+        return self._check_member(group, member_id, group_instance_id, generation_id)
+
+    def add_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        log_offset: int,
+    ) -> None:
+        """Offsets of a transactional batch the leader appended at ``log_offset``: pending
+        (invisible to OffsetFetch) until ``complete_txn`` for ``producer_id``."""
+        self.pending_txn.add(producer_id, group_id, offsets, log_offset)
+        self.groups.setdefault(group_id, Group(group_id))
+
+    def fail_txn_offsets(self, group_id: str, producer_id: int, log_offset: int) -> None:
+        """The batch at ``log_offset`` was not replicated: its pending offsets go."""
+        self.pending_txn.discard_batch(producer_id, group_id, log_offset)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT (offsets become committed, each unless a later one is
+        already there: txn_offsets rule 2) or ABORT marker (dropped). Unknown producer:
+        nothing happens."""
+        taken = self.pending_txn.take(producer_id)
+        if commit:
+            commit_pending(self.offsets, taken)
+            for group_id in taken:
+                self.groups.setdefault(group_id, Group(group_id))
+
+    def has_pending_txn(self, group_id: str, tp: TopicPartition) -> bool:
+        """Does a transaction hold an offset of ``tp`` for the group (OffsetFetch v7+ with
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT, KIP-447)?"""
+        return self.pending_txn.is_pending(group_id, tp)
 
     # --- admin -----------------------------------------------------------------------------
 
@@ -768,6 +847,8 @@ class GroupManager:
         group.transition(GroupState.DEAD, now_ms)
         del self.groups[group_id]
         tps = list(self.offsets.pop(group_id, {}))
+        # Kafka still deletes a group with open transactions; their offsets die with it.
+        self.pending_txn.drop(group_id, None, -1)
         return ErrorCode.NONE, tps
 
     def offset_delete_check(

@@ -162,6 +162,20 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        # KIP-98 TxnOffsetCommit (group coordinator); v5 is KIP-890's, not built.
+        ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+        # Transactions (tidelog.server.txn_coordinator), KIP-98 / KIP-447 as clients use
+        # them: AddPartitionsToTxn v4+ and WriteTxnMarkers v2 / EndTxn v5 / TxnOffsetCommit
+        # v5 belong to KIP-890's transaction version 2 (server-side verification, an epoch
+        # bump per transaction), not built; InitProducerId v6 is KIP-939's two-phase commit.
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 4),
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
+        # Transaction admin (tidelog.server.txn_admin), KIP-664.
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1),
     }
 )
 

@@ -46,6 +46,8 @@ from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.network import CloseConnection, Response
 from tidelog.server.replica_manager import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     FetchRequestPartition,
     FetchResult,
     ProduceResult,
@@ -376,9 +378,10 @@ class KafkaApis:
                         partition_index=request.tp.partition,
                         error_code=int(result.error),
                         high_watermark=result.high_watermark,
-                        last_stable_offset=result.high_watermark,
+                        last_stable_offset=result.last_stable_offset,
                         log_start_offset=result.log_start_offset,
-                        aborted_transactions=(),
+                        # KIP-98: read_committed consumers drop these transactions' records.
+                        aborted_transactions=result.aborted_transactions or (),
                         # Records go out with sendfile straight from the segment file; empty
                         # records are b"", never null (PROTOCOL_NOTES: kafka-python crashes,
                         # librdkafka stops reporting the end of the partition).
@@ -419,6 +422,7 @@ class KafkaApis:
             min_bytes=min_bytes if not unknown else 0,
             max_wait_ms=max_wait_ms,
             respond=respond,
+            isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
         )
         if future.done():
             return future.result()
@@ -427,6 +431,7 @@ class KafkaApis:
     # --- ListOffsets (2) ----------------------------------------------------------------
 
     def handle_list_offsets(self, header: RequestHeader, body: Any) -> HandlerResult:
+        isolation_level = int(getattr(body, "isolation_level", READ_UNCOMMITTED))
         topics = []
         for topic in body.topics:
             partitions = []
@@ -439,6 +444,7 @@ class KafkaApis:
                             tp,
                             int(part.timestamp),
                             int(getattr(part, "current_leader_epoch", -1)),
+                            isolation_level,
                         ),
                     }
                 )
@@ -446,8 +452,14 @@ class KafkaApis:
         return self._respond(header, {"topics": topics})
 
     def _list_offset(
-        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> dict[str, Any]:
+        """Offsets a consumer may read: below the high watermark, or below the last stable
+        offset for read_committed (KIP-98: "latest" is then the LSO)."""
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
             return {"error_code": self.replica_manager.not_hosted_error(tp)}
@@ -456,6 +468,8 @@ class KafkaApis:
             return {"error_code": error}
         the_log = hosted.log
         hw = hosted.partition.high_watermark
+        if isolation_level == READ_COMMITTED:
+            hw = the_log.last_stable_offset(hw)
         epoch = hosted.partition.leader_epoch
         if timestamp == EARLIEST_TIMESTAMP:
             offset, ts = the_log.log_start_offset, -1

@@ -19,7 +19,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tidelog.aio import wait_for
@@ -57,6 +57,8 @@ from tidelog.server.replica_manager import (
     now_ms,
     probe_log_dir,
 )
+from tidelog.server.txn_admin import TxnAdmin
+from tidelog.server.txn_coordinator import TransactionCoordinator
 from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,19 @@ GROUP_APIS = frozenset(
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.DELETE_GROUPS,
         ApiKey.OFFSET_DELETE,
+    }
+)
+#: Transactions (``tidelog.server.txn_coordinator``), alone and in a cluster.
+TXN_APIS = frozenset(
+    {
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.TXN_OFFSET_COMMIT,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        ApiKey.LIST_TRANSACTIONS,
+        ApiKey.DESCRIBE_PRODUCERS,
     }
 )
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
@@ -99,6 +114,7 @@ SERVED_APIS = frozenset(
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
     }
     | GROUP_APIS
+    | TXN_APIS
 )
 #: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
 CLUSTER_APIS = SERVED_APIS | {
@@ -259,6 +275,12 @@ class Broker:
         self.apis.load_topics(self.log_manager.high_watermarks())
         self.groups = GroupCoordinator(self.apis)
         self.apis.handlers.update(self.groups.handlers())
+        metadata = self.metadata
+
+        async def allocate() -> int:
+            return metadata.allocate_producer_id()
+
+        self._open_transactions(allocate)
         if config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(
@@ -284,11 +306,26 @@ class Broker:
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         self.groups = GroupCoordinator(self.apis, self.node)
         self.apis.handlers.update(self.groups.handlers())
+        self._open_transactions(self.node.generate_producer_id)
         if self.config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(
             self.apis, self.supported, self.node.readiness, self.request_metrics
         )
+
+    def _open_transactions(self, allocate: Callable[[], Awaitable[int]]) -> None:
+        """The transaction coordinator answers InitProducerId for transactional ids and
+        hands the others to the API layer's idempotent-producer path."""
+        self.transactions = TransactionCoordinator(
+            self.apis,
+            self.node,
+            self.groups,
+            allocate,
+            self.apis.handlers[ApiKey.INIT_PRODUCER_ID],
+        )
+        self.apis.handlers.update(self.transactions.handlers())
+        self.apis.handlers.update(TxnAdmin(self.apis, self.transactions).handlers())
+        self.groups.transactions = self.transactions
 
     async def start(self) -> None:
         self._open()
@@ -316,6 +353,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
         self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
         self.groups.start()
+        self.transactions.start()
         if self.node is not None:
             await self.node.start(self.bound_port)
         if self.state is BrokerState.STARTING:
@@ -474,6 +512,8 @@ class Broker:
             log.info("left the cluster")
         for task in self._tasks:
             task.cancel()
+        if hasattr(self, "transactions"):
+            await self.transactions.stop()
         if hasattr(self, "groups"):
             await self.groups.stop()
         # Parked requests answer now, with what they have. Their answers travel through two

@@ -238,6 +238,14 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "offsets.topic.num.partitions": _k(_parse_int, 50, _at_least(1)),
     "offsets.topic.replication.factor": _k(_parse_int, 3, _between(1, 32767)),
     "offsets.commit.timeout.ms": _k(_parse_int, 5000, _at_least(1)),
+    # Transactions (KIP-98; tidelog.server.txn_coordinator).
+    "transaction.state.log.num.partitions": _k(_parse_int, 50, _at_least(1)),
+    "transaction.state.log.replication.factor": _k(_parse_int, 3, _between(1, 32767)),
+    "transaction.state.log.min.isr": _k(_parse_int, 2, _at_least(1)),
+    "transaction.max.timeout.ms": _k(_parse_int, 900000, _at_least(1)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _k(
+        _parse_int, 10000, _at_least(1)
+    ),
     "connections.max.idle.ms": _k(_parse_int, 600000, _at_least(-1)),
     "broker.rack": _k(_parse_str, ""),
     "cluster.id": _k(_parse_str, ""),
@@ -257,8 +265,6 @@ IGNORED_KEYS: Final = frozenset(
         "num.recovery.threads.per.data.dir",
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
         "queued.max.requests",

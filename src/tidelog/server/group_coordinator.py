@@ -24,10 +24,16 @@ Theory of operation (Kafka's GroupCoordinator + GroupMetadataManager, classic pr
    OffsetDelete append tombstones (null values) and answer once they are replicated.
 4. Parked requests. JoinGroup/SyncGroup answers the state machine delays are futures keyed
    by member id, resolved from the ``Effects`` every call and tick returns.
+5. Transactions (KIP-98/KIP-447, ``tidelog.coordinator.txn_offsets``). TxnOffsetCommit
+   appends its offsets as one transactional batch of the producer (acks=all); they are
+   pending from the leader's append until the broker calls ``complete_txn`` for the
+   producer's COMMIT/ABORT marker in the same partition. Loading replays markers alike;
+   OffsetFetch v7+ with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT (88) for a
+   partition a transaction holds.
 
 The internal topic keeps everything (``retention.ms=-1``): tidelog has no log cleaner, so
 Kafka's compaction is not there to bound it. Not done (docs/groups.md): ``offsets.retention.ms``
-expiry, compaction, transactional offset commits, the KIP-848 consumer protocol.
+expiry, compaction, the KIP-848 consumer protocol.
 """
 
 from __future__ import annotations
@@ -39,7 +45,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.aio import wait_for
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.coordinator import partition_for
 from tidelog.coordinator.group import (
@@ -53,28 +58,26 @@ from tidelog.coordinator.group import (
     SyncResult,
 )
 from tidelog.coordinator.records import (
-    GroupRecord,
     OffsetAndMetadata,
-    OffsetKey,
     RecordFormatError,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
     group_key,
     group_value,
     offset_key,
     offset_value,
 )
+from tidelog.coordinator.txn_offsets import PartitionReplay
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.records import iter_batches
-from tidelog.server.replica_manager import ProduceResult, now_ms
+from tidelog.server.internal_topics import InternalTopicCreator, append_replicated, leader_of
+from tidelog.server.replica_manager import now_ms
 
 if TYPE_CHECKING:
     from tidelog.server.apis import KafkaApis
-    from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
+    from tidelog.server.cluster import ClusterNode
+    from tidelog.server.txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,16 @@ class GroupCoordinator:
         self.loaded: dict[int, _Loaded] = {}
         self._joins: dict[str, Callable[[JoinResult], None]] = {}
         self._syncs: dict[str, Callable[[SyncResult], None]] = {}
-        self._creating: asyncio.Task[None] | None = None
+        self._offsets_creator = InternalTopicCreator(
+            apis,
+            node,
+            OFFSETS_TOPIC,
+            partitions_key="offsets.topic.num.partitions",
+            replication_key="offsets.topic.replication.factor",
+            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES), "retention.ms": "-1"},
+        )
+        #: The transaction coordinator (set by the broker): FindCoordinator key type 1.
+        self.transactions: TransactionCoordinator | None = None
         self._task: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
@@ -139,6 +151,7 @@ class GroupCoordinator:
             ApiKey.HEARTBEAT: self.handle_heartbeat,
             ApiKey.LEAVE_GROUP: self.handle_leave_group,
             ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
             ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
             ApiKey.LIST_GROUPS: self.handle_list_groups,
             ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
@@ -200,20 +213,19 @@ class GroupCoordinator:
         if loaded is not None:
             self._unload(p)
         manager = GroupManager(self.group_config)
-        groups, offsets = self._read_partition(p)
-        manager.load(groups, offsets, now_ms())
+        replay = self._read_partition(p)
+        manager.load(replay.groups, replay.committed(), now_ms(), replay.pending)
         self.loaded[p] = _Loaded(manager, epoch)
-        log.info("loaded %s-%d at leader epoch %d: %d groups", OFFSETS_TOPIC, p, epoch, len(groups))
+        count = len(manager.groups)
+        log.info("loaded %s-%d at leader epoch %d: %d groups", OFFSETS_TOPIC, p, epoch, count)
         return manager
 
-    def _read_partition(
-        self, p: int
-    ) -> tuple[dict[str, GroupRecord], dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
-        """Replay the partition from its start to its end: the last record per key wins."""
+    def _read_partition(self, p: int) -> PartitionReplay:
+        """Replay the partition from its start to its end: the last record per key wins;
+        transactional batches stay pending until their producer's marker (control batch)."""
         hosted = self.replica_manager.partitions[TopicPartition(OFFSETS_TOPIC, p)]
         the_log = hosted.log
-        groups: dict[str, GroupRecord] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        replay = PartitionReplay()
         position = the_log.log_start_offset
         end = the_log.log_end_offset
         while position < end:
@@ -222,30 +234,30 @@ class GroupCoordinator:
                 break
             data = chunk.read_bytes()
             next_position = position
-            for _pos, header in iter_batches(data):
+            for at, header in iter_batches(data):
                 next_position = max(next_position, header.next_offset)
-            for rec in decode_records(data):
-                if rec.offset < position or rec.key is None:
+                if header.next_offset <= position:
                     continue
-                try:
-                    key = decode_key(rec.key)
-                    if isinstance(key, OffsetKey):
-                        by_tp = offsets.setdefault(key.group_id, {})
-                        if rec.value is None:
-                            by_tp.pop(key.tp, None)
-                        else:
-                            by_tp[key.tp] = decode_offset_value(rec.value)
-                    elif rec.value is None:
-                        groups.pop(key.group_id, None)
-                        offsets.pop(key.group_id, None)
-                    else:
-                        groups[key.group_id] = decode_group_value(rec.value)
-                except RecordFormatError as exc:
-                    log.warning("%s-%d offset %d skipped: %s", OFFSETS_TOPIC, p, rec.offset, exc)
+                batch = data[at : at + header.size]
+                # A transactional batch's offsets belong to its producer until its marker.
+                producer_id = header.producer_id if header.is_transactional else -1
+                for rec in decode_records(batch, verify_crc=False, include_control=True):
+                    if rec.offset < position:
+                        continue
+                    if header.is_control:
+                        replay.marker(header.producer_id, rec.key)
+                        continue
+                    try:
+                        if rec.key is not None:
+                            replay.record(header.base_offset, producer_id, rec.key, rec.value)
+                    except RecordFormatError as exc:
+                        log.warning(
+                            "%s-%d offset %d skipped: %s", OFFSETS_TOPIC, p, rec.offset, exc
+                        )
             if next_position <= position:
                 break
             position = next_position
-        return groups, {g: o for g, o in offsets.items() if o}
+        return replay
 
     def _unload(self, p: int) -> None:
         loaded = self.loaded.pop(p, None)
@@ -280,7 +292,7 @@ class GroupCoordinator:
                 (group_key(g), None if rec is None else group_value(rec))
                 for g, rec in effects.group_records.items()
             ]
-            future = self._append(p, entries)
+            _, future = self._append(p, entries)
             future.add_done_callback(
                 lambda f: (
                     log.warning("group metadata write to partition %d failed: %s", p, f.result())
@@ -290,29 +302,31 @@ class GroupCoordinator:
             )
 
     def _append(
-        self, p: int, entries: list[tuple[bytes, bytes | None]]
-    ) -> asyncio.Future[ErrorCode]:
-        """Append records with acks=all; the future resolves once they are replicated."""
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        tp = TopicPartition(OFFSETS_TOPIC, p)
-        now = now_ms()
+        self,
+        p: int,
+        entries: list[tuple[bytes, bytes | None]],
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> tuple[int, asyncio.Future[ErrorCode]]:
+        """Append records as one batch with acks=all: the batch's base offset in the log (-1
+        when refused) and a future resolving once it is replicated. With a producer id the
+        batch is that producer's transactional batch (TxnOffsetCommit), without a sequence
+        number: the log does not sequence-check a coordinator's transactional batch."""
         batch = build_batch(
-            [Record(value=value, key=key) for key, value in entries], base_timestamp_ms=now
+            [Record(value=value, key=key) for key, value in entries],
+            base_timestamp_ms=now_ms(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            is_transactional=producer_id >= 0,
         )
-        rm = self.replica_manager
-        appended = rm.append_records({tp: batch}, -1)
-        result, required = appended[tp]
-        if result.error != ErrorCode.NONE or required < 0:
-            future.set_result(_APPEND_ERRORS.get(result.error, result.error))
-            return future
-
-        def respond(final: dict[TopicPartition, ProduceResult]) -> None:
-            if not future.done():
-                error = final[tp].error
-                future.set_result(_APPEND_ERRORS.get(error, error))
-
-        rm.wait_for_acks(appended, self.commit_timeout_ms, respond)
-        return future
+        return append_replicated(
+            self.replica_manager,
+            TopicPartition(OFFSETS_TOPIC, p),
+            batch,
+            self.commit_timeout_ms,
+            _APPEND_ERRORS,
+        )
 
     def _respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
         return self.apis._respond(header, data)
@@ -342,20 +356,23 @@ class GroupCoordinator:
                 "port": -1,
             }
 
-        if key_type != COORDINATOR_GROUP:
-            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "only group coordinators exist")
-        # An empty group id is Kafka's too: it has a coordinator (partition 0), and the group
-        # APIs answer it INVALID_GROUP_ID (24).
-        count = self._offsets_partitions()
-        if count == 0:
-            await self._create_offsets_topic()
-            count = self._offsets_partitions()
+        if key_type == COORDINATOR_TRANSACTION and self.transactions is not None:
+            code, message, found = await self.transactions.find(key)
+            if found is None:
+                return error(code, message or code.name)
+        elif key_type != COORDINATOR_GROUP:
+            # Kafka: InvalidRequestException("Unknown coordinator type ...").
+            return error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        else:
+            # An empty group id is Kafka's too: it has a coordinator (partition 0), and the
+            # group APIs answer it INVALID_GROUP_ID (24).
+            count = await self.ensure_offsets_topic()
             if count == 0:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets")
-        p = partition_for(key, count)
-        found = self._leader_of(TopicPartition(OFFSETS_TOPIC, p))
-        if found is None:
-            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition")
+            p = partition_for(key, count)
+            found = leader_of(self.apis, self.node, TopicPartition(OFFSETS_TOPIC, p))
+            if found is None:
+                return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition")
         node_id, host, port = found
         return {
             "key": key,
@@ -366,51 +383,10 @@ class GroupCoordinator:
             "port": port,
         }
 
-    def _leader_of(self, tp: TopicPartition) -> tuple[int, str, int] | None:
-        if self.node is None:
-            if tp not in self.replica_manager.partitions:
-                return None
-            return self.apis.broker_id, self.apis.host, self.apis.port
-        cache: ClusterMetadataCache = self.node.metadata
-        state = cache.partitions.get(tp)
-        if state is None or state.leader < 0:
-            return None
-        broker = cache.brokers.get(state.leader)
-        if broker is None:
-            return None
-        return broker.broker_id, broker.host, broker.port
-
-    async def _create_offsets_topic(self) -> None:
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.ensure_future(self._create())
-        try:
-            await wait_for(asyncio.shield(self._creating), 5.0)
-        except TimeoutError:
-            return
-
-    async def _create(self) -> None:
-        n = self.config.get_int("offsets.topic.num.partitions")
-        if self.node is None:
-            self.apis.create_topic(
-                OFFSETS_TOPIC, n, {"segment.bytes": OFFSETS_SEGMENT_BYTES, "retention.ms": -1}
-            )
-            return
-        live = max(1, len(self.node.metadata.brokers))
-        rf = min(self.config.get_int("offsets.topic.replication.factor"), live)
-        error, message, _topic_id = await self.node.create_topic(
-            OFFSETS_TOPIC,
-            num_partitions=n,
-            replication_factor=rf,
-            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES), "retention.ms": "-1"},
-            assignment=None,
-            validate_only=False,
-        )
-        if error == ErrorCode.NONE:
-            log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC, n, rf)
-        elif error != ErrorCode.TOPIC_ALREADY_EXISTS:
-            log.warning("creating %s failed: %s %s", OFFSETS_TOPIC, error.name, message or "")
-            return
-        await self.node.wait_for_leaders([OFFSETS_TOPIC], 5.0)
+    async def ensure_offsets_topic(self) -> int:
+        """``__consumer_offsets``'s partition count, creating the topic first if needed (0
+        while it is not there yet)."""
+        return await self._offsets_creator.ensure()
 
     # --- JoinGroup (11) --------------------------------------------------------------------
 
@@ -570,15 +546,62 @@ class GroupCoordinator:
             },
         )
 
-    # --- OffsetCommit (8), OffsetFetch (9) -------------------------------------------------
+    # --- OffsetCommit (8), TxnOffsetCommit (28), OffsetFetch (9) ---------------------------
 
     def handle_offset_commit(self, header: RequestHeader, body: Any) -> Any:
         group_id = str(body.group_id)
         generation = int(
             getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
         )
+        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if manager is not None:
+            error = manager.validate_commit(
+                group_id,
+                generation,
+                str(body.member_id or ""),
+                getattr(body, "group_instance_id", None),
+                now_ms(),
+            )
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        return self._commit(header, body, p, manager, error=error, producer=None)
+
+    def handle_txn_offset_commit(self, header: RequestHeader, body: Any) -> Any:
+        """KIP-98: a transaction's offsets, pending until its marker (Kafka's
+        ``handleTxnCommitOffsets``: an unknown group is created Empty)."""
+        group_id = str(body.group_id)
+        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+        if manager is not None:
+            error = manager.validate_txn_commit(
+                group_id,
+                int(getattr(body, "generation_id", -1)),
+                str(getattr(body, "member_id", "") or ""),
+                getattr(body, "group_instance_id", None),
+            )
+        elif not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        producer = (int(body.producer_id), int(body.producer_epoch))
+        return self._commit(header, body, p, manager, error=error, producer=producer)
+
+    def _commit(
+        self,
+        header: RequestHeader,
+        body: Any,
+        p: int,
+        manager: GroupManager | None,
+        *,
+        error: ErrorCode,
+        producer: tuple[int, int] | None,
+    ) -> Any:
+        """An (Txn)OffsetCommit past its group checks (``error``): the partitions' checks,
+        then one batch with acks=all. Plain offsets become visible once replicated; a
+        transaction's (``producer``: id, epoch) are pending from the leader's append
+        until ``complete_txn``, and dropped again if the batch is not replicated."""
+        group_id = str(body.group_id)
         requested = [
-            (str(t.name), int(p.partition_index), p) for t in body.topics for p in t.partitions
+            (str(t.name), int(part.partition_index), part)
+            for t in body.topics
+            for part in t.partitions
         ]
 
         def response(errors: Mapping[tuple[str, int], ErrorCode]) -> Any:
@@ -592,20 +615,9 @@ class GroupCoordinator:
                 {"topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]},
             )
 
-        p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
-        now = now_ms()
-        if manager is not None:
-            error = manager.validate_commit(
-                group_id,
-                generation,
-                str(body.member_id or ""),
-                getattr(body, "group_instance_id", None),
-                now,
-            )
-        elif not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
         if error != ErrorCode.NONE or manager is None:
             return response({(n, i): error for n, i, _ in requested})
+        now = now_ms()
         errors: dict[tuple[str, int], ErrorCode] = {}
         values: dict[TopicPartition, OffsetAndMetadata] = {}
         topics = self.apis.metadata.topics
@@ -630,15 +642,20 @@ class GroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, tp), offset_value(v)) for tp, v in values.items()
         ]
-        appended = self._append(p, entries)
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        log_offset, appended = self._append(p, entries, producer_id, producer_epoch)
+        if producer is not None and log_offset >= 0:
+            manager.add_txn_offsets(group_id, producer_id, values, log_offset)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def written(f: asyncio.Future[ErrorCode]) -> None:
             code = f.result()
-            if code == ErrorCode.NONE:
-                loaded = self.loaded.get(p)
-                if loaded is not None and loaded.manager is manager:
-                    manager.apply_offsets(group_id, values)
+            loaded = self.loaded.get(p)
+            if loaded is not None and loaded.manager is manager:
+                if producer is None and code == ErrorCode.NONE:
+                    manager.apply_offsets(group_id, values, log_offset)
+                elif producer is not None and code != ErrorCode.NONE and log_offset >= 0:
+                    manager.fail_txn_offsets(group_id, producer_id, log_offset)
             for tp in values:
                 errors[(tp.topic, tp.partition)] = code
             if not future.done():
@@ -647,13 +664,26 @@ class GroupCoordinator:
         appended.add_done_callback(written)
         return future
 
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The broker wrote (and replicated) ``producer_id``'s COMMIT or ABORT marker to
+        ``__consumer_offsets`` partition ``offsets_partition``: the producer's pending offsets
+        of that partition's groups become committed or are dropped (Kafka's
+        ``handleTxnCompletion``). Not loaded here: nothing to do, a load replays the marker."""
+        loaded = self.loaded.get(offsets_partition)
+        if loaded is not None:
+            loaded.manager.complete_txn(producer_id, commit)
+
     def handle_offset_fetch(self, header: RequestHeader, body: Any) -> Any:
         version = header.api_version
         if version >= 8:
             requests = [(str(g.group_id), g.topics) for g in body.groups]
         else:
             requests = [(str(body.group_id), body.topics)]
-        answers = [self._fetch_offsets(group_id, topics, version) for group_id, topics in requests]
+        # KIP-447: a consumer asking for stable offsets waits out open transactions.
+        stable = version >= 7 and bool(getattr(body, "require_stable", False))
+        answers = [
+            self._fetch_offsets(group_id, topics, version, stable) for group_id, topics in requests
+        ]
         if version >= 8:
             return self._respond(header, {"groups": answers})
         answer = answers[0]
@@ -661,7 +691,9 @@ class GroupCoordinator:
             header, {"topics": answer["topics"], "error_code": answer["error_code"]}
         )
 
-    def _fetch_offsets(self, group_id: str, topics: Any, version: int) -> dict[str, Any]:
+    def _fetch_offsets(
+        self, group_id: str, topics: Any, version: int, require_stable: bool
+    ) -> dict[str, Any]:
         _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
@@ -675,14 +707,16 @@ class GroupCoordinator:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in wanted:
             value = committed.get(tp)
+            code = error if version < 2 else ErrorCode.NONE  # v1: no top-level error
+            if require_stable and manager is not None and manager.has_pending_txn(group_id, tp):
+                value, code = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
             by_topic.setdefault(tp.topic, []).append(
                 {
                     "partition_index": tp.partition,
                     "committed_offset": value.offset if value is not None else -1,
                     "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                     "metadata": value.metadata if value is not None else "",
-                    # v1 has no top-level error: it goes to every partition.
-                    "error_code": error if version < 2 else ErrorCode.NONE,
+                    "error_code": code,
                 }
             )
         if error != ErrorCode.NONE and version >= 2:
@@ -772,7 +806,7 @@ class GroupCoordinator:
                             (offset_key(group_id, tp), None) for tp in tps
                         ]
                         entries.append((group_key(group_id), None))
-                        error = await self._append(p, entries)
+                        error = await self._append(p, entries)[1]
                 results.append({"group_id": group_id, "error_code": error})
             return self._respond(header, {"results": results})
 
@@ -810,12 +844,14 @@ class GroupCoordinator:
         if error != ErrorCode.NONE or not deletable:
             return response(error, errors)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        appended = self._append(p, [(offset_key(group_id, tp), None) for tp in deletable])
+        log_offset, appended = self._append(
+            p, [(offset_key(group_id, tp), None) for tp in deletable]
+        )
 
         def written(f: asyncio.Future[ErrorCode]) -> None:
             code = f.result()
             if code == ErrorCode.NONE:
-                manager.apply_offsets(group_id, dict.fromkeys(deletable))
+                manager.apply_offsets(group_id, dict.fromkeys(deletable), log_offset)
             else:
                 for tp in deletable:
                     errors[tp] = code

@@ -46,7 +46,7 @@ from tidelog.server.config import LONG_MAX, BrokerConfig
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
-from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +148,22 @@ class FetchRequestPartition:
     current_leader_epoch: int = -1
 
 
+#: Fetch / ListOffsets isolation levels (KIP-98).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
 @dataclass(slots=True)
 class FetchResult:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
     records: FetchSlice | None = None
+    #: KIP-98: the offset below which every transaction is decided (-1 unknown).
+    last_stable_offset: int = -1
+    #: read_committed only: (producer id, first offset) of aborted transactions the records
+    #: may hold; None for read_uncommitted.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -370,9 +380,15 @@ class ReplicaManager:
     # --- produce ---------------------------------------------------------------------
 
     def append_records(
-        self, entries: Mapping[TopicPartition, bytes], acks: int
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        acks: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, tuple[ProduceResult, int]]:
-        """Rule 1. Returns per partition (result, required offset for acks=all or -1)."""
+        """Rule 1. Returns per partition (result, required offset for acks=all or -1).
+        ``origin`` COORDINATOR: the broker's own write (a coordinator's batch, a transaction
+        marker); a client's Produce may not carry control batches."""
         results: dict[TopicPartition, tuple[ProduceResult, int]] = {}
         now = now_ms()
         for tp, records in entries.items():
@@ -395,7 +411,7 @@ class ReplicaManager:
                 continue
             try:
                 info = hosted.log.append_as_leader(
-                    records, leader_epoch=hosted.partition.leader_epoch, now_ms=now
+                    records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
                 )
             except KafkaError as exc:
                 log.info("produce to %s refused: %s", tp, exc)
@@ -451,13 +467,20 @@ class ReplicaManager:
     # --- fetch -----------------------------------------------------------------------
 
     def read(
-        self, requests: Sequence[FetchRequestPartition], max_bytes: int, replica_id: int = -1
+        self,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> list[FetchResult]:
-        """Rule 3: consumers read up to the high watermark, follower replicas (``replica_id``
-        >= 0) up to the log end offset; the first non-empty read may exceed the limits."""
+        """Rule 3: consumers read up to the high watermark (read_committed: up to the last
+        stable offset, with the aborted transactions in that range), follower replicas
+        (``replica_id`` >= 0) up to the log end offset; the first non-empty read may exceed
+        the limits."""
         results = []
         budget = max_bytes
         got_any = False
+        committed = isolation_level == READ_COMMITTED and replica_id < 0
         for request in requests:
             hosted = self.partitions.get(request.tp)
             if hosted is None:
@@ -465,14 +488,17 @@ class ReplicaManager:
                 continue
             hw = hosted.partition.high_watermark
             the_log = hosted.log
+            lso = the_log.last_stable_offset(hw)
+            upper = None if replica_id >= 0 else lso if committed else hw
             records = None
+            aborted = None
             error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
             if error == ErrorCode.NONE and (budget > 0 or not got_any):
                 try:
                     records = the_log.read(
                         request.fetch_offset,
                         max(0, min(request.max_bytes, budget)),
-                        max_offset=hw if replica_id < 0 else None,
+                        max_offset=upper,
                         min_one_batch=not got_any,
                     )
                 except KafkaError as exc:
@@ -480,7 +506,9 @@ class ReplicaManager:
             if records is not None:
                 got_any = True
                 budget -= records.length
-            results.append(FetchResult(error, hw, the_log.log_start_offset, records))
+                if committed:
+                    aborted = the_log.collect_aborted_transactions(request.fetch_offset, lso)
+            results.append(FetchResult(error, hw, the_log.log_start_offset, records, lso, aborted))
         return results
 
     def fetch(
@@ -492,6 +520,7 @@ class ReplicaManager:
         max_wait_ms: int,
         respond: Callable[[list[FetchResult]], None],
         replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> None:
         """Rule 4: answer now if enough is there (or on any error), else park.
 
@@ -501,7 +530,9 @@ class ReplicaManager:
         """
         if replica_id >= 0:
             self.update_follower_fetch_state(BrokerId(replica_id), requests)
-        op = DelayedFetch(self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id)
+        op = DelayedFetch(
+            self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id, isolation_level
+        )
         self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
 
     def update_follower_fetch_state(
@@ -592,7 +623,15 @@ class DelayedProduce(DelayedOperation):
 class DelayedFetch(DelayedOperation):
     """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable."""
 
-    __slots__ = ("_manager", "_max_bytes", "_min_bytes", "_replica_id", "_requests", "_respond")
+    __slots__ = (
+        "_isolation_level",
+        "_manager",
+        "_max_bytes",
+        "_min_bytes",
+        "_replica_id",
+        "_requests",
+        "_respond",
+    )
 
     def __init__(  # noqa: PLR0917
         self,
@@ -603,10 +642,12 @@ class DelayedFetch(DelayedOperation):
         max_wait_ms: int,
         respond: Callable[[list[FetchResult]], None],
         replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> None:
         super().__init__(max_wait_ms)
         self._manager = manager
         self._replica_id = replica_id
+        self._isolation_level = isolation_level
         self._requests = requests
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
@@ -619,8 +660,11 @@ class DelayedFetch(DelayedOperation):
             if hosted is None:
                 return self.force_complete()
             the_log = hosted.log
-            # Followers may read up to the log end offset, consumers up to the HW.
+            # Followers may read up to the log end offset, consumers up to the HW
+            # (read_committed: the last stable offset).
             hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
+            if self._replica_id < 0 and self._isolation_level == READ_COMMITTED:
+                hw = the_log.last_stable_offset(hw)
             if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
                 return self.force_complete()  # fenced / not leader: answer the error now
             if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
@@ -642,7 +686,11 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        self._respond(self._manager.read(self._requests, self._max_bytes, self._replica_id))
+        self._respond(
+            self._manager.read(
+                self._requests, self._max_bytes, self._replica_id, self._isolation_level
+            )
+        )
 
 
 def effective_topic_config(

@@ -10,6 +10,11 @@ to 2 s) and retry until a deadline (``kafkaConsumer.pollTimeoutMs`` for reads); 
 else, or the deadline, raises ``ConnectorError`` naming the partition. Offsets that went
 away (retention, DeleteRecords, an unclean election) raise ``DataLossError`` when
 ``failOnDataLoss`` is true; otherwise the reader logs a warning and skips them.
+
+Transactions (KIP-98, ``kafka.isolation.level``): read_committed (the default) asks the
+brokers for the last stable offset (LSO) where read_uncommitted asks for the high watermark,
+and drops the records of aborted transactions; both drop control batches (transaction
+markers), which take offsets but are never rows.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import pyarrow as pa
 from tidelog.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     BlockingClient,
     ClientConnectionError,
     ClientTimeoutError,
@@ -182,6 +189,7 @@ class OffsetReader:
             options.bootstrap_servers, options.client_id, options.request_timeout_ms
         )
         self.timeout_s = options.poll_timeout_ms / 1000
+        self.isolation_level = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
 
     def close(self) -> None:
         self.session.close()
@@ -215,13 +223,18 @@ class OffsetReader:
     def list_offsets(
         self, tps: Sequence[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        """ListOffsets for ``timestamp`` (-2 earliest, -1 latest = the high watermark)."""
+        """ListOffsets for ``timestamp`` (-2 earliest, -1 latest), asked with the query's
+        isolation level as a consumer would: latest is the high watermark for
+        read_uncommitted, the last stable offset for read_committed (and a timestamp look-up
+        finds no offset at or past it)."""
         if not tps:
             return {}
         topics = sorted({tp.topic for tp in tps})
 
         def fetch(client: BlockingClient) -> dict[TopicPartition, int]:
-            results = client.list_offsets(dict.fromkeys(tps, timestamp))
+            results = client.list_offsets(
+                dict.fromkeys(tps, timestamp), isolation_level=self.isolation_level
+            )
             out = {}
             for tp in tps:
                 result = results.get(tp)
@@ -331,6 +344,70 @@ class Columns:
         return len(self.offsets)
 
 
+_CONTROL_KEY: Final = struct.Struct(">hh")
+#: Control record types (the key's second int16): the transaction markers.
+_ABORT_MARKER: Final = 0
+
+
+def _is_abort_marker(data: bytes, count: int) -> bool:
+    """Whether a control batch's records (``data``, decompressed) start with an ABORT
+    marker: key = int16 version, int16 type (0 abort, 1 commit)."""
+    if count < 1:
+        return False
+    _length, p = _varint_slow(data, 0)
+    p += 1  # record attributes
+    _ts_delta, p = _varint_slow(data, p)
+    _off_delta, p = _varint_slow(data, p)
+    key_length, p = _varint_slow(data, p)
+    if key_length < _CONTROL_KEY.size or p + key_length > len(data):
+        raise CorruptRecordBatchError(f"control record key of {key_length} bytes")
+    _version, kind = _CONTROL_KEY.unpack_from(data, p)
+    return bool(kind == _ABORT_MARKER)
+
+
+class TransactionFilter:
+    """Decides which transactional and control batches of one fetch response give no rows
+    (KIP-98, the Java consumer's rules).
+
+    Control batches (transaction markers) are always dropped. Under read_committed
+    (``aborted_transactions`` not None: the response's (producer id, first offset) list),
+    the aborted transactions are taken in first-offset order: once a batch's last offset
+    reaches an entry's first offset, that producer is in an aborted transaction, and its
+    transactional data batches are dropped until its ABORT marker (a COMMIT marker ends
+    nothing). Batches that are neither transactional nor control never get here: they are
+    always kept.
+    """
+
+    __slots__ = ("_aborted", "_pending", "read_committed")
+
+    def __init__(self, aborted_transactions: Sequence[tuple[int, int]] | None) -> None:
+        self.read_committed = aborted_transactions is not None
+        #: Not reached yet, latest first offset first (taken from the end).
+        self._pending = sorted(aborted_transactions or (), key=lambda a: a[1], reverse=True)
+        #: Producers inside an aborted transaction.
+        self._aborted: set[int] = set()
+
+    def skips(self, buf: bytes, pos: int, end: int) -> bool:
+        """Whether the transactional or control batch ``buf[pos:end]`` is dropped (called
+        for each such batch of the response, in log order)."""
+        (base_offset, _, _, _, _, attributes, last_delta, _, _, producer_id, _, _, count) = (
+            _BATCH_HEAD.unpack_from(buf, pos)
+        )
+        if not self.read_committed:
+            return bool(attributes & 0x20)
+        pending = self._pending
+        last_offset = base_offset + last_delta
+        while pending and pending[-1][1] <= last_offset:
+            self._aborted.add(pending.pop()[0])
+        if producer_id not in self._aborted:
+            return bool(attributes & 0x20)
+        if attributes & 0x20 and _is_abort_marker(
+            _decompress(attributes & 0x07, buf[pos + BATCH_HEADER_SIZE : end]), count
+        ):
+            self._aborted.discard(producer_id)
+        return True
+
+
 def decode_into(
     buf: bytes,
     columns: Columns,
@@ -338,15 +415,23 @@ def decode_into(
     from_offset: int,
     until_offset: int,
     include_headers: bool,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
 ) -> int:
     """Decode the whole v2 batches of a Fetch response into ``columns``, keeping records in
     ``[from_offset, until_offset)``. Returns the offset after the last whole batch seen
     (``from_offset`` when there was none): the next fetch offset.
 
+    Control batches (transaction markers) are not rows. ``aborted_transactions`` is None
+    for read_uncommitted (transactional records are kept whatever became of their
+    transaction); for read_committed it is the fetch response's (producer id, first offset)
+    list, and the records of those aborted transactions are dropped (``TransactionFilter``).
+    Dropped batches still move the returned offset past them.
+
     A column-wise decoder (no per-record objects); the record layout is documented in
     ``tidelog.client.records``. A truncated last batch (cut at max_bytes) is ignored.
     """
     next_offset = from_offset
+    txn = TransactionFilter(aborted_transactions)
     pos = 0
     n = len(buf)
     keys, values, offsets = columns.keys, columns.values, columns.offsets
@@ -372,15 +457,19 @@ def decode_into(
         ) = _BATCH_HEAD.unpack_from(buf, pos)
         if magic != 2:
             raise CorruptRecordBatchError(f"batch at offset {base_offset} has magic {magic}")
+        if base_offset >= until_offset:
+            break
         if crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size]) != crc:
             raise CorruptRecordBatchError(f"batch at offset {base_offset} fails its CRC-32C")
         batch_end_offset = base_offset + last_delta + 1
         start_pos, pos = pos, pos + size
-        if batch_end_offset <= from_offset or attributes & 0x20:  # before range, or control
+        # One attribute test for plain batches; transactional (0x10) and control (0x20)
+        # ones go through the transaction state, in log order.
+        if (attributes & 0x30 and txn.skips(buf, start_pos, pos)) or (
+            batch_end_offset <= from_offset
+        ):
             next_offset = max(next_offset, batch_end_offset)
             continue
-        if base_offset >= until_offset:
-            break
         next_offset = max(next_offset, batch_end_offset)
         data = _decompress(attributes & 0x07, buf[start_pos + BATCH_HEADER_SIZE : pos])
         log_append = (attributes >> 3) & 1
@@ -502,7 +591,10 @@ def read_range(
     """Records ``[from_offset, until_offset)`` of ``tp`` as Arrow batches (one per fetch).
 
     Runs on an executor: opens its own connection (unless ``client`` is given), follows the
-    leader, retries retriable failures until ``kafkaConsumer.pollTimeoutMs``.
+    leader, retries retriable failures until ``kafkaConsumer.pollTimeoutMs``. Fetches use
+    the query's isolation level; the range is done when the fetch position reaches
+    ``until_offset``, which counts offsets, not rows: markers and aborted records take
+    offsets and give none.
     """
     session = _Session(options.bootstrap_servers, options.client_id, options.request_timeout_ms)
     own = client is None
@@ -512,6 +604,8 @@ def read_range(
     offset = from_offset
     backoff = Backoff(timeout_s, f"reading {tp} [{from_offset}, {until_offset})")
     short_hw_since: float | None = None
+    unstable_since: float | None = None
+    read_committed = options.read_committed
     try:
         while offset < until_offset:
             try:
@@ -523,6 +617,7 @@ def read_range(
                     },
                     max_wait_ms=500,
                     max_bytes=options.fetch_max_bytes,
+                    isolation_level=READ_COMMITTED if read_committed else READ_UNCOMMITTED,
                 )
             except (ClientConnectionError, ClientTimeoutError) as exc:
                 backoff.wait(exc)
@@ -562,25 +657,49 @@ def read_range(
                 from_offset=offset,
                 until_offset=until_offset,
                 include_headers=options.include_headers,
+                aborted_transactions=result.aborted_transactions if read_committed else None,
             )
             if columns:
                 yield to_record_batch(columns, tp, schema, include_headers=options.include_headers)
             if offset < until_offset and not result.records:
-                if result.high_watermark >= until_offset or result.high_watermark > offset:
+                # What this isolation level may read ends at the LSO (read_committed) or the
+                # HW; a broker that does not know its LSO says -1.
+                hw, lso = result.high_watermark, result.last_stable_offset
+                end, end_name = (
+                    (lso, "last stable offset")
+                    if read_committed and lso >= 0
+                    else (hw, "high watermark")
+                )
+                if end >= until_offset or end > offset:
                     continue  # long poll came back empty; data is there
-                # The HW is below what was planned: wait out a stale HW, then call it loss.
                 now = time.monotonic()
+                if hw > offset:
+                    # read_committed: the records are in the log but a transaction that is
+                    # neither committed nor aborted holds the LSO back. Not loss: wait for
+                    # the transaction to end (its timeout aborts it at the latest).
+                    unstable_since = unstable_since or now
+                    if now - unstable_since < timeout_s:
+                        time.sleep(0.2)
+                        continue
+                    raise ConnectorError(
+                        f"reading {tp} [{from_offset}, {until_offset}): the last stable offset "
+                        f"stayed at {lso} (high watermark {hw}) for {timeout_s:g} s: a "
+                        f"transaction open at offset {lso} was neither committed nor aborted"
+                    )
+                # The HW (LSO) is below what was planned: wait out a stale one (a restarted
+                # broker), then call it loss.
                 short_hw_since = short_hw_since or now
                 if now - short_hw_since < min(_HW_GRACE_S, timeout_s):
                     time.sleep(0.2)
                     continue
                 _report_loss(
                     options,
-                    f"{tp}: the high watermark is {result.high_watermark}, below the planned "
-                    f"end {until_offset}; offsets [{offset}, {until_offset}) are gone",
+                    f"{tp}: the {end_name} is {end}, below the planned end {until_offset}; "
+                    f"offsets [{offset}, {until_offset}) are gone",
                 )
                 return
             short_hw_since = None
+            unstable_since = None
     finally:
         if own:
             session.close()

@@ -29,6 +29,7 @@ READ_OPTIONS: Final = (
     "kafka.bootstrap.servers",
     "kafka.client.id",
     "kafka.request.timeout.ms",
+    "kafka.isolation.level",
     "subscribe",
     "subscribePattern",
     "assign",
@@ -121,6 +122,23 @@ def _int(options: Mapping[str, str], name: str, default: int | None, minimum: in
     if value < minimum:
         raise SparkOptionError(f"option '{name}' must be at least {minimum}, not {value}")
     return value
+
+
+#: ``kafka.isolation.level`` values (the Kafka consumer's ``isolation.level``).
+ISOLATION_LEVELS: Final = ("read_committed", "read_uncommitted")
+
+
+def _read_committed(options: Mapping[str, str]) -> bool:
+    raw = _get(options, "kafka.isolation.level")
+    if raw is None:
+        return True
+    value = raw.strip().lower()
+    if value not in ISOLATION_LEVELS:
+        raise SparkOptionError(
+            f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
+            f"not {raw!r}"
+        )
+    return value == "read_committed"
 
 
 def _bootstrap(options: Mapping[str, str]) -> str:
@@ -291,6 +309,9 @@ class ReadOptions:
     #: How long an executor (or the driver) keeps retrying retriable failures.
     poll_timeout_ms: int
     fetch_max_bytes: int
+    #: ``kafka.isolation.level``: read_committed (the default) reads up to the last stable
+    #: offset and drops aborted transactions; False is read_uncommitted.
+    read_committed: bool = True
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -360,6 +381,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         include_headers=_bool(options, "includeHeaders", False),
         poll_timeout_ms=poll_timeout,
         fetch_max_bytes=fetch_max,
+        read_committed=_read_committed(options),
     )
 
 

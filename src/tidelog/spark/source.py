@@ -6,8 +6,9 @@ process on the driver; ``read()`` and ``write()`` run on executors and open thei
 connections. Only option dataclasses, schemas and offset ranges are pickled.
 
 Offsets are Spark's Kafka JSON (``{"topic": {"0": 23}}``, next offset to read); the
-latest offset of a partition is its high watermark, so a query never reads records that
-a leader failure could take back.
+latest offset of a partition is its last stable offset under ``kafka.isolation.level``
+read_committed (the default), its high watermark under read_uncommitted: either way a
+query never reads records that a leader failure could take back.
 """
 
 from __future__ import annotations
@@ -164,13 +165,15 @@ class TidelogBatchReader(DataSourceReader):
         finally:
             offsets.close()
         ranges = []
+        latest_name = "last stable offset" if self.options.read_committed else "high watermark"
         for tp in tps:
             until = end[tp]
             if until > latest[tp]:
                 log.warning(
-                    "endingOffsets of %s is %d, past its high watermark %d: reading to %d",
+                    "endingOffsets of %s is %d, past its %s %d: reading to %d",
                     tp,
                     until,
+                    latest_name,
                     latest[tp],
                     latest[tp],
                 )
@@ -194,7 +197,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.schema = schema
         self._offsets: OffsetReader | None = None
-        #: AvailableNow: the high watermarks when the query started; never read past them.
+        #: AvailableNow: the latest offsets (LSO or HW) when the query started; never read
+        #: past them.
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
 
@@ -258,7 +262,9 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
                     # Go on from the new end: what is appended there is new data.
                 else:
-                    latest[tp] = begin[tp]  # a restarted broker's stale HW: hold still
+                    # A restarted broker's stale HW (or, read_committed, an LSO behind what
+                    # a read_uncommitted run of this query reached): hold still.
+                    latest[tp] = begin[tp]
         self._latest = latest
         end = latest
         if isinstance(limit, ReadMaxRows):

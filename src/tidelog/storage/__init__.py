@@ -7,7 +7,11 @@ Public API (see each module's docstring):
     ``PartitionMetadataFile``
   * ``epoch_cache``: ``LeaderEpochFileCache`` (the persisted leader epoch cache)
   * ``errors``: ``StorageError`` and subclasses
-  * ``producer_state``: ``ProducerStateManager`` (idempotent-producer state per partition,
-    ``Log.producer_state``; snapshots ``<offset>.snapshot``)
+  * ``producer_state``: ``ProducerStateManager`` (idempotent and transactional producer
+    state per partition, ``Log.producer_state``; snapshots ``<offset>.snapshot``)
+  * ``transactions``: transaction markers (``parse_end_txn_marker``) and the ongoing /
+    unreplicated transactions behind ``Log.last_stable_offset`` (``TxnTracker``)
+  * ``txn_index``: ``TransactionIndex``, a segment's aborted transactions
+    (``<offset>.txnindex``, Kafka's format)
   * ``producer_id``: ``ProducerIdManager`` (producer id blocks for InitProducerId)
 """

@@ -47,8 +47,9 @@ Rules:
      producer's last five batches is answered with its original offsets and not written;
      sequence and epoch errors come back in ``AppendInfo.error``, nothing written), applied
      unchecked on the follower path, snapshotted at every roll and at close, rebuilt at open
-     and after a truncation that cut a producer's batch, trimmed when the log start moves.
-     Batches without a producer id cost one header field comparison.
+     and after a truncation that cut a producer's batch, a marker or the start of an ongoing
+     transaction, trimmed when the log start moves. Batches without a producer id cost one
+     header field comparison.
 
   8. A truncation below the recovery point lowers it, and the lowered value reaches
      ``recovery-point-offset-checkpoint`` (the LogManager's listener, called under the log's
@@ -58,6 +59,26 @@ Rules:
      truncateFullyAndStartAt checkpoint the affected log dir's recovery points right after
      truncating (checkpointRecoveryOffsetsInDir) for the same reason.
 
+  9. Transactions (KIP-98). Control batches with a producer id are transaction markers
+     (``tidelog.storage.transactions``); they reach ``producer_state`` with transactional
+     data batches (its rules 6-8). On the leader path a control batch with a producer id
+     that is not a well-formed marker (compressed, not one record, another control type)
+     is refused with INVALID_RECORD before anything is written; followers and replays
+     ignore such a batch (the leader accepted it, e.g. a version before transactions).
+       a. ``last_stable_offset(hw)`` = min(hw, first offset of every ongoing transaction,
+          first offset of every completed one whose marker is not below hw), never below
+          the log start offset (Kafka's ``UnifiedLog.lastStableOffset``); O(1) amortised,
+          it runs on every fetch.
+       b. Each ABORT that ended a transaction is indexed in the ``.txnindex`` of the
+          segment holding its marker (``tidelog.storage.txn_index``), on the leader and
+          follower paths and during replays (appending an entry already there is a
+          no-op). Entries of segments at or above the recovery point, and the whole index of
+          a segment whose file is missing or corrupt, are rebuilt at open by the producer
+          state replay (which then starts at a snapshot at or below that segment); a
+          truncation drops the entries of markers it cuts; a deleted segment's index goes
+          with its other files (rule 6).
+       c. ``collect_aborted_transactions(start, upper)`` reads those entries from memory.
+
 Thread-safety: every public method takes the log's lock; the server calls appends and reads
 from its event loop thread and may run ``flush`` in a worker thread.
 """
@@ -66,6 +87,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import queue
 import shutil
@@ -86,7 +108,6 @@ from tidelog.protocol.records import (
     CRC_START,
     LOG_OVERHEAD,
     MAGIC_V2,
-    NO_PRODUCER_ID,
     CorruptRecordBatchError,
     parse_header,
 )
@@ -101,6 +122,7 @@ from tidelog.storage.errors import (
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
 from tidelog.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
     ProducerBatch,
     ProducerStateManager,
 )
@@ -112,6 +134,10 @@ from tidelog.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from tidelog.storage.transactions import EndTxnMarker, parse_end_txn_marker
+from tidelog.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+
+logger = logging.getLogger(__name__)
 
 _NEVER: Final = 2**63 - 1
 #: The v2 batch header (tidelog.protocol.records layout), unpacked without a dataclass.
@@ -120,7 +146,8 @@ _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _STAMP: Final = struct.Struct(">qii")
 #: Offsets inside a segment are stored relative to its base as int32.
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
-#: attributes bit 5: a control batch (transaction marker).
+#: attributes bit 4: a transactional batch; bit 5: a control batch (transaction marker).
+_TRANSACTIONAL_FLAG: Final = 0x10
 _CONTROL_FLAG: Final = 0x20
 #: Appends at least this large check their CRC-32Cs beside the write (rule 1a); below it the
 #: hand-off to the helper thread costs more than it saves.
@@ -172,7 +199,8 @@ class AppendInfo:
         Answer the produce request with NONE and that base offset (for acks=-1 wait until
         the high watermark passes ``last_offset``, like any append).
       * ``error`` other than NONE (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD): offsets -1, counts 0; ``error_message`` says why.
+        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED): offsets -1, counts 0; ``error_message`` says why.
     """
 
     first_offset: int
@@ -226,10 +254,11 @@ class _Batch(NamedTuple):
     partition_leader_epoch: int
     max_timestamp: int
     records_count: int
-    producer_id: int  # NO_PRODUCER_ID (-1) for plain batches and control batches
+    producer_id: int  # NO_PRODUCER_ID (-1) for plain batches
     producer_epoch: int
     base_sequence: int
     crc: int
+    attributes: int
 
 
 def _validate_batches(
@@ -276,9 +305,9 @@ def _validate_batches(
             )
         if check_crc and crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
             raise _crc_error(pos)
-        if attrs & _CONTROL_FLAG:
-            pid = NO_PRODUCER_ID  # transaction markers carry no sequence (no transactions here)
-        batches.append(_Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq, crc))
+        batches.append(
+            _Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq, crc, attrs)
+        )
         pos += size
     return batches, pos
 
@@ -292,6 +321,22 @@ def _check_crcs(view: memoryview, batches: list[_Batch]) -> None:
     for b in batches:
         if crc32c.crc32c(view[b.position + CRC_START : b.position + b.size]) != b.crc:
             raise _crc_error(b.position)
+
+
+def _leader_marker(view: memoryview, batch: _Batch, *, crc_checked: bool) -> EndTxnMarker:
+    """The transaction marker of a leader's control batch with a producer id (rule 9);
+    INVALID_RECORD when it is not one (Kafka's ``EndTransactionMarker.deserialize``)."""
+    pos = batch.position
+    if not crc_checked and crc32c.crc32c(view[pos + CRC_START : pos + batch.size]) != batch.crc:
+        raise _crc_error(pos)  # the record is read below: check its bytes first
+    marker = parse_end_txn_marker(view, pos)
+    if marker is None:
+        raise CorruptRecordBatchError(
+            f"control batch at byte {pos} of producer {batch.producer_id} is not a "
+            "transaction marker (one uncompressed COMMIT or ABORT record)",
+            ErrorCode.INVALID_RECORD,
+        )
+    return marker
 
 
 class _CrcJob:
@@ -543,7 +588,7 @@ class Log:
             if p.name.endswith(LOG_SUFFIX) and p.name[: -len(LOG_SUFFIX)].isdigit()
         )
         for p in directory.iterdir():
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 stem = p.name[: -len(suffix)]
                 if p.name.endswith(suffix) and stem.isdigit() and int(stem) not in bases:
                     p.unlink()  # an index without its log file
@@ -560,6 +605,9 @@ class Log:
 
         try:
             segments = [new_segment(b) for b in bases]
+            for seg in segments:
+                # Before recovery, whose truncation of a torn tail also cuts this index.
+                seg.txn_index.load()
             epoch_starts = cls._recover(segments, recovery_point)
         except BaseException:
             for s in segments:
@@ -594,7 +642,12 @@ class Log:
         # the newest sound one at or below the recovery point is loaded and the batches
         # after it replayed from their headers (producer_state rule 1 and 4).
         log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
-        log._rebuild_producer_state(max_snapshot_offset=log._recovery_point)
+        # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
+        rebuild_from = log._prepare_txn_indexes()
+        log._rebuild_producer_state(max_snapshot_offset=min(log._recovery_point, rebuild_from))
+        renamed = [seg for seg in log._segments if seg.txn_index.finish_rebuild()]
+        if renamed:
+            fsync_directory(directory)  # txn_index invariant 2
         if log._recovery_point < log_end_offset:
             # Everything recovered was just validated; make it durable so it is trusted next
             # time (Kafka flushes after recovery too).
@@ -651,22 +704,60 @@ class Log:
             i += 1
         return epoch_starts
 
+    def _prepare_txn_indexes(self) -> int:
+        """At open, after recovery: keep what the aborted-transaction indexes may be trusted
+        with (txn_index invariant 3) and return the base offset of the first segment whose
+        index must be rebuilt whole (``_NEVER``: none). The replay then starts at or below
+        both that segment and the recovery point, so it passes every marker whose entry is
+        missing; entries already present make its appends no-ops."""
+        recovery_point = self._recovery_point
+        rebuild_from = _NEVER
+        for seg in self._segments:
+            index = seg.txn_index
+            if (
+                not index.rebuilding
+                and index.entries
+                and seg.next_offset <= recovery_point
+                and index.entries[-1].last_offset >= seg.next_offset
+            ):
+                index.discard()  # an entry past the end of a trusted segment: not sound
+            if index.rebuilding:
+                rebuild_from = min(rebuild_from, seg.base_offset)
+            else:
+                # Written since the last flush, possibly for data a crash did not keep.
+                index.truncate_to(recovery_point)
+        return rebuild_from
+
     def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
         """Producer state = newest sound snapshot in [first segment base, bound] + replay of
-        the batch headers after it, trimmed at the log start offset (producer_state rule 1)."""
+        the batch headers after it, trimmed at the log start offset (producer_state rule 1).
+        The replay's aborted transactions go to the indexes (no-ops where present)."""
         state = self.producer_state
+        first_base = self._segments[0].base_offset
+        # The snapshot at the first segment's base is always usable (a snapshot is only
+        # kept while the log still holds every offset below it): it carries what the deleted
+        # segments before it held, e.g. an ongoing transaction that started there, even
+        # when the recovery point lags behind that base (retention outran the flushes).
         loaded = state.load_latest_snapshot(
-            min_offset=self._segments[0].base_offset, max_offset=max_snapshot_offset
+            min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
         )
-        state.update(
-            self._producer_batches_from(self._segments[0].base_offset if loaded is None else loaded)
+        aborted = state.update(
+            self._producer_batches_from(first_base if loaded is None else loaded)
         )
+        self._index_aborted(aborted)
         state.truncate_head(self._log_start_offset)
         # Rule 5: what expired before a restart or a truncation stays expired.
         state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
 
+    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
+        """Write each aborted transaction to the index of the segment holding its marker."""
+        for txn in aborted:
+            i = bisect.bisect_right(self._bases, txn.last_offset) - 1
+            self._segments[i].txn_index.append(txn)
+
     def _producer_batches_from(self, start: int) -> Iterator[ProducerBatch]:
-        """Producer batches at or after ``start`` (a batch boundary), from headers only."""
+        """Producer batches at or after ``start`` (a batch boundary), from headers only
+        (and the one record of each transaction marker)."""
         for seg in self._segments:
             if seg.next_offset <= start:
                 continue
@@ -676,16 +767,24 @@ class Log:
                 if found is None:
                     continue
                 position = found[0]
-            for _, header in seg.headers_from(position):
-                if header.producer_id >= 0 and not header.is_control:
-                    yield ProducerBatch(
-                        header.producer_id,
-                        header.producer_epoch,
-                        header.base_sequence,
-                        header.base_offset,
-                        header.last_offset,
-                        header.max_timestamp,
-                    )
+            for pos, header in seg.headers_from(position):
+                if header.producer_id < 0:
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = parse_end_txn_marker(seg.read_bytes(pos, header.size))
+                    if marker is None:
+                        continue  # not a transaction marker: no effect (rule 9)
+                yield ProducerBatch(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                    header.is_transactional,
+                    marker,
+                )
 
     def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
         starts: list[tuple[int, int, int]] = []
@@ -740,7 +839,12 @@ class Log:
     # ------------------------------------------------------------------ appends
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Validate, assign offsets from the log end offset, stamp ``leader_epoch``, write.
 
@@ -749,7 +853,11 @@ class Log:
         RECORD_LIST_TOO_LARGE for an append above segment.bytes); nothing is written then.
         Idempotent batches (rule 7) may instead return ``AppendInfo.duplicate`` (the original
         offsets) or ``AppendInfo.error`` (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD); nothing is written then either.
+        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED); nothing is written then either. ``origin``
+        COORDINATOR: a batch the broker's own coordinator writes, spared the duplicate and
+        sequence checks (producer_state rule 9); only such appends may hold control batches
+        (transaction markers): a CLIENT append with one is refused with INVALID_RECORD.
         """
         if leader_epoch < 0:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
@@ -780,13 +888,27 @@ class Log:
             meta: list[tuple[int, int, int]] = []
             max_timestamp = -1
             producer_batches: list[ProducerBatch] | None = None
+            client = origin is AppendOrigin.CLIENT
             for batch in batches:
+                if client and batch.attributes & _CONTROL_FLAG:
+                    # Kafka's LogValidator: control records come from the broker only (KIP-98).
+                    return AppendInfo(
+                        -1,
+                        -1,
+                        -1,
+                        0,
+                        0,
+                        0,
+                        error=ErrorCode.INVALID_RECORD,
+                        error_message="control records are not allowed to be appended by clients",
+                    )
                 pos = batch.position
                 pieces.append(_STAMP.pack(offset, batch.size - LOG_OVERHEAD, leader_epoch))
                 pieces.append(view[pos + _STAMP.size : pos + batch.size])
                 if batch.producer_id >= 0:  # the only cost for non-idempotent batches
                     if producer_batches is None:
                         producer_batches = []
+                    attrs = batch.attributes
                     producer_batches.append(
                         ProducerBatch(
                             batch.producer_id,
@@ -795,6 +917,10 @@ class Log:
                             offset,
                             offset + batch.last_offset_delta,
                             batch.max_timestamp,
+                            bool(attrs & _TRANSACTIONAL_FLAG),
+                            _leader_marker(view, batch, crc_checked=not parallel_crc)
+                            if attrs & _CONTROL_FLAG
+                            else None,
                         )
                     )
                 offset += batch.last_offset_delta + 1
@@ -809,7 +935,7 @@ class Log:
                 _check_crcs(view, batches)
                 parallel_crc = False
             if producer_batches is not None:
-                check = self.producer_state.check_leader_append(producer_batches)
+                check = self.producer_state.check_leader_append(producer_batches, origin=origin)
                 if check.duplicate is not None:
                     dup = check.duplicate
                     return AppendInfo(
@@ -833,7 +959,9 @@ class Log:
                 unchecked=(view, batches) if parallel_crc else None,
             )
             if check is not None:
-                self.producer_state.commit(check.updates)
+                aborted = self.producer_state.commit(check.updates, check.txn_events)
+                if aborted:
+                    self._index_aborted(aborted)
             return AppendInfo(
                 first_offset, offset - 1, max_timestamp, len(batches), num_records, total
             )
@@ -864,6 +992,7 @@ class Log:
             producer_batches: list[ProducerBatch] | None = None
             latest = self.leader_epoch_cache.latest_epoch()
             latest = -1 if latest is None else latest
+            view = memoryview(records)
             for batch in batches:
                 if batch.base_offset != expected:
                     raise UnexpectedAppendOffsetError(
@@ -880,6 +1009,11 @@ class Log:
                     latest = batch.partition_leader_epoch
                     new_epochs.append((latest, batch.base_offset))
                 if batch.producer_id >= 0:
+                    marker = None
+                    if batch.attributes & _CONTROL_FLAG:
+                        marker = self._follower_marker(view, batch, crc_checked=not parallel_crc)
+                        if marker is None:
+                            continue
                     if producer_batches is None:
                         producer_batches = []
                     producer_batches.append(
@@ -890,9 +1024,10 @@ class Log:
                             batch.base_offset,
                             expected - 1,
                             batch.max_timestamp,
+                            bool(batch.attributes & _TRANSACTIONAL_FLAG),
+                            marker,
                         )
                     )
-            view = memoryview(records)
             if parallel_crc and new_epochs:
                 _check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
                 parallel_crc = False
@@ -920,10 +1055,33 @@ class Log:
                         self.leader_epoch_cache.truncate_from_end(first_offset)
                 raise
             if producer_batches is not None:
-                self.producer_state.update(producer_batches)  # unchecked (producer_state rule 3)
+                # Unchecked (producer_state rule 3).
+                aborted = self.producer_state.update(producer_batches)
+                if aborted:
+                    self._index_aborted(aborted)
             return AppendInfo(
                 first_offset, expected - 1, max_timestamp, len(batches), num_records, total
             )
+
+    def _follower_marker(
+        self, view: memoryview, batch: _Batch, *, crc_checked: bool
+    ) -> EndTxnMarker | None:
+        """A follower's control batch with a producer id: its marker, or None (ignored, rule
+        9) when the leader accepted something else. A CRC left to the write is checked
+        first: the record is read here."""
+        pos = batch.position
+        if not crc_checked and crc32c.crc32c(view[pos + CRC_START : pos + batch.size]) != batch.crc:
+            raise _crc_error(pos)
+        marker = parse_end_txn_marker(view, pos)
+        if marker is None:
+            logger.warning(
+                "%s: control batch at offset %d of producer %d is not a transaction marker; "
+                "it does not change the producer state",
+                self.topic_partition,
+                batch.base_offset,
+                batch.producer_id,
+            )
+        return marker
 
     def _empty_append_info(self) -> AppendInfo:
         leo = self.log_end_offset
@@ -1174,6 +1332,50 @@ class Log:
                         return hit
             return None
 
+    # ------------------------------------------------------------------ transactions
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing or not yet replicated transaction (Kafka's
+        ``UnifiedLog.firstUnstableOffset``), at least the log start offset; None if none."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset()
+            return None if first is None else max(first, self._log_start_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """KIP-98's last stable offset for this high watermark (rule 9a): what read_committed
+        consumers may read below. Completed transactions whose marker the high watermark
+        passed are forgotten here (the high watermark only grows)."""
+        with self._lock:
+            return self.producer_state.last_stable_offset(high_watermark, self._log_start_offset)
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of every aborted transaction with a marker at or
+        after ``start_offset`` and a first offset below ``upper_bound_offset``, in first
+        offset order (Kafka's ``UnifiedLog.collectAbortedTransactions``; a Fetch response's
+        aborted transactions for data read from ``start_offset``, bounded by the LSO).
+
+        An aborted transaction's entry lives in the index of its MARKER's segment. One that
+        matters here has its marker at or after ``start_offset``, so in the segment holding
+        ``start_offset`` or a later one: the scan starts there. It can end far later: a
+        transaction starting below the bound may be aborted in a segment based above it
+        (another transaction kept the LSO low meanwhile), so a segment's base offset is no
+        reason to stop. The scan stops at the first entry whose last stable offset reaches
+        the bound (``TransactionIndex.collect``: every transaction starting below the bound
+        had ended by that marker), else at the last segment; empty indexes cost a test.
+        """
+        with self._lock:
+            found: list[AbortedTxn] = []
+            segments = self._segments
+            i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            for k in range(i, len(segments)):
+                index = segments[k].txn_index
+                if index.entries and index.collect(start_offset, upper_bound_offset, found):
+                    break
+            found.sort(key=lambda txn: txn.first_offset)
+            return [(txn.producer_id, txn.first_offset) for txn in found]
+
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> None:
@@ -1326,6 +1528,9 @@ class Log:
             # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
             # checked as often as retention (Kafka: a separate 10-minute task).
             self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
+            if high_watermark is not None:
+                # Bounds the completed transactions kept for the LSO on a log nobody fetches.
+                self.producer_state.on_high_watermark(high_watermark)
             return deleted
 
     def _delete_segments(
@@ -1531,6 +1736,7 @@ def _largest_timestamp(seg: LogSegment) -> int:
 
 __all__ = [
     "AppendInfo",
+    "AppendOrigin",
     "FetchSlice",
     "Log",
     "LogConfig",

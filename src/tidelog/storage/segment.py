@@ -1,4 +1,5 @@
-"""One log segment: ``<20-digit base offset>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<20-digit base offset>.log`` plus its ``.index``, ``.timeindex`` and
+``.txnindex`` (aborted transactions, ``tidelog.storage.txn_index``).
 
 A segment holds whole v2 batches with contiguous offsets starting at ``base_offset``. Only
 batch headers are ever decoded here; records stay opaque bytes (DESIGN.md "Speed").
@@ -11,7 +12,9 @@ Invariants:
     (``discard_unpublished``);
   * batches follow each other without gaps: each base offset is the previous ``next_offset``;
   * ``next_offset`` is one past the last offset in the segment (``base_offset`` if empty);
-  * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``).
+  * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``);
+  * aborted-transaction entries have their marker below ``next_offset`` (a truncation drops
+    the others with the batches).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tidelog.protocol.records import (
 )
 from tidelog.storage.index import IndexCorruptError, OffsetIndex, TimeIndex
 from tidelog.storage.page_cache import CacheWindow
+from tidelog.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
@@ -82,6 +86,7 @@ class LogSegment:
         "rolling_base_ms",
         "size",
         "time_index",
+        "txn_index",
     )
 
     def __init__(
@@ -98,6 +103,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        new = not self.log_path.exists()
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
         #: What of the file this process wrote back and dropped from the page cache.
@@ -111,6 +117,11 @@ class LogSegment:
             max_index_entries,
         )
         self.time_index = TimeIndex(time_index_path, base_offset)
+        # A new segment gets its (empty) .txnindex now; an existing one's is read by
+        # ``txn_index.load`` (a missing file is then a lost one: txn_index invariant 4).
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX), base_offset, create=new
+        )
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -289,6 +300,7 @@ class LogSegment:
         self.next_offset = next_offset
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
+        self.txn_index.truncate_to(next_offset)
         self._dirty = True
         if position == 0:
             self.rolling_base_ms = None
@@ -363,6 +375,8 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.write_pending()
         self.time_index.write_pending()
+        # Its fd, if an abort opened one, is not needed any more (flush fsyncs by path).
+        self.txn_index.close()
 
     # ------------------------------------------------------------------ reads
 
@@ -452,6 +466,7 @@ class LogSegment:
             os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -459,21 +474,28 @@ class LogSegment:
             self.fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def mark_deleted(self) -> None:
-        """Rename the files to ``*.deleted``; the fds stay open until ``close`` (readers)."""
+        """Rename the files to ``*.deleted``; the fds stay open until ``close`` (readers).
+
+        Every file object follows its rename, so ``delete_files`` later removes exactly the
+        renamed files, never those of a new segment created at the same base offset (a
+        truncation to the same offset: ``Log.truncate_fully_and_start_at``)."""
         for path in self.paths():
             target = path.with_name(path.name + DELETED_SUFFIX)
             if path.exists():
                 os.rename(path, target)
         self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = index.path.with_name(index.path.name + DELETED_SUFFIX)
 
     def delete_files(self) -> None:
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in self.paths():
             for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
                 candidate.unlink(missing_ok=True)
 

@@ -50,6 +50,10 @@ class FakeBroker:
     delay_even: bool = False
     silent_apis: set[int] = field(default_factory=set)
     requests: list[RequestHeader] = field(default_factory=list)
+    #: (producer id, first offset) answered to read_committed fetches (else a null array).
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+    #: The isolation level of every Fetch and ListOffsets request, in order.
+    isolation_levels: list[int] = field(default_factory=list)
     server: asyncio.Server | None = None
     port: int = 0
 
@@ -183,6 +187,8 @@ class FakeBroker:
                 ),
             )
         if key == ApiKey.FETCH:
+            read_committed = int(body.isolation_level) == 1
+            self.isolation_levels.append(int(body.isolation_level))
             topics = []
             for t in body.topics:
                 tid, log, next_offset = self.topics[t.topic]
@@ -197,6 +203,9 @@ class FakeBroker:
                             log_start_offset=0,
                             records=records,
                             diverging_epoch=(2, 5) if p.last_fetched_epoch == 9 else (-1, -1),
+                            aborted_transactions=self.aborted_transactions
+                            if read_committed
+                            else None,
                         )
                     )
                 topics.append(FetchTopicResponse(topic=t.topic, topic_id=tid, partitions=parts))
@@ -204,6 +213,7 @@ class FakeBroker:
             return b"".join(c for c in chunks if isinstance(c, bytes))
         if key == ApiKey.LIST_OFFSETS:
             assert m is not None
+            self.isolation_levels.append(int(getattr(body, "isolation_level", 0)))
             topics = []
             for t in body.topics:
                 _tid, _log, next_offset = self.topics[t.name]

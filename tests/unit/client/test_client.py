@@ -13,6 +13,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from tidelog.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
     BlockingClient,
     BrokerConnection,
     Client,
@@ -125,6 +127,24 @@ def test_diverging_epoch_is_reported() -> None:
                 {TP: FetchRequestPartition(fetch_offset=0, last_fetched_epoch=9)}, replica_id=1
             )
             assert result[TP].diverging_epoch == (2, 5)
+
+    run(scenario)
+
+
+def test_read_committed_fetches_return_the_aborted_transactions() -> None:
+    async def scenario(fake: FakeBroker) -> None:
+        fake.aborted_transactions = [(7, 0), (9, 12)]
+        async with Client(fake.bootstrap) as client:
+            await client.create_topics([NewTopic("events", 1, 1)])
+            committed = await client.fetch(
+                {TP: FetchRequestPartition(fetch_offset=0)}, isolation_level=READ_COMMITTED
+            )
+            assert committed[TP].aborted_transactions == [(7, 0), (9, 12)]
+            # read_uncommitted: the broker sends a null array; the client gives [].
+            uncommitted = await client.fetch({TP: FetchRequestPartition(fetch_offset=0)})
+            assert uncommitted[TP].aborted_transactions == []
+            await client.list_offsets({TP: LATEST_TIMESTAMP}, isolation_level=READ_COMMITTED)
+        assert fake.isolation_levels == [READ_COMMITTED, READ_UNCOMMITTED, READ_COMMITTED]
 
     run(scenario)
 
