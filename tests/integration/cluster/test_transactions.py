@@ -9,15 +9,26 @@ first.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import subprocess
+import sys
+import threading
 import time
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
+from kafka import KafkaProducer
+from kio.schema.find_coordinator.v4 import request as fc
+from kio.static.primitive import i8
 
 from tests.harness import BrokerCluster, wait_until
 from tests.integration.cluster.helpers import create_topic
+from tidelog.client import BlockingClient
+from tidelog.errors import ErrorCode
 
 pytestmark = pytest.mark.integration
 
@@ -203,3 +214,181 @@ def test_offsets_sent_to_a_transaction_commit_with_it(shared_cluster: BrokerClus
     out = _read(shared_cluster, sink, 1, "read_committed")
     assert sorted(out) == [b"out-in-%02d" % i for i in range(40)]
     consumer.close()
+
+
+def test_kafka_python_and_aiokafka_transactions_commit_and_abort(
+    shared_cluster: BrokerCluster,
+) -> None:
+    topic = "txn-python-clients"
+    create_topic(shared_cluster, topic, partitions=2)
+    kp = KafkaProducer(
+        bootstrap_servers=shared_cluster.bootstrap, transactional_id="txn-kafka-python"
+    )
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, b"kp-commit-%d" % i, partition=i % 2)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, b"kp-abort-%d" % i, partition=i % 2)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aio() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=shared_cluster.bootstrap, transactional_id="txn-aiokafka"
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send_and_wait(topic, b"aio-commit-%d" % i, partition=i % 2)
+            await producer.begin_transaction()
+            for i in range(10):
+                await producer.send_and_wait(topic, b"aio-abort-%d" % i, partition=i % 2)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    committed = sorted(
+        [b"kp-commit-%d" % i for i in range(10)] + [b"aio-commit-%d" % i for i in range(10)]
+    )
+    assert sorted(_read(shared_cluster, topic, 2, "read_committed")) == committed
+    assert len(_read(shared_cluster, topic, 2, "read_uncommitted")) == 40
+
+    # kcat (librdkafka) with -X isolation.level=read_committed reads the same.
+    out = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            shared_cluster.bootstrap,
+            "-C",
+            "-t",
+            topic,
+            "-e",
+            "-o",
+            "beginning",
+            "-X",
+            "isolation.level=read_committed",
+            "-f",
+            "%s\n",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert sorted(line.encode() for line in out.splitlines() if line) == committed
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted_and_its_producer_fenced(
+    shared_cluster: BrokerCluster,
+) -> None:
+    """KIP-98's proactive abort: the coordinator aborts it (the broker checks every
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default)."""
+    topic = "txn-timeout"
+    create_topic(shared_cluster, topic, partitions=1)
+    producer = _producer(shared_cluster, "txn-timeout", **{"transaction.timeout.ms": 2000})
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, b"left-open-%d" % i)
+    assert producer.flush(30) == 0
+    coordinator = _coordinator_of(shared_cluster, "txn-timeout")
+    wait_until(
+        lambda: "CompleteAbort" in _describe(shared_cluster, "txn-timeout", coordinator),
+        90.0,
+        "the coordinator to abort the timed-out transaction",
+    )
+    assert _read(shared_cluster, topic, 1, "read_committed") == []
+    assert len(_read(shared_cluster, topic, 1, "read_uncommitted")) == 5
+    with pytest.raises(KafkaException) as raised:
+        producer.commit_transaction(30)
+    assert raised.value.args[0].code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.INVALID_TXN_STATE,
+    ), raised.value
+
+
+def test_a_commit_survives_the_loss_of_its_coordinator(cluster: BrokerCluster) -> None:
+    """The coordinator is SIGKILLed while a transaction's markers cannot be written (the
+    leader of its data partition is paused): the new coordinator loads PrepareCommit from
+    ``__transaction_state`` and completes it, and the commit is read exactly once."""
+    topic = "txn-failover"
+    create_topic(cluster, topic, partitions=1)
+    leader = cluster.wait_for_leader(topic, 0)
+    # A transactional id whose coordinator is not the data partition's leader.
+    txn_id, coordinator = next(
+        (t, c)
+        for t, c in (
+            (f"txn-failover-{n}", _coordinator_of(cluster, f"txn-failover-{n}")) for n in range(200)
+        )
+        if c != leader
+    )
+    producer = _producer(cluster, txn_id, **{"transaction.timeout.ms": 120000})
+    producer.begin_transaction()
+    values = [b"survivor-%d" % i for i in range(20)]
+    for v in values:
+        producer.produce(topic, v)
+    assert producer.flush(30) == 0
+    cluster.broker(leader).pause()  # markers to the data partition cannot be written now
+    try:
+        committing = threading.Thread(target=lambda: _commit_quietly(producer), daemon=True)
+        committing.start()
+        wait_until(
+            lambda: "PrepareCommit" in _describe(cluster, txn_id, coordinator),
+            60.0,
+            "PrepareCommit on the coordinator",
+        )
+        cluster.broker(coordinator).kill()
+    finally:
+        cluster.broker(leader).resume()
+    cluster.broker(coordinator).start()
+    assert sorted(_read(cluster, topic, 1, "read_committed", timeout=120.0)) == sorted(values)
+    committing.join(120)
+
+
+def _commit_quietly(producer: Producer) -> None:
+    with contextlib.suppress(KafkaException):
+        producer.commit_transaction(120)
+
+
+def _coordinator_of(cluster: BrokerCluster, txn_id: str) -> int:
+    def ask() -> int | None:
+        with BlockingClient(cluster.bootstrap, request_timeout_s=30.0) as client:
+            response = client.send(
+                fc.FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(txn_id,))
+            )
+        (answer,) = response.coordinators
+        # COORDINATOR_NOT_AVAILABLE while __transaction_state is being created.
+        return int(answer.node_id) if answer.error_code == ErrorCode.NONE else None
+
+    found = wait_until(ask, 60.0, f"the coordinator of {txn_id}")
+    assert isinstance(found, int)
+    return found
+
+
+def _describe(cluster: BrokerCluster, txn_id: str, coordinator: int) -> str:
+    """The transaction's state name as ``tidelog transactions describe`` prints it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidelog",
+            "transactions",
+            "--bootstrap-server",
+            cluster.broker(coordinator).bootstrap,
+            "describe",
+            "--transactional-id",
+            txn_id,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.stdout
