@@ -129,18 +129,18 @@ class InternalTopicCreator:
     async def _create(self) -> None:
         settings = self.apis.config
         n = settings.get_int(self.partitions_key)
-        if self.node is None:
-            # Alone, topic configs are typed values (what validation would have parsed).
-            typed: dict[str, object] = {
-                k: int(v) if v.lstrip("-").isdigit() else v for k, v in self.config.items()
-            }
-            self.apis.create_topic(self.name, n, typed)
-            return
-        live = max(1, len(self.node.metadata.brokers))
+        live = 1 if self.node is None else max(1, len(self.node.metadata.brokers))
         rf = min(settings.get_int(self.replication_key), live)
         config = dict(self.config)
         if "min.insync.replicas" in config:  # never above the replication factor chosen
             config["min.insync.replicas"] = str(min(int(config["min.insync.replicas"]), rf))
+        if self.node is None:
+            # Alone, topic configs are typed values (what validation would have parsed).
+            typed: dict[str, object] = {
+                k: int(v) if v.lstrip("-").isdigit() else v for k, v in config.items()
+            }
+            self.apis.create_topic(self.name, n, typed)
+            return
         error, message, _topic_id = await self.node.create_topic(
             self.name,
             num_partitions=n,
