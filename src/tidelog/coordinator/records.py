@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -147,17 +148,25 @@ def group_value(value: GroupRecord) -> bytes:
 # --- reading --------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, buf: bytes) -> None:
+class RecordReader:
+    """Reads Kafka's non-flexible big-endian fields; every malformation raises ``error``
+    (the format error of the record kind being read)."""
+
+    def __init__(self, buf: bytes, error: type[ValueError] = RecordFormatError) -> None:
         self.buf = buf
         self.pos = 0
+        self.error = error
 
     def _take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("truncated record")
+            raise self.error("truncated record")
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
+
+    def i8(self) -> int:
+        value: int = _I8.unpack(self._take(1))[0]
+        return value
 
     def i16(self) -> int:
         value: int = _I16.unpack(self._take(2))[0]
@@ -178,21 +187,38 @@ class _Reader:
         try:
             return self._take(n).decode()
         except UnicodeDecodeError as exc:
-            raise RecordFormatError(str(exc)) from None
+            raise self.error(str(exc)) from None
 
     def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise RecordFormatError("null string")
-        return value
+        """A non-null string: a negative length is malformed."""
+        n = self.i16()
+        if n < 0:
+            raise self.error(f"string length {n} (null string)")
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError as exc:
+            raise self.error(str(exc)) from None
 
     def bytes_(self) -> bytes:
         n = self.i32()
         return b"" if n < 0 else self._take(n)
 
+    def count(self, nullable: bool = False) -> int | None:
+        """An array length; -1 is None when ``nullable``, any other negative malformed."""
+        n = self.i32()
+        if n == -1 and nullable:
+            return None
+        if n < 0:
+            raise self.error(f"array length {n}")
+        return n
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise self.error(f"{len(self.buf) - self.pos} trailing bytes")
+
 
 def decode_key(raw: bytes) -> OffsetKey | GroupKey:
-    r = _Reader(raw)
+    r = RecordReader(raw)
     version = r.i16()
     if version in (0, 1):
         group = r.string()
@@ -204,7 +230,7 @@ def decode_key(raw: bytes) -> OffsetKey | GroupKey:
 
 
 def decode_offset_value(raw: bytes) -> OffsetAndMetadata:
-    r = _Reader(raw)
+    r = RecordReader(raw)
     version = r.i16()
     if version not in (0, 1, 2, 3):
         raise RecordFormatError(f"unknown offset value version {version}")
@@ -216,7 +242,7 @@ def decode_offset_value(raw: bytes) -> OffsetAndMetadata:
 
 
 def decode_group_value(raw: bytes) -> GroupRecord:
-    r = _Reader(raw)
+    r = RecordReader(raw)
     version = r.i16()
     if version not in (0, 1, 2, 3):
         raise RecordFormatError(f"unknown group value version {version}")
@@ -256,7 +282,7 @@ def subscribed_topics(protocol_type: str, subscription: bytes) -> Sequence[str] 
     if protocol_type != "consumer":
         return None
     try:
-        r = _Reader(subscription)
+        r = RecordReader(subscription)
         r.i16()
         return [r.string() for _ in range(r.i32())]
     except RecordFormatError:

@@ -26,6 +26,7 @@ import struct
 from collections.abc import MutableMapping
 
 from tidelog.coordinator import partition_for
+from tidelog.coordinator.records import RecordReader
 from tidelog.coordinator.txn import TxnMetadata, TxnState
 from tidelog.model import TopicPartition
 
@@ -90,58 +91,12 @@ def encode_txn_value(meta: TxnMetadata) -> bytes:
 # --- reading --------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if self.pos + n > len(self.buf):
-            raise TxnRecordFormatError("truncated record")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i8(self) -> int:
-        value: int = _I8.unpack(self._take(1))[0]
-        return value
-
-    def i16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
-
-    def i32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
-
-    def i64(self) -> int:
-        value: int = _I64.unpack(self._take(8))[0]
-        return value
-
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise TxnRecordFormatError(f"string length {n}")
-        try:
-            return self._take(n).decode()
-        except UnicodeDecodeError as exc:
-            raise TxnRecordFormatError(str(exc)) from None
-
-    def count(self, nullable: bool = False) -> int | None:
-        n = self.i32()
-        if n == -1 and nullable:
-            return None
-        if n < 0:
-            raise TxnRecordFormatError(f"array length {n}")
-        return n
-
-    def end(self) -> None:
-        if self.pos != len(self.buf):
-            raise TxnRecordFormatError(f"{len(self.buf) - self.pos} trailing bytes")
+def _reader(raw: bytes) -> RecordReader:
+    return RecordReader(raw, TxnRecordFormatError)
 
 
 def decode_txn_key(raw: bytes) -> str:
-    r = _Reader(raw)
+    r = _reader(raw)
     version = r.i16()
     if version != TXN_KEY_VERSION:
         raise TxnRecordFormatError(f"unknown transaction key version {version}")
@@ -151,7 +106,7 @@ def decode_txn_key(raw: bytes) -> str:
 
 
 def decode_txn_value(transactional_id: str, raw: bytes) -> TxnMetadata:
-    r = _Reader(raw)
+    r = _reader(raw)
     version = r.i16()
     if version != TXN_VALUE_VERSION:
         raise TxnRecordFormatError(f"unknown transaction value version {version}")

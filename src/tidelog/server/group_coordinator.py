@@ -70,8 +70,12 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.protocol.records import iter_batches
-from tidelog.server.internal_topics import InternalTopicCreator, append_replicated, leader_of
+from tidelog.server.internal_topics import (
+    InternalTopicCreator,
+    append_replicated,
+    leader_of,
+    replay_batches,
+)
 from tidelog.server.replica_manager import now_ms
 
 if TYPE_CHECKING:
@@ -226,37 +230,20 @@ class GroupCoordinator:
         hosted = self.replica_manager.partitions[TopicPartition(OFFSETS_TOPIC, p)]
         the_log = hosted.log
         replay = PartitionReplay()
-        position = the_log.log_start_offset
-        end = the_log.log_end_offset
-        while position < end:
-            chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
-            if chunk is None:
-                break
-            data = chunk.read_bytes()
-            next_position = position
-            for at, header in iter_batches(data):
-                next_position = max(next_position, header.next_offset)
-                if header.next_offset <= position:
+        for header, batch, first in replay_batches(the_log):
+            # A transactional batch's offsets belong to its producer until its marker.
+            producer_id = header.producer_id if header.is_transactional else -1
+            for rec in decode_records(batch, verify_crc=False, include_control=True):
+                if rec.offset < first:
                     continue
-                batch = data[at : at + header.size]
-                # A transactional batch's offsets belong to its producer until its marker.
-                producer_id = header.producer_id if header.is_transactional else -1
-                for rec in decode_records(batch, verify_crc=False, include_control=True):
-                    if rec.offset < position:
-                        continue
-                    if header.is_control:
-                        replay.marker(header.producer_id, rec.key)
-                        continue
-                    try:
-                        if rec.key is not None:
-                            replay.record(header.base_offset, producer_id, rec.key, rec.value)
-                    except RecordFormatError as exc:
-                        log.warning(
-                            "%s-%d offset %d skipped: %s", OFFSETS_TOPIC, p, rec.offset, exc
-                        )
-            if next_position <= position:
-                break
-            position = next_position
+                if header.is_control:
+                    replay.marker(header.producer_id, rec.key)
+                    continue
+                try:
+                    if rec.key is not None:
+                        replay.record(header.base_offset, producer_id, rec.key, rec.value)
+                except RecordFormatError as exc:
+                    log.warning("%s-%d offset %d skipped: %s", OFFSETS_TOPIC, p, rec.offset, exc)
         return replay
 
     def _unload(self, p: int) -> None:

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tidelog.aio import wait_for
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.records import BatchHeader, iter_batches
 from tidelog.server.replica_manager import ProduceResult, ReplicaManager
+from tidelog.storage.log import Log
 from tidelog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -65,6 +67,27 @@ def append_replicated(
 
     replica_manager.wait_for_acks(appended, timeout_ms, respond)
     return result.base_offset, future
+
+
+def replay_batches(the_log: Log) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    """Every batch of ``the_log`` from its start to its end, once, for a coordinator's
+    load (rule 1): ``(header, batch bytes, first offset to use)``; records of the first
+    batch below the log start offset (DeleteRecords inside a batch) are to be skipped."""
+    position = the_log.log_start_offset
+    end = the_log.log_end_offset
+    while position < end:
+        chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
+        if chunk is None:
+            return
+        data = chunk.read_bytes()
+        next_position = position
+        for at, header in iter_batches(data):
+            next_position = max(next_position, header.next_offset)
+            if header.next_offset > position:
+                yield header, data[at : at + header.size], position
+        if next_position <= position:
+            return
+        position = next_position
 
 
 def leader_of(
@@ -163,4 +186,5 @@ __all__ = [
     "append_replicated",
     "leader_of",
     "partition_count",
+    "replay_batches",
 ]

@@ -61,12 +61,12 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.protocol.records import iter_batches
 from tidelog.server.internal_topics import (
     InternalTopicCreator,
     append_replicated,
     leader_of,
     partition_count,
+    replay_batches,
 )
 from tidelog.server.replica_manager import now_ms
 from tidelog.server.txn_markers import Marker, MarkerSender, MarkerWriter
@@ -245,18 +245,9 @@ class TransactionCoordinator:
         """Replay the partition from its start to its end: the last record per id wins."""
         the_log = self.replica_manager.partitions[TopicPartition(TXN_TOPIC, p)].log
         state: dict[str, TxnMetadata] = {}
-        position = the_log.log_start_offset
-        end = the_log.log_end_offset
-        while position < end:
-            chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
-            if chunk is None:
-                break
-            data = chunk.read_bytes()
-            next_position = position
-            for _pos, header in iter_batches(data):
-                next_position = max(next_position, header.next_offset)
-            for rec in decode_records(data):
-                if rec.offset < position or rec.key is None:
+        for _header, batch, first in replay_batches(the_log):
+            for rec in decode_records(batch, verify_crc=False):
+                if rec.offset < first or rec.key is None:
                     continue
                 try:
                     txn_id = decode_txn_key(rec.key)
@@ -266,9 +257,6 @@ class TransactionCoordinator:
                         state[txn_id] = decode_txn_value(txn_id, rec.value)
                 except TxnRecordFormatError as exc:
                     log.warning("%s-%d offset %d skipped: %s", TXN_TOPIC, p, rec.offset, exc)
-            if next_position <= position:
-                break
-            position = next_position
         return state
 
     def _lookup(self, txn_id: str) -> tuple[int, _Loaded | None, ErrorCode]:
