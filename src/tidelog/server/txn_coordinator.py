@@ -17,10 +17,13 @@ Theory of operation (KIP-98; the rules of each transition are in ``tidelog.coord
    CONCURRENT_TRANSACTIONS); it takes effect only once its record is replicated (acks=all),
    and is dropped if the write fails. A client is answered after that, so an acknowledged
    InitProducerId / AddPartitionsToTxn / EndTxn survives any coordinator failover.
-4. Ending. EndTxn writes PREPARE_COMMIT or PREPARE_ABORT and answers; then the markers go
-   to every partition of the transaction (``tidelog.server.txn_markers``), and once all
-   are written COMPLETE_COMMIT / COMPLETE_ABORT is recorded. Until then the producer's next
-   AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS, which clients retry.
+4. Ending. EndTxn writes PREPARE_COMMIT or PREPARE_ABORT (the outcome is decided once that
+   is replicated); then the markers go to every partition of the transaction
+   (``tidelog.server.txn_markers``), and once all are written COMPLETE_COMMIT /
+   COMPLETE_ABORT is recorded. Until then the producer's next AddPartitionsToTxn answers
+   CONCURRENT_TRANSACTIONS, which clients retry after a backoff; so, unlike Kafka, the
+   EndTxn answer waits up to ``END_TXN_WAIT_S`` for the completion (the answer is NONE
+   either way).
 5. Fencing. InitProducerId for a transactional id bumps its epoch, so an older producer
    instance (a zombie) is refused with PRODUCER_FENCED by the coordinator and, through the
    markers' epoch, with INVALID_PRODUCER_EPOCH by every partition it wrote to. Finding an
@@ -35,11 +38,13 @@ Theory of operation (KIP-98; the rules of each transition are in ``tidelog.coord
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelog.aio import wait_for
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.coordinator import partition_for
 from tidelog.coordinator.txn import (
@@ -84,8 +89,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TXN_SEGMENT_BYTES = 104857600
 #: How often leadership is re-checked and marker work resumed.
 TICK_S = 0.1
-#: The write of one transition waits this long for its replication.
-WRITE_TIMEOUT_MS = 5_000
+#: How long an EndTxn answer waits for its markers and COMPLETE_* record (rule 4). Kafka
+#: answers at PREPARE_*; the producer's next AddPartitionsToTxn then meets
+#: CONCURRENT_TRANSACTIONS and clients back off 20 ms (librdkafka, the Java client): waiting
+#: for the markers, a few ms, is cheaper. The outcome is decided either way: past this bound
+#: the answer is NONE while the markers are still being written.
+END_TXN_WAIT_S = 1.0
+#: The write of one transition waits this long for its replication (Kafka's
+#: TransactionStateManager uses the broker's request.timeout.ms, 30 s): long enough to ride
+#: out an ISR shrink that needs a new controller first.
+WRITE_TIMEOUT_MS = 30_000
 #: KIP-588: PRODUCER_FENCED (90) exists from these request versions; older ones get
 #: INVALID_PRODUCER_EPOCH (47), as Kafka answers them.
 _PRODUCER_FENCED_SINCE = {
@@ -308,12 +321,13 @@ class TransactionCoordinator:
         if await self._write(p, loaded, transition) == ErrorCode.NONE:
             self._complete_later(p, loaded, transition.after)
 
-    def _complete_later(self, p: int, loaded: _Loaded, meta: TxnMetadata) -> None:
+    def _complete_later(self, p: int, loaded: _Loaded, meta: TxnMetadata) -> asyncio.Task[None]:
         """Rule 4: markers for a PREPARE_* transaction, then its COMPLETE_* record (once per
-        transactional id at a time)."""
+        transactional id at a time: the task already running is returned)."""
         txn_id = meta.transactional_id
-        if txn_id in self._completing:
-            return
+        running = self._completing.get(txn_id)
+        if running is not None:
+            return running
         task = asyncio.ensure_future(self._complete(p, loaded, meta))
         self._completing[txn_id] = task
 
@@ -323,6 +337,7 @@ class TransactionCoordinator:
             _log_failure(t)
 
         task.add_done_callback(done)
+        return task
 
     async def _complete(self, p: int, loaded: _Loaded, meta: TxnMetadata) -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
@@ -507,7 +522,12 @@ class TransactionCoordinator:
                 else:
                     error = await self._write(p, loaded, result)
                     if error == ErrorCode.NONE:
-                        self._complete_later(p, loaded, result.after)
+                        # Rule 4: decided once PREPARE_* is replicated; the answer waits a
+                        # little for the markers too, so the producer's next transaction is
+                        # not refused (CONCURRENT_TRANSACTIONS, then a client backoff).
+                        completing = self._complete_later(p, loaded, result.after)
+                        with contextlib.suppress(TimeoutError):
+                            await wait_for(asyncio.shield(completing), END_TXN_WAIT_S)
             return self.apis._respond(
                 header,
                 {

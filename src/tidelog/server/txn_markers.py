@@ -95,29 +95,49 @@ class MarkerWriter:
         return error
 
     def handle_write_txn_markers(self, header: RequestHeader, body: Any) -> Any:
+        """Every marker of the request is written at once (each waits for its own
+        replication); the answer lists them in request order."""
+        work: list[tuple[Marker, list[tuple[str, list[TopicPartition]]]]] = []
+        for entry in body.markers:
+            marker = Marker(
+                int(entry.producer_id),
+                int(entry.producer_epoch),
+                bool(entry.transaction_result),
+                int(entry.coordinator_epoch),
+            )
+            topics = [
+                (t.name, [TopicPartition(t.name, int(p)) for p in t.partition_indexes])
+                for t in entry.topics
+            ]
+            work.append((marker, topics))
+
         async def run() -> Any:
-            results = []
-            for entry in body.markers:
-                marker = Marker(
-                    int(entry.producer_id),
-                    int(entry.producer_epoch),
-                    bool(entry.transaction_result),
-                    int(entry.coordinator_epoch),
+            errors = iter(
+                await asyncio.gather(
+                    *(
+                        self.write(tp, marker)
+                        for marker, topics in work
+                        for _name, tps in topics
+                        for tp in tps
+                    )
                 )
-                topics = []
-                for topic in entry.topics:
-                    tps = [TopicPartition(topic.name, int(p)) for p in topic.partition_indexes]
-                    errors = await asyncio.gather(*(self.write(tp, marker) for tp in tps))
-                    topics.append(
+            )
+            results = [
+                {
+                    "producer_id": marker.producer_id,
+                    "topics": [
                         {
-                            "name": topic.name,
+                            "name": name,
                             "partitions": [
-                                {"partition_index": tp.partition, "error_code": error}
-                                for tp, error in zip(tps, errors, strict=True)
+                                {"partition_index": tp.partition, "error_code": next(errors)}
+                                for tp in tps
                             ],
                         }
-                    )
-                results.append({"producer_id": marker.producer_id, "topics": topics})
+                        for name, tps in topics
+                    ],
+                }
+                for marker, topics in work
+            ]
             return self.apis._respond(header, {"markers": results})
 
         return asyncio.ensure_future(run())
