@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos bench bench-micro bench-storage clean
+.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn bench bench-micro bench-storage clean
 
 all: test
 
@@ -38,14 +38,21 @@ pipeline: venv
 # and rolling restarts; RESTART_FAULTS) with its report in docs/reliability.md, then every
 # kind (kills, pauses, partitions, torn tails, full disks; FAULTS) in
 # docs/reliability-mixed.md, then the slow fault tests (unclean election measured, disk
-# full, regressions). Each step runs even when one before failed (a lost record or a
-# client-visible error); the target fails if any did.
+# full, regressions), then the transactional run (chaos-txn). Each step runs even when one
+# before failed (a lost record or a client-visible error); the target fails if any did.
 chaos: venv
 	status=0; \
 	$(BIN)/python -m tidelog.testing.faults --mix restarts --faults $${RESTART_FAULTS:-300} --seed $${SEED:-43} --report docs/reliability.md || status=1; \
 	$(BIN)/python -m tidelog.testing.faults --faults $${FAULTS:-500} --seed $${SEED:-43} --report docs/reliability-mixed.md || status=1; \
 	$(BIN)/pytest -m slow tests/faults $(PYTEST_ARGS) || status=1; \
+	$(MAKE) --no-print-directory chaos-txn || status=1; \
 	exit $$status
+
+# Issue 19: transactional producers (commits, aborts, zombies fenced) and read_committed
+# consumers under the restart-heavy kinds plus kill_txn_coordinator (TXN_FAULTS, default
+# 100; about 7 s per fault); report in docs/reliability-transactions.md.
+chaos-txn: venv
+	$(BIN)/python -m tidelog.testing.faults --workload transactions --faults $${TXN_FAULTS:-100} --seed $${SEED:-43} --report docs/reliability-transactions.md
 
 # Every test marked slow (long cluster, Spark and fault scenarios).
 test-slow: venv

@@ -11,7 +11,12 @@ min.insync.replicas=2 and no unclean election lose an acknowledged record, whate
 - ``checker``: lost / moved / vanished / inconsistent / reordered / duplicated records,
   replicas diverging below the HW, unavailability per fault;
 - ``run``: one run and its Markdown report; ``unclean``: the seed-000 data-loss scenario
-  with ``unclean.leader.election.enable=true``, which the checker must catch.
+  with ``unclean.leader.election.enable=true``, which the checker must catch;
+- ``txn_workload``, ``txn_checker``, ``txn_run`` (issue 19): the transactional workload
+  (confluent-kafka transactional producers committing, aborting, and fenced as zombies;
+  read_committed consumers), its checker (nothing committed lost, nothing aborted visible,
+  all or nothing, nothing visible before its commit, zombies fenced) and its run and report
+  (``--workload transactions``).
 
 IO is the point here: this package starts processes, signals them by PID, mounts tmpfs.
 """

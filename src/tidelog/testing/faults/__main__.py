@@ -1,9 +1,14 @@
-"""``python -m tidelog.testing.faults [--mix restarts] --faults N --seed S --report FILE``
+"""``python -m tidelog.testing.faults [--workload transactions] [--mix restarts] --faults N
+--seed S --report FILE``
 
 Runs the fault-injection harness (see ``tidelog.testing.faults``) and writes the report.
 Exit status 0 when the checker found nothing, 1 otherwise (the findings are printed): a lost
 or otherwise wrong record, a stuck cluster, or a client-visible error (an error a client
 reported that an application would stop on).
+
+``--workload transactions`` (issue 19) runs transactional producers and read_committed
+consumers instead (``txn_run``); its default kinds are ``nemesis.TXN_KINDS`` (the
+restart-heavy mix and ``kill_txn_coordinator``), and its checks are ``txn_checker``'s.
 """
 
 from __future__ import annotations
@@ -12,13 +17,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from tidelog.testing.faults.nemesis import ALL_KINDS, MIXES
+from tidelog.testing.faults.nemesis import ALL_KINDS, EVERY_KIND, MIXES, TXN_KINDS
 from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
+from tidelog.testing.faults.txn_run import TxnRunConfig, render_txn_report, run_transactions
 
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m tidelog.testing.faults")
+    parser.add_argument(
+        "--workload",
+        choices=("records", "transactions"),
+        default="records",
+        help="'records': acks=all producers of three clients (the default); 'transactions': "
+        "confluent-kafka transactional producers and read_committed consumers (issue 19)",
+    )
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, default=None)
@@ -41,16 +54,36 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="producers with enable.idempotence=true; any duplicate then fails the run",
     )
+    parser.add_argument(
+        "--commit-ratio",
+        type=float,
+        default=0.7,
+        help="transactions: the share of transactions meant to commit (the others abort)",
+    )
+    parser.add_argument(
+        "--zombie-every",
+        type=int,
+        default=25,
+        help="transactions: every N-th transaction of each producer is a zombie scenario",
+    )
     args = parser.parse_args(args_list)
+    transactions = args.workload == "transactions"
     if args.mix is not None and args.kinds is not None:
         parser.error("--mix and --kinds exclude each other")
+    if transactions and args.idempotent:
+        parser.error("--idempotent is for the records workload (transactions are idempotent)")
+    known = EVERY_KIND if transactions else ALL_KINDS
     if args.mix is not None:
         kinds = MIXES[args.mix]
+    elif args.kinds is not None:
+        kinds = tuple(k for k in args.kinds.split(",") if k)
     else:
-        kinds = tuple(k for k in (args.kinds or ",".join(ALL_KINDS)).split(",") if k)
-    unknown = sorted(set(kinds) - set(ALL_KINDS))
+        kinds = TXN_KINDS if transactions else ALL_KINDS
+    unknown = sorted(set(kinds) - set(known))
     if unknown:
-        parser.error(f"unknown fault kinds {unknown}; known: {', '.join(ALL_KINDS)}")
+        parser.error(f"unknown fault kinds {unknown}; known: {', '.join(known)}")
+    if transactions:
+        return main_transactions(args, kinds, args_list)
     config = RunConfig(
         faults=args.faults,
         seed=args.seed,
@@ -75,6 +108,33 @@ def main(argv: list[str] | None = None) -> int:
         print_err(f"report written to {args.report}")
     duplicates_fail = args.idempotent and bool(result.findings.duplicated)
     return 0 if result.findings.ok and not duplicates_fail else 1
+
+
+def main_transactions(args: argparse.Namespace, kinds: tuple[str, ...], argv: list[str]) -> int:
+    config = TxnRunConfig(
+        faults=args.faults,
+        seed=args.seed,
+        kinds=kinds,
+        commit_ratio=args.commit_ratio,
+        zombie_every=args.zombie_every,
+        directory=args.dir,
+        keep_directory=args.dir is not None,
+        time_limit_s=args.time_limit,
+    )
+    result = run_transactions(config, log=print_err)
+    print(result.findings.summary())
+    for s in result.producers:
+        print(
+            f"{s.transactional_id}: committed {s.committed}, aborted {s.aborted}, "
+            f"indeterminate {s.indeterminate}, fenced {s.fenced}, values {s.values}, "
+            f"client-visible errors {s.client_visible}"
+        )
+    print(f"read_committed consumers: client-visible errors {result.consumer_errors}")
+    if args.report is not None:
+        command = "python -m tidelog.testing.faults " + " ".join(argv)
+        args.report.write_text(render_txn_report(result, command), encoding="utf-8")
+        print_err(f"report written to {args.report}")
+    return 0 if result.findings.ok else 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ by their own PIDs) whose brokers are wired for network faults:
   the disk-full fault fills. ``stop()`` unmounts it.
 
 The harness itself talks to the brokers' real ports (``admin_bootstrap``), so its own
-observations never cross a cut link.
+observations never cross a cut link: Metadata, the ISRs, the end offsets
+(``end_offsets``: ListOffsets, read_committed or not) and a transactional id's coordinator
+(``transaction_coordinator``: FindCoordinator with key type 1, issue 19).
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
+
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.static.primitive import i8
 
 from tidelog.cli.launcher import (
     BrokerInfo,
@@ -38,9 +44,21 @@ from tidelog.cli.launcher import (
     ProcessState,
     process_state,
 )
-from tidelog.client import BlockingClient, ClientError, ClusterMetadata
+from tidelog.client import (
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    BlockingClient,
+    ClientError,
+    ClusterMetadata,
+)
 from tidelog.client.client import PartitionMetadata
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
 from tidelog.testing.faults.proxy import LinkProxy, ProxyLoop
+
+#: FindCoordinator's key type for a transactional id (KIP-98; 0 is a consumer group).
+KEY_TYPE_TRANSACTION: Final = 1
 
 
 class FaultCluster(LocalCluster):
@@ -258,6 +276,39 @@ class FaultCluster(LocalCluster):
         md = self.metadata([])
         return None if md is None or md.controller_id < 0 else md.controller_id
 
+    def transaction_coordinator(self, transactional_id: str) -> int | None:
+        """The broker coordinating ``transactional_id`` (FindCoordinator, key type 1, asked of
+        each reachable broker in turn over its real port): None when none answers with one
+        (e.g. COORDINATOR_NOT_AVAILABLE while its ``__transaction_state`` partition has no
+        leader)."""
+        request = FindCoordinatorRequest(key=transactional_id, key_type=i8(KEY_TYPE_TRANSACTION))
+        for broker_id in self.reachable():
+            try:
+                with BlockingClient(self.broker(broker_id).bootstrap, request_timeout_s=3.0) as c:
+                    response = c.send(request)
+            except (ClientError, OSError, TimeoutError):
+                continue
+            if int(response.error_code) == ErrorCode.NONE and int(response.node_id) >= 0:
+                return int(response.node_id)
+        return None
+
+    def end_offsets(
+        self, topic: str, partitions: int, *, read_committed: bool
+    ) -> dict[int, int] | None:
+        """Each partition's end as its leader tells it (ListOffsets, latest): the last stable
+        offset when ``read_committed``, else the high watermark; None when a leader does not
+        answer or answers with an error."""
+        isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
+        wanted = {TopicPartition(topic, p): LATEST_TIMESTAMP for p in range(partitions)}
+        try:
+            with BlockingClient(self.admin_bootstrap, request_timeout_s=5.0) as client:
+                got = client.list_offsets(wanted, isolation_level=isolation)
+        except (ClientError, OSError, TimeoutError):
+            return None
+        if set(got) != set(wanted) or any(r.error_code != ErrorCode.NONE for r in got.values()):
+            return None
+        return {tp.partition: r.offset for tp, r in got.items()}
+
     def metadata_of(self, broker_id: int, topics: list[str]) -> ClusterMetadata | None:
         """Metadata as one broker's cache has it (None when it does not answer)."""
         try:
@@ -266,36 +317,41 @@ class FaultCluster(LocalCluster):
         except (ClientError, OSError, TimeoutError):
             return None
 
-    def healthy(self, topic: str) -> bool:
-        """Every broker reachable and in the ISR of every partition it replicates, as EVERY
+    def healthy(self, topic: str, *, also: Sequence[str] = ()) -> bool:
+        """Every broker reachable and in the ISR of every partition it replicates (of
+        ``topic`` and of the topics ``also`` names, e.g. ``__transaction_state``), as EVERY
         broker's metadata says: a broker back from a partition may still hold a stale cache
         (the controller sends nothing to a broker it thinks dead)."""
-        return self.unhealthy_because(topic) is None
+        return self.unhealthy_because(topic, also=also) is None
 
-    def unhealthy_because(self, topic: str) -> str | None:
+    def unhealthy_because(self, topic: str, *, also: Sequence[str] = ()) -> str | None:
         """Why the cluster is not healthy (None when it is); see ``healthy``."""
         reachable = self.reachable()
         if len(reachable) != len(self.broker_ids):
             cut = self.cut_links()
             return f"reachable brokers {reachable}" + (f" (peer links cut: {cut})" if cut else "")
+        topics = [topic, *also]
         for broker_id in self.broker_ids:
-            md = self.metadata_of(broker_id, [topic])
-            if md is None or topic not in md.topics or not md.topics[topic].partitions:
-                return f"broker {broker_id}: no metadata for {topic}"
+            md = self.metadata_of(broker_id, topics)
+            if md is None:
+                return f"broker {broker_id}: no metadata"
             if len(md.brokers) != len(self.broker_ids):
                 return f"broker {broker_id} sees brokers {sorted(md.brokers)}"
-            for p in md.topics[topic].partitions.values():
-                if p.leader_id < 0 or set(p.isr) != set(p.replicas):
-                    return (
-                        f"broker {broker_id} sees {topic}-{p.partition} leader {p.leader_id} "
-                        f"isr {sorted(p.isr)}"
-                    )
+            for name in topics:
+                if name not in md.topics or not md.topics[name].partitions:
+                    return f"broker {broker_id}: no metadata for {name}"
+                for p in md.topics[name].partitions.values():
+                    if p.leader_id < 0 or set(p.isr) != set(p.replicas):
+                        return (
+                            f"broker {broker_id} sees {name}-{p.partition} leader {p.leader_id} "
+                            f"isr {sorted(p.isr)}"
+                        )
         return None
 
-    def wait_healthy(self, topic: str, timeout_s: float) -> bool:
+    def wait_healthy(self, topic: str, timeout_s: float, *, also: Sequence[str] = ()) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.healthy(topic):
+            if self.healthy(topic, also=also):
                 return True
             time.sleep(0.25)
         return False

@@ -40,11 +40,18 @@ partition_clients     cut every client off from one broker for 1-6 s, heal; its 
 partition_asymmetric  cut one link one way: a follower of a random partition can no longer
                       reach that partition's leader (the leader still reaches it) for 2 lag ..
                       session, heal; the follower must leave the ISR
+kill_txn_coordinator  (transactional workload only, issue 19) SIGKILL the transaction
+                      coordinator of one of the workload's transactional ids (FindCoordinator,
+                      key type 1), restart it after 0.5-3 s
 ====================  ======================================================================
 
 Mixes (``MIXES``, ``--mix``): ``all`` is every kind; ``restarts`` only the kinds that kill,
 pause past the session or restart brokers (the window in which a restarted broker answers
-clients before it knows the cluster again).
+clients before it knows the cluster again). ``TXN_KINDS`` (the transactional workload's
+default, ``--workload transactions``) is ``restarts`` plus ``kill_txn_coordinator``, which
+needs the transactional ids in use (``Nemesis(transactional_ids=...)``) and is not in
+``ALL_KINDS``. With ``health_topics`` (``__transaction_state``) the nemesis awaits those
+topics' ISRs too before it calls the cluster healthy.
 
 Network faults record in their detail the smallest ISR any broker's metadata showed for each
 partition just before the heal (the proof that a cut did cut replication).
@@ -58,7 +65,7 @@ import os
 import random
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +109,14 @@ RESTART_KINDS: tuple[str, ...] = (
 #: Named fault mixes for ``--mix``.
 MIXES: Mapping[str, tuple[str, ...]] = {"all": ALL_KINDS, "restarts": RESTART_KINDS}
 
+#: Issue 19: SIGKILL the transaction coordinator of a transactional id in use, restart it
+#: (only with ``Nemesis(transactional_ids=...)``).
+KILL_TXN_COORDINATOR = "kill_txn_coordinator"
+#: The transactional workload's default kinds: the restart-heavy mix and the coordinator.
+TXN_KINDS: tuple[str, ...] = (*RESTART_KINDS, KILL_TXN_COORDINATOR)
+#: Every kind the nemesis has (``ALL_KINDS`` and the transactional one).
+EVERY_KIND: tuple[str, ...] = (*ALL_KINDS, KILL_TXN_COORDINATOR)
+
 
 @dataclass(frozen=True, slots=True)
 class Timings:
@@ -135,9 +150,16 @@ class Nemesis:
         rng: random.Random,
         timings: Timings,
         log: Callable[[str], None] = lambda _line: None,
+        *,
+        transactional_ids: Sequence[str] = (),
+        health_topics: Sequence[str] = (),
     ) -> None:
         self.cluster = cluster
         self.topic = topic
+        #: The transactional ids in use (``kill_txn_coordinator`` aims at their coordinators).
+        self.transactional_ids = tuple(transactional_ids)
+        #: Topics awaited healthy besides ``topic`` (e.g. ``__transaction_state``).
+        self.health_topics = tuple(health_topics)
         self.rng = rng
         self.t = timings
         self.log = log
@@ -155,7 +177,15 @@ class Nemesis:
         }
 
     def kinds(self) -> list[str]:
-        return [k for k in ALL_KINDS if k != "disk_full" or self.cluster.tmpfs_mount is not None]
+        return [
+            k
+            for k in EVERY_KIND
+            if (k != "disk_full" or self.cluster.tmpfs_mount is not None)
+            and (k != KILL_TXN_COORDINATOR or self.transactional_ids)
+        ]
+
+    def wait_healthy(self, timeout_s: float) -> bool:
+        return self.cluster.wait_healthy(self.topic, timeout_s, also=self.health_topics)
 
     # -- targets ------------------------------------------------------------------------------
 
@@ -184,12 +214,12 @@ class Nemesis:
             self.harness_errors.append(f"fault {index} ({kind}): {detail}")
             self.heal_all()
         healed = time.monotonic()
-        healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+        healthy = self.wait_healthy(self.t.heal_timeout_s)
         if not healthy:
-            why = self.cluster.unhealthy_because(self.topic)
+            why = self.cluster.unhealthy_because(self.topic, also=self.health_topics)
             detail += f"; not healthy after the heal timeout ({why}): restarting what is down"
             self.heal_all()
-            healthy = self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+            healthy = self.wait_healthy(self.t.heal_timeout_s)
         record = FaultRecord(
             index,
             kind,
@@ -238,6 +268,21 @@ class Nemesis:
         self._crash_and_restart(controller)
         return controller, "SIGKILL controller"
 
+    def _kill_txn_coordinator(self) -> tuple[int | None, str]:
+        if not self.transactional_ids:
+            return None, "no transactional id to aim at"
+        transactional_id = self.rng.choice(self.transactional_ids)
+        coordinator = None
+        deadline = time.monotonic() + 10.0
+        while coordinator is None and time.monotonic() < deadline:
+            coordinator = self.cluster.transaction_coordinator(transactional_id)
+            if coordinator is None:
+                time.sleep(0.25)
+        if coordinator is None:
+            return None, f"no coordinator found for {transactional_id!r} within 10 s"
+        self._crash_and_restart(coordinator)
+        return coordinator, f"SIGKILL the transaction coordinator of {transactional_id!r}"
+
     def _kill_restart_fast(self) -> tuple[int | None, str]:
         broker = self._random_broker()
         self.cluster.kill_broker(broker)
@@ -281,7 +326,7 @@ class Nemesis:
         for broker in self.cluster.broker_ids:
             stops.append(self._clean_stop(broker))
             self.cluster.start_broker(broker)
-            self.cluster.wait_healthy(self.topic, self.t.heal_timeout_s)
+            self.wait_healthy(self.t.heal_timeout_s)
         return None, "every broker SIGTERM + start in turn (" + ", ".join(stops) + ")"
 
     def _partition_zk(self) -> tuple[int | None, str]:
@@ -392,7 +437,7 @@ class Nemesis:
         if state == "stopped":
             self.cluster.start_broker(broker)
             return broker, "filled: the broker exited; freed and restarted"
-        if self.cluster.wait_healthy(self.topic, 10.0):
+        if self.wait_healthy(10.0):
             return broker, "filled, freed: recovered by itself"
         self.cluster.stop_broker(broker)
         self.cluster.start_broker(broker)

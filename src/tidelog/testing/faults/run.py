@@ -166,9 +166,14 @@ class RunResult:
 
 
 def _overrides(config: RunConfig) -> dict[str, str]:
+    return broker_overrides(config.session_ms, config.lag_ms)
+
+
+def broker_overrides(session_ms: int, lag_ms: int) -> dict[str, str]:
+    """The brokers' settings of a fault run (the transactional run adds its own)."""
     return {
-        "zookeeper.session.timeout.ms": str(config.session_ms),
-        "replica.lag.time.max.ms": str(config.lag_ms),
+        "zookeeper.session.timeout.ms": str(session_ms),
+        "replica.lag.time.max.ms": str(lag_ms),
         "replica.fetch.wait.max.ms": "200",
         "replica.fetch.backoff.ms": "200",
         "default.replication.factor": "3",

@@ -321,9 +321,19 @@ def _fields(msg: Any) -> tuple[int, int, bytes]:
 
 
 class ConsumerWorker:
-    """One consumer reading every partition from offset 0 continuously (assign, no group)."""
+    """One consumer reading every partition from offset 0 continuously (assign, no group);
+    ``read_committed`` (issue 19) sets ``isolation.level=read_committed``: it reads up to the
+    last stable offset and never an aborted transaction's records."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, name: str) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        name: str,
+        *,
+        read_committed: bool = False,
+    ) -> None:
         self.name = name
         self.topic = topic
         self.reads: list[Read] = []
@@ -341,6 +351,7 @@ class ConsumerWorker:
                 "socket.timeout.ms": 5000,
                 "fetch.wait.max.ms": 100,
                 "log_level": 0,
+                "isolation.level": "read_committed" if read_committed else "read_uncommitted",
             }
         )
         self.consumer.assign(
