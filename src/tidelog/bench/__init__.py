@@ -8,7 +8,8 @@ One run measures, on this machine and in this order (so every ratio comes from o
    min.insync.replicas=2, acks=all; and RF=1, acks=1) for 100 B, 1 KiB and 64 KiB records,
    from confluent-kafka producers (:mod:`tidelog.bench.kafka`);
 3. consumer catch-up over the backlog those runs left, and produce->consume latency at
-   fixed rates;
+   fixed rates; then transactions (:mod:`tidelog.bench.transactions`): a transactional
+   producer's throughput beside an idempotent one's, and read_committed latency;
 4. the same produce workloads on NATS JetStream R3 and RabbitMQ Streams with three nodes
    (:mod:`tidelog.bench.peers`), installed from Debian's packages when absent;
 5. failover of 1,000 partitions (SIGKILL and SIGTERM of a broker) and the brokers' RSS and

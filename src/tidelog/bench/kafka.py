@@ -170,10 +170,17 @@ def catch_up_worker(
 
 
 def e2e_consumer_worker(
-    bootstrap: str, topic: str, partitions: Sequence[int], expected: int, timeout_s: float
+    bootstrap: str,
+    topic: str,
+    partitions: Sequence[int],
+    expected: int,
+    timeout_s: float,
+    isolation: str | None = None,
 ) -> dict[str, Any]:
     """Consume records whose first 8 bytes are the producer's ``time.time_ns()``; returns
-    produce->consume latencies (seconds)."""
+    produce->consume latencies (seconds). ``isolation`` sets ``isolation.level``; None
+    leaves librdkafka's default (read_committed, which over non-transactional records
+    reads what read_uncommitted does)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -182,6 +189,7 @@ def e2e_consumer_worker(
             "group.id": f"bench-e2e-{os.getpid()}",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 100,
+            **({} if isolation is None else {"isolation.level": isolation}),
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])

@@ -121,6 +121,16 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"{_load_s(r)} |"
             )
         out.append("")
+        if any("read_committed" in r["workload"] for r in e2e):
+            out += [
+                "The acks=all rows' consumer runs with librdkafka's default isolation.level, "
+                "read_committed, over non-transactional records: nothing is held back, as "
+                "with read_uncommitted. The read_committed rows' records wait for their "
+                "transaction's commit (see Notes).",
+                "",
+            ]
+    if txn := section("transactions"):
+        out += _transactions(txn)
     if fo := section("failover"):
         out += [
             "## Failover",
@@ -261,6 +271,52 @@ def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
                     )
                 )
     return out
+
+
+def _transactions(rows: list[dict[str, Any]]) -> list[str]:
+    """The transactional and idempotent producer rows, and their same-run ratio."""
+    out = [
+        "## Transactional produce (acks=all, RF=3, min.insync.replicas=2)",
+        "",
+        "| system | workload | records/s | MB/s | transactions/s | commit p50 ms | "
+        "commit p99 ms | commit max ms | delivery p50 ms | delivery p99 ms | errors | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        v = r["values"]
+        commit = v.get("commit_latency_ms") or {}
+        lat = v.get("latency_ms", {})
+        out.append(
+            f"| {r['system']} | {r['workload']} | {_f(v['records_per_s'], 0)} | "
+            f"{_f(v['mb_per_s'])} | {_f(v['transactions_per_s']) if commit else '—'} | "
+            f"{_f(commit.get('p50'))} | {_f(commit.get('p99'))} | {_f(commit.get('max'))} | "
+            f"{_f(lat.get('p50'))} | {_f(lat.get('p99'))} | {_f(v['errors'])} | "
+            f"{_load_s(r)} |"
+        )
+    out.append("")
+    if (ratio := transaction_cost(rows)) is not None:
+        out += [f"Same-run ratio: {ratio}", ""]
+    return out
+
+
+def transaction_cost(rows: list[dict[str, Any]]) -> str | None:
+    """The transactional producer's records/s as a share of the idempotent one's, for
+    each system with both rows (None when no system has both)."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        if r["section"] == "transactions" and "mode" in r["values"]:
+            by.setdefault(r["system"], {})[r["values"]["mode"]] = r["values"]
+    parts = []
+    for system, modes in by.items():
+        txn, idem = modes.get("transactional"), modes.get("idempotent")
+        if txn and idem and idem["records_per_s"] > 0:
+            per_txn = txn.get("records_per_transaction")
+            parts.append(
+                f"{system} transactions of {_f(per_txn)} ÷ idempotent: "
+                f"{txn['records_per_s'] / idem['records_per_s']:.2g}× records/s "
+                f"({txn['records_per_s']:,.0f} vs {idem['records_per_s']:,.0f})"
+            )
+    return "; ".join(parts) or None
 
 
 def _ratios(prod: list[dict[str, Any]]) -> list[str]:

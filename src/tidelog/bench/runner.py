@@ -21,7 +21,7 @@ from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
 from tidelog.storage import page_cache
 
-SECTIONS = ("limits", "produce", "e2e", "peers", "failover")
+SECTIONS = ("limits", "produce", "e2e", "transactions", "peers", "failover")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,7 @@ def run(options: Options) -> int:
             for row in r.rows:
                 if row.section == "limits":
                     r.say(f"{row.workload}: {row.values}")
-        if {"produce", "e2e"} & set(options.sections):
+        if {"produce", "e2e", "transactions"} & set(options.sections):
             cluster = tidelog_rows.start_cluster(work / "cluster")
             try:
                 bootstrap = cluster.bootstrap_servers
@@ -136,6 +136,21 @@ def run(options: Options) -> int:
                         "e2e",
                         lambda: tidelog_rows.e2e_rows(
                             bootstrap, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
+                        ),
+                    )
+                if "transactions" in options.sections:
+                    from tidelog.bench import transactions
+
+                    r.section(
+                        "transactions",
+                        lambda: transactions.throughput_rows(
+                            bootstrap, options.seconds, options.producers, r.say
+                        ),
+                    )
+                    r.section(
+                        "e2e read_committed",
+                        lambda: transactions.read_committed_e2e_rows(
+                            bootstrap, 5.0 if options.quick else 15.0, r.say
                         ),
                     )
             finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tidelog.cli.main import COMMANDS
 
-SECTION_NAMES = ("limits", "produce", "e2e", "peers", "failover")
+SECTION_NAMES = ("limits", "produce", "e2e", "transactions", "peers", "failover")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

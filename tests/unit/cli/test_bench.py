@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tidelog.bench.common import Latency, percentile
-from tidelog.bench.report import render_markdown
+from tidelog.bench.report import render_markdown, transaction_cost
+from tidelog.bench.transactions import summarise_read_committed, summarise_transactions
 from tidelog.cli.main import main
 
 
@@ -18,7 +20,7 @@ def test_unknown_section_is_refused_with_the_list_of_sections(
     assert main(["bench", "--only", "produce,nope", "--output", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "unknown section(s): nope" in err
-    assert "limits, produce, e2e, peers, failover" in err
+    assert "limits, produce, e2e, transactions, peers, failover" in err
     assert not (tmp_path / "results.json").exists()
 
 
@@ -141,3 +143,156 @@ def test_a_writing_row_waits_until_freed_memory_has_settled(
     assert common.settle()["waited_s"] == 0.0  # long enough ago
     assert slept == [common.SETTLE_AFTER_FREE_S - 12.0, 0.0]
     assert synced == [True, True, True]  # dirty pages written back before every row
+
+
+def _raw(*seconds: float) -> bytes:
+    return array("d", seconds).tobytes()
+
+
+def _producer_result(**values: Any) -> dict[str, Any]:
+    result = {
+        "transactional": True,
+        "records": 0,
+        "sent": 0,
+        "transactions": 0,
+        "failed_transactions": 0,
+        "errors": 0,
+        "first_errors": [],
+        "unflushed": 0,
+        "elapsed": 1.0,
+        "latencies": b"",
+        "commit_latencies": b"",
+    }
+    result.update(values)
+    return result
+
+
+def test_transactional_producers_are_summed_over_the_longest_one() -> None:
+    results = [
+        _producer_result(
+            records=3000,
+            sent=3000,
+            transactions=3,
+            elapsed=2.0,
+            latencies=_raw(0.001, 0.002, 0.003),
+            commit_latencies=_raw(0.010, 0.030, 0.020),
+        ),
+        _producer_result(
+            records=1000,
+            sent=2000,
+            transactions=1,
+            failed_transactions=1,
+            errors=1,
+            first_errors=["aborted: timed out"],
+            elapsed=1.5,
+            commit_latencies=_raw(0.040),
+        ),
+    ]
+    v = summarise_transactions(results, 100)
+    assert (v["records"], v["sent"], v["transactions"], v["seconds"]) == (4000, 5000, 4, 2.0)
+    assert (v["records_per_s"], v["mb_per_s"], v["transactions_per_s"]) == (2000.0, 0.2, 2.0)
+    assert (v["failed_transactions"], v["errors"]) == (1, 1)
+    assert v["first_errors"] == ["aborted: timed out"]
+    assert v["commit_latency_ms"]["p50"] == pytest.approx(20.0)
+    assert v["commit_latency_ms"]["max"] == pytest.approx(40.0)
+    assert v["latency_ms"]["p50"] == pytest.approx(2.0)
+
+
+def test_an_idempotent_producer_has_no_commit_latency() -> None:
+    v = summarise_transactions(
+        [_producer_result(transactional=False, records=500, sent=500, latencies=_raw(0.004))],
+        100,
+    )
+    assert (v["records_per_s"], v["transactions_per_s"]) == (500.0, 0.0)
+    assert v["commit_latency_ms"] is None
+
+
+def test_read_committed_latency_drops_the_first_second() -> None:
+    sent = {
+        "sent": 40,
+        "committed": 40,
+        "transactions": 4,
+        "failed_transactions": 0,
+        "errors": 0,
+        "first_errors": [],
+        "elapsed": 4.0,
+        "commit_latencies": _raw(0.002, 0.004, 0.006, 0.008),
+        "schedule_lags": _raw(*([0.0] * 39 + [0.005])),
+    }
+    # At 10 records/s the first 10 received are warm-up (1 s each, left out).
+    got = {"received": 40, "latencies": _raw(*([1.0] * 10 + [0.010] * 29 + [0.050]))}
+    v = summarise_read_committed(sent, got, 10)
+    assert (v["measured"], v["achieved_rate"], v["received"], v["sent"]) == (30, 10.0, 40, 40)
+    assert v["latency_ms"]["p50"] == pytest.approx(10.0)
+    assert v["latency_ms"]["max"] == pytest.approx(50.0)
+    assert v["commit_latency_ms"]["max"] == pytest.approx(8.0)
+    assert v["schedule_lag_ms"]["p50"] == 0.0
+    assert v["schedule_lag_ms"]["max"] == pytest.approx(5.0)
+
+
+def test_report_shows_the_cost_of_transactions_and_the_read_committed_row() -> None:
+    commit = {"avg": 9.0, "p50": 8.0, "p95": 11.0, "p99": 12.0, "p99.9": 13.0, "max": 14.0}
+    lat = {"avg": 1.0, "p50": 1.0, "p95": 2.0, "p99": 3.0, "p99.9": 4.0, "max": 5.0}
+    common = {"mb_per_s": 1.0, "errors": 0, "latency_ms": lat, "record_bytes": 100}
+    idempotent = _row(
+        "transactions",
+        "tidelog",
+        "RF=3 idempotent 100 B",
+        {
+            **common,
+            "mode": "idempotent",
+            "records_per_s": 200_000.0,
+            "transactions_per_s": 0.0,
+            "commit_latency_ms": None,
+        },
+    )
+    transactional = _row(
+        "transactions",
+        "tidelog",
+        "RF=3 transactions of 1,000 × 100 B",
+        {
+            **common,
+            "mode": "transactional",
+            "records_per_transaction": 1000,
+            "records_per_s": 150_000.0,
+            "transactions_per_s": 150.0,
+            "commit_latency_ms": commit,
+        },
+    )
+    transactional["note"] = "commit latency is the time commit_transaction() took"
+    e2e = _row(
+        "e2e",
+        "tidelog",
+        "RF=3 read_committed, transactions of 10, 1000 rec/s",
+        {"received": 10, "sent": 10, "latency_ms": lat},
+    )
+    assert transaction_cost([idempotent, transactional]) == (
+        "tidelog transactions of 1,000 ÷ idempotent: 0.75× records/s (150,000 vs 200,000)"
+    )
+    assert transaction_cost([transactional]) is None
+    data = {
+        "command": "tidelog bench --only transactions",
+        "elapsed_s": 10.0,
+        "load_at_start": [1.0, 1.0, 1.0],
+        "load_at_end": [2.0, 2.0, 2.0],
+        "machine": {
+            "started_utc": "2026-11-22T00:00:00Z",
+            "cpus": 2,
+            "cpu_model": "cpu",
+            "memory_bytes": 2**30,
+            "kernel": "k",
+            "python": "3.11",
+        },
+        "rows": [idempotent, transactional, e2e],
+        "skipped": [],
+    }
+    text = render_markdown(data)
+    assert (
+        "| tidelog | RF=3 transactions of 1,000 × 100 B | 150,000 | 1.0 | 150.0 | 8.0 | 12.0 "
+        "| 14.0 | 1.0 | 3.0 | 0 | 1.00 1.00 1.00 |" in text
+    )
+    assert "| tidelog | RF=3 idempotent 100 B | 200,000 | 1.0 | — | — | — | — |" in text
+    assert "Same-run ratio: tidelog transactions of 1,000 ÷ idempotent: 0.75×" in text
+    assert "| tidelog | RF=3 read_committed, transactions of 10, 1000 rec/s | 10/10 |" in text
+    assert "librdkafka's default isolation.level, read_committed" in text
+    assert "- tidelog transactions: commit latency is the time commit_transaction() took" in text
