@@ -15,14 +15,18 @@ from typing import Any, TypeVar
 from tidelog.client.client import (
     Client,
     ClusterMetadata,
+    CoordinatorResult,
     EpochEndOffset,
     FetchRequestPartition,
     FetchResult,
     ListOffsetsResult,
     NewTopic,
     ProduceResult,
+    ProducerIdResult,
     TopicError,
+    TransactionDescription,
 )
+from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
 T = TypeVar("T")
@@ -97,3 +101,35 @@ class BlockingClient:
         self, partitions: Mapping[TopicPartition, tuple[int, int]], **kwargs: Any
     ) -> dict[TopicPartition, EpochEndOffset]:
         return self.run(self._client.offset_for_leader_epoch(partitions, **kwargs))
+
+    def find_coordinator(self, key: str, **kwargs: Any) -> CoordinatorResult:
+        return self.run(self._client.find_coordinator(key, **kwargs))
+
+    def init_producer_id(self, transactional_id: str | None, **kwargs: Any) -> ProducerIdResult:
+        return self.run(self._client.init_producer_id(transactional_id, **kwargs))
+
+    def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        **kwargs: Any,
+    ) -> dict[TopicPartition, ErrorCode]:
+        return self.run(
+            self._client.add_partitions_to_txn(
+                transactional_id, producer_id, producer_epoch, partitions, **kwargs
+            )
+        )
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, **kwargs: Any
+    ) -> ErrorCode:
+        return self.run(
+            self._client.end_txn(transactional_id, producer_id, producer_epoch, **kwargs)
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str], **kwargs: Any
+    ) -> list[TransactionDescription]:
+        return self.run(self._client.describe_transactions(transactional_ids, **kwargs))

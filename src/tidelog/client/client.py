@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from kio.index import load_request_schema
 
+from tidelog.client import describe_txn
 from tidelog.client.connection import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -39,12 +40,21 @@ _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
     ApiKey.CREATE_TOPICS: (5, 4, 3, 2),
     ApiKey.DELETE_TOPICS: (4, 3, 2, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (4, 3, 2),
+    ApiKey.FIND_COORDINATOR: (6, 5, 4, 3, 2, 1),
+    ApiKey.INIT_PRODUCER_ID: (4, 3, 2, 1, 0),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (3, 2, 1, 0),
+    ApiKey.END_TXN: (4, 3, 2, 1, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0,),
 }
 
 #: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
 MAX_TIMESTAMP: Final = -3
+
+#: FindCoordinator key types.
+COORDINATOR_GROUP: Final = 0
+COORDINATOR_TRANSACTION: Final = 1
 
 #: Fetch / ListOffsets isolation levels (KIP-98): read_committed reads up to the last stable
 #: offset and gets the aborted transactions of what it fetched.
@@ -198,6 +208,42 @@ class NewTopic:
 class TopicError:
     error_code: ErrorCode
     message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorResult:
+    """FindCoordinator's answer for one key."""
+
+    error_code: ErrorCode
+    node_id: int
+    host: str
+    port: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdResult:
+    """InitProducerId's answer."""
+
+    error_code: ErrorCode
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions' answer for one transactional id (Kafka's state names:
+    Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...)."""
+
+    error_code: ErrorCode
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    #: When the running transaction started; None when none runs (-1 on the wire).
+    start_ms: int | None
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...] = ()
 
 
 # --- the client --------------------------------------------------------------------------
@@ -684,3 +730,159 @@ class Client:
             for t in response.topics
             for p in t.partitions
         }
+
+    # transactions (KIP-98): the coordinator's APIs; send them to ``find_coordinator``'s node
+
+    async def find_coordinator(
+        self,
+        key: str,
+        *,
+        key_type: int = COORDINATOR_TRANSACTION,
+        node_id: int | None = None,
+    ) -> CoordinatorResult:
+        """FindCoordinator for one group id (key type 0) or transactional id (1)."""
+        conn = await self.connection(node_id)
+        version = self._version(conn, ApiKey.FIND_COORDINATOR)
+        m = _schema_module(ApiKey.FIND_COORDINATOR, version)
+        if version >= 4:
+            response = await conn.send(
+                m.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))
+            )
+            found = [c for c in response.coordinators if c.key == key]
+            if not found:
+                raise ClientConnectionError(
+                    f"FindCoordinator response from {conn.address} lacks key {key!r}"
+                )
+            c = found[0]
+            return CoordinatorResult(
+                _code(c.error_code), int(c.node_id), str(c.host), int(c.port), c.error_message
+            )
+        response = await conn.send(m.FindCoordinatorRequest(key=key, key_type=key_type))
+        return CoordinatorResult(
+            _code(response.error_code),
+            int(response.node_id),
+            str(response.host),
+            int(response.port),
+            response.error_message,
+        )
+
+    async def init_producer_id(
+        self,
+        transactional_id: str | None,
+        *,
+        transaction_timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        node_id: int | None = None,
+    ) -> ProducerIdResult:
+        """InitProducerId: a producer id and epoch. With a transactional id (at its
+        coordinator), bumps the epoch, fencing older instances and aborting their open
+        transaction (answered CONCURRENT_TRANSACTIONS until that abort is done)."""
+        conn = await self.connection(node_id)
+        version = self._version(conn, ApiKey.INIT_PRODUCER_ID)
+        m = _schema_module(ApiKey.INIT_PRODUCER_ID, version)
+        response = await conn.send(
+            _make(
+                m.InitProducerIdRequest,
+                transactional_id=transactional_id,
+                transaction_timeout=_ms(transaction_timeout_ms),
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+            )
+        )
+        return ProducerIdResult(
+            _code(response.error_code), int(response.producer_id), int(response.producer_epoch)
+        )
+
+    async def add_partitions_to_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        *,
+        node_id: int | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn (v0-3): the partitions the running transaction writes to."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        conn = await self.connection(node_id)
+        version = self._version(conn, ApiKey.ADD_PARTITIONS_TO_TXN)
+        m = _schema_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        response = await conn.send(
+            m.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=transactional_id,
+                v3_and_below_producer_id=producer_id,
+                v3_and_below_producer_epoch=producer_epoch,
+                v3_and_below_topics=tuple(
+                    m.AddPartitionsToTxnTopic(name=t, partitions=tuple(sorted(ps)))
+                    for t, ps in sorted(by_topic.items())
+                ),
+            )
+        )
+        return {
+            TopicPartition(t.name, int(p.partition_index)): _code(p.partition_error_code)
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+
+    async def end_txn(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        node_id: int | None = None,
+    ) -> ErrorCode:
+        """EndTxn: commit or abort the running transaction of ``producer_id``/epoch."""
+        conn = await self.connection(node_id)
+        version = self._version(conn, ApiKey.END_TXN)
+        m = _schema_module(ApiKey.END_TXN, version)
+        response = await conn.send(
+            m.EndTxnRequest(
+                transactional_id=transactional_id,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                committed=commit,
+            )
+        )
+        return _code(response.error_code)
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str], *, node_id: int | None = None
+    ) -> list[TransactionDescription]:
+        """DescribeTransactions v0 (at the ids' coordinator): one answer per id.
+
+        Read with ``tidelog.client.describe_txn`` (kio cannot read the -1 start time of an
+        id with no running transaction)."""
+        conn = await self.connection(node_id)
+        self._version(conn, ApiKey.DESCRIBE_TRANSACTIONS)
+        m = _schema_module(ApiKey.DESCRIBE_TRANSACTIONS, describe_txn.VERSION)
+        response = await conn.send(
+            m.DescribeTransactionsRequest(transactional_ids=tuple(transactional_ids)),
+            decode=describe_txn.decode,
+        )
+        out = []
+        for s in response.transaction_states:
+            start = int(s.transaction_start_time)
+            out.append(
+                TransactionDescription(
+                    error_code=_code(s.error_code),
+                    transactional_id=str(s.transactional_id),
+                    state=str(s.transaction_state),
+                    timeout_ms=int(s.transaction_timeout),
+                    start_ms=start if start >= 0 else None,
+                    producer_id=int(s.producer_id),
+                    producer_epoch=int(s.producer_epoch),
+                    partitions=tuple(
+                        sorted(
+                            TopicPartition(str(t.topic), int(p))
+                            for t in s.topics
+                            for p in t.partitions
+                        )
+                    ),
+                )
+            )
+        return out

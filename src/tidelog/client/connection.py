@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.api_versions.v0 import request as api_versions_v0
@@ -60,8 +61,10 @@ class BrokerConnection:
         self._writer = writer
         self._decoder = FrameDecoder(max_frame_bytes)
         self._correlation_ids = itertools.count(1)
-        # correlation id -> (future, api key, api version)
-        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        # correlation id -> (future, api key, api version, decoder or None: the codec's)
+        self._pending: dict[
+            int, tuple[asyncio.Future[Any], int, int, Callable[[bytes], Any] | None]
+        ] = {}
         self._closed: ClientConnectionError | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
         #: What the broker advertises (filled by ``negotiate``): api key -> (min, max).
@@ -152,15 +155,29 @@ class BrokerConnection:
             raise self._closed
         self._writer.write(encode_request(header, body))
 
-    async def send(self, body: Any, *, timeout_s: float | None = None) -> Any:
+    async def send(
+        self,
+        body: Any,
+        *,
+        timeout_s: float | None = None,
+        decode: Callable[[bytes], Any] | None = None,
+    ) -> Any:
         """Send a request (a kio request entity or a control message); return the response.
 
         The API and version come from the body's schema. Raises ``ClientConnectionError``,
         ``ClientTimeoutError``, or ``InvalidResponseError`` for an undecodable answer.
+        ``decode`` replaces the codec for this response: it gets the frame (size removed)
+        and returns the body (for a response kio's schema cannot read, see
+        ``tidelog.client.txn_wire``).
         """
         header = self._next_header(body)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[header.correlation_id] = (future, header.api_key, header.api_version)
+        self._pending[header.correlation_id] = (
+            future,
+            header.api_key,
+            header.api_version,
+            decode,
+        )
         try:
             self._write(header, body)
             await self._writer.drain()
@@ -211,11 +228,14 @@ class BrokerConnection:
         if entry is None:
             logger.debug("dropping response %d from %s: no one waits", correlation_id, self.address)
             return
-        future, api_key, api_version = entry
+        future, api_key, api_version, decode = entry
         if future.done():
             return
         try:
-            _cid, body = decode_response(api_key, api_version, payload)
+            if decode is None:
+                _cid, body = decode_response(api_key, api_version, payload)
+            else:
+                body = decode(payload)
         except ProtocolError as exc:
             future.set_exception(exc)
         else:
@@ -224,7 +244,7 @@ class BrokerConnection:
     def _fail_all(self, error: ClientConnectionError) -> None:
         self._closed = error
         pending, self._pending = self._pending, {}
-        for future, _key, _version in pending.values():
+        for future, _key, _version, _decode in pending.values():
             if not future.done():
                 future.set_exception(error)
         with contextlib.suppress(Exception):

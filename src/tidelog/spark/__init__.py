@@ -10,7 +10,8 @@
 
 See docs/spark.md. Modules: ``options`` (parsing, pure), ``offsets`` (offset JSON,
 admission control, splitting; pure), ``connector`` (driver offsets, executor fetches into
-Arrow, producing; no Spark), ``source`` (the Spark classes).
+Arrow, producing; no Spark), ``transactions`` (the ``exactlyOnce`` sink's transactions,
+docs/exactly-once.md; no Spark), ``source`` (the Spark classes).
 """
 
 from __future__ import annotations

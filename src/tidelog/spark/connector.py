@@ -738,10 +738,23 @@ def _varint(value: int) -> bytes:
 PendingRecord = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
 
-def encode_batch(records: Sequence[PendingRecord], timestamp_ms: int) -> bytes:
+#: Batch attributes bit 4: the batch belongs to a transaction.
+_TRANSACTIONAL_ATTRIBUTE: Final = 0x10
+
+
+def encode_batch(
+    records: Sequence[PendingRecord],
+    timestamp_ms: int,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
     """One uncompressed v2 batch of ``(key, value, headers)`` records, all stamped
     ``timestamp_ms`` (CreateTime). The same bytes ``tidelog.client.build_batch`` writes,
-    built with table-driven varints: the write path's hot loop."""
+    built with table-driven varints: the write path's hot loop. An idempotent or
+    transactional producer passes its producer id, epoch and the batch's first sequence."""
     parts: list[bytes] = []
     append = parts.append
     varint = _varint
@@ -771,13 +784,13 @@ def encode_batch(records: Sequence[PendingRecord], timestamp_ms: int) -> bytes:
             -1,
             2,
             0,
-            0,
+            _TRANSACTIONAL_ATTRIBUTE if transactional else 0,
             len(records) - 1,
             timestamp_ms,
             timestamp_ms,
-            -1,
-            -1,
-            -1,
+            producer_id,
+            producer_epoch,
+            base_sequence,
             len(records),
         )
     )
@@ -817,13 +830,19 @@ def default_partition(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
+#: Produce answers that mean "written": DUPLICATE_SEQUENCE_NUMBER is a retry of a batch the
+#: leader already has (an idempotent producer's; the Java producer takes it as success).
+_PRODUCED: Final = frozenset({ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER})
+
+
 class Producer:
     """Buffers records per partition and produces them (acks from the options) on flush.
 
     Partition choice follows Kafka's producer: the record's ``partition`` if given, else
     murmur2 of the key, else round-robin over the partitions. Each flush sends one batch
     per partition, all partitions concurrently, and retries retriable failures (a retry
-    after a timeout may duplicate: writes are at-least-once).
+    after a timeout may duplicate: writes are at-least-once; ``exactlyOnce`` uses
+    ``tidelog.spark.transactions.TransactionalProducer``, whose retries cannot).
     """
 
     def __init__(
@@ -851,6 +870,8 @@ class Producer:
         self._round_robin = 0
         #: Records acknowledged per partition (what a task's commit message reports).
         self.written: dict[TopicPartition, int] = {}
+        #: Sent with every Produce request (the transactional producer's id).
+        self.transactional_id: str | None = None
 
     def close(self) -> None:
         self.session.close()
@@ -922,9 +943,10 @@ class Producer:
                     key, value, _headers = records[end]
                     size += (len(value) if value else 0) + (len(key) if key else 0) + 16
                     end += 1
-                chunks.append(encode_batch(records[start:end], now))
+                chunks.append(self._encode(tp, records[start:end], now))
                 start = end
             batches[tp] = chunks
+        self._before_produce(sorted(batches))
         backoff = Backoff(self.retry_timeout_s, "producing")
         while batches:
             failures = self.session.client.run(self._produce_all(batches))
@@ -940,6 +962,15 @@ class Producer:
             backoff.wait(", ".join(sorted(str(tp) for tp in failures)))
             self.session.refresh(sorted({tp.topic for tp in batches}))
 
+    def _encode(self, tp: TopicPartition, records: Sequence[PendingRecord], now_ms: int) -> bytes:
+        """One batch of ``records`` for ``tp`` (a hook: the transactional producer stamps
+        its producer id, epoch and sequences)."""
+        return encode_batch(records, now_ms)
+
+    def _before_produce(self, tps: Sequence[TopicPartition]) -> None:
+        """Called once per flush before anything is sent to ``tps`` (a hook: the
+        transactional producer adds new partitions to its transaction)."""
+
     async def _produce_all(
         self, batches: Mapping[TopicPartition, list[bytes]]
     ) -> dict[TopicPartition, str | None]:
@@ -952,11 +983,15 @@ class Producer:
             while chunks:
                 try:
                     result = await client.produce(
-                        tp, chunks[0], acks=self.acks, timeout_ms=self.request_timeout_ms
+                        tp,
+                        chunks[0],
+                        acks=self.acks,
+                        timeout_ms=self.request_timeout_ms,
+                        transactional_id=self.transactional_id,
                     )
                 except (ClientConnectionError, ClientTimeoutError):
                     return None
-                if result is not None and result.error_code != ErrorCode.NONE:
+                if result is not None and result.error_code not in _PRODUCED:
                     if result.error_code in _REFRESH_ERRORS:
                         return None
                     return f"{result.error_code.name} {result.error_message or ''}".strip()

@@ -50,6 +50,9 @@ WRITE_OPTIONS: Final = (
     "kafka.acks",
     "topic",
     "includeHeaders",
+    "exactlyOnce",
+    "transactionalIdPrefix",
+    "kafka.transaction.timeout.ms",
 )
 #: Options of Spark's Kafka connector that tidelog does not offer (named in the error).
 _UNSUPPORTED: Final = {
@@ -412,6 +415,13 @@ def _check_spec_against_subscription(
             )
 
 
+#: ``transactionalIdPrefix`` when none is given (exactlyOnce).
+DEFAULT_TRANSACTIONAL_ID_PREFIX: Final = "tidelog-spark"
+#: ``kafka.transaction.timeout.ms`` when none is given: the brokers' default
+#: ``transaction.max.timeout.ms`` (15 minutes).
+DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 900_000
+
+
 @dataclass(frozen=True, slots=True)
 class WriteOptions:
     bootstrap_servers: str
@@ -421,6 +431,15 @@ class WriteOptions:
     acks: int
     #: How long a task keeps retrying retriable produce failures.
     retry_timeout_ms: int
+    #: ``exactlyOnce``: each write task writes in a Kafka transaction that the driver
+    #: commits with the micro-batch (docs/exactly-once.md).
+    exactly_once: bool = False
+    #: ``transactionalIdPrefix``: transactional ids are
+    #: ``<prefix>-<query id>-<batch id>-<partition>``.
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    #: ``kafka.transaction.timeout.ms``: a transaction open longer is aborted by its
+    #: coordinator (the micro-batch's commit then fails).
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -437,6 +456,23 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     assert request_timeout is not None
     if _get(options, "includeHeaders") is not None:
         _bool(options, "includeHeaders", False)  # accepted (a headers column is written)
+    exactly_once = _bool(options, "exactlyOnce", False)
+    prefix = _get(options, "transactionalIdPrefix")
+    timeout = _int(options, "kafka.transaction.timeout.ms", None, 1)
+    if not exactly_once:
+        for name, given in (
+            ("transactionalIdPrefix", prefix),
+            ("kafka.transaction.timeout.ms", timeout),
+        ):
+            if given is not None:
+                raise SparkOptionError(f"option '{name}' applies only with exactlyOnce=true")
+    if prefix is not None and not prefix.strip():
+        raise SparkOptionError("option 'transactionalIdPrefix' is empty")
+    if exactly_once and acks_map[acks_raw] != -1:
+        raise SparkOptionError(
+            f"option 'kafka.acks' must be all with exactlyOnce=true (transactional writes are "
+            f"idempotent, which needs acks=all), not {acks_raw!r}"
+        )
     return WriteOptions(
         bootstrap_servers=servers,
         client_id=_get(options, "kafka.client.id") or "tidelog-spark",
@@ -444,4 +480,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=topic.strip() if topic else None,
         acks=acks_map[acks_raw],
         retry_timeout_ms=max(request_timeout * 2, 120000),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix.strip() if prefix else DEFAULT_TRANSACTIONAL_ID_PREFIX,
+        transaction_timeout_ms=timeout if timeout is not None else DEFAULT_TRANSACTION_TIMEOUT_MS,
     )

@@ -9,17 +9,23 @@ Offsets are Spark's Kafka JSON (``{"topic": {"0": 23}}``, next offset to read); 
 latest offset of a partition is its last stable offset under ``kafka.isolation.level``
 read_committed (the default), its high watermark under read_uncommitted: either way a
 query never reads records that a leader failure could take back.
+
+Writes are at-least-once; with ``exactlyOnce`` each write task writes in a Kafka
+transaction of its own that the driver's ``commit`` commits (``tidelog.spark.transactions``,
+docs/exactly-once.md).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -49,7 +55,14 @@ from pyspark.sql.types import (
 )
 
 from tidelog.model import TopicPartition
-from tidelog.spark.connector import OffsetReader, Producer, _report_loss, read_range
+from tidelog.spark import transactions
+from tidelog.spark.connector import (
+    ConnectorError,
+    OffsetReader,
+    Producer,
+    _report_loss,
+    read_range,
+)
 from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
 from tidelog.spark.options import (
     ReadOptions,
@@ -57,6 +70,14 @@ from tidelog.spark.options import (
     WriteOptions,
     parse_read_options,
     parse_write_options,
+)
+from tidelog.spark.transactions import (
+    TransactionalProducer,
+    TxnHandle,
+    end_transactions,
+    fence_open_transactions,
+    stream_scope,
+    transactional_id,
 )
 
 log = logging.getLogger(__name__)
@@ -338,9 +359,19 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
 
 @dataclass
 class TidelogCommitMessage(WriterCommitMessage):
-    """What one write task acknowledged: records per ``topic-partition``."""
+    """What one write task acknowledged: records per ``topic-partition``; with
+    ``exactlyOnce`` also its transaction, which the driver ends."""
 
     written: dict[str, int] = field(default_factory=dict)
+    #: exactlyOnce: the task's open transaction (None: it opened none, having no rows or
+    #: finding its transaction committed by an earlier run of the micro-batch).
+    transaction: TxnHandle | None = None
+    #: exactlyOnce: the task's transactional id without ``-<partition>``
+    #: (``<prefix>-<query id>-<batch id>``, or ``<prefix>-batch-<uuid>`` for a batch write).
+    scope: str | None = None
+    #: exactlyOnce: an earlier run of this micro-batch committed the task's transaction; the
+    #: task wrote nothing.
+    already_committed: bool = False
 
     @property
     def total(self) -> int:
@@ -362,6 +393,27 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
     return [None] * batch.num_rows
 
 
+def _send_rows(producer: Producer, options: WriteOptions, batch: pa.RecordBatch) -> None:
+    n = batch.num_rows
+    values = _column(batch, "value")
+    keys = _column(batch, "key")
+    topics = _column(batch, "topic")
+    partitions = _column(batch, "partition")
+    headers = _column(batch, "headers")
+    for i in range(n):
+        topic = topics[i] or options.topic
+        if topic is None:
+            raise SparkOptionError("a row has a null 'topic' and no option 'topic' is set")
+        row_headers = headers[i] or ()
+        producer.send(
+            topic,
+            _as_bytes(values[i]),
+            _as_bytes(keys[i]),
+            [(h["key"], _as_bytes(h["value"])) for h in row_headers],
+            partitions[i],
+        )
+
+
 def _write_batches(
     options: WriteOptions, batches: Iterator[pa.RecordBatch]
 ) -> TidelogCommitMessage:
@@ -374,28 +426,153 @@ def _write_batches(
     )
     try:
         for batch in batches:
-            n = batch.num_rows
-            values = _column(batch, "value")
-            keys = _column(batch, "key")
-            topics = _column(batch, "topic")
-            partitions = _column(batch, "partition")
-            headers = _column(batch, "headers")
-            for i in range(n):
-                topic = topics[i] or options.topic
-                if topic is None:
-                    raise SparkOptionError("a row has a null 'topic' and no option 'topic' is set")
-                row_headers = headers[i] or ()
-                producer.send(
-                    topic,
-                    _as_bytes(values[i]),
-                    _as_bytes(keys[i]),
-                    [(h["key"], _as_bytes(h["value"])) for h in row_headers],
-                    partitions[i],
-                )
+            _send_rows(producer, options, batch)
         producer.flush()
         return TidelogCommitMessage({str(tp): c for tp, c in producer.written.items()})
     finally:
         producer.close()
+
+
+def _write_in_transaction(
+    options: WriteOptions, scope: str, partition: int, batches: Iterator[pa.RecordBatch]
+) -> TidelogCommitMessage:
+    """exactlyOnce: write task ``partition``'s rows in its own transaction, left open for
+    the driver (``tidelog.spark.transactions``, rules 2-4)."""
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return TidelogCommitMessage(scope=scope)  # no rows: no transaction
+    txn_id = transactional_id(scope, partition)
+    producer = TransactionalProducer(options, txn_id)
+    try:
+        if not producer.begin():
+            skipped = first.num_rows + sum(b.num_rows for b in batches)
+            log.warning(
+                "transaction %s was committed by an earlier run of this micro-batch "
+                "(state %s): not writing its %d rows again",
+                txn_id,
+                producer.previous_state,
+                skipped,
+            )
+            return TidelogCommitMessage(scope=scope, already_committed=True)
+        _send_rows(producer, options, first)
+        for batch in batches:
+            _send_rows(producer, options, batch)
+        producer.flush()
+        return TidelogCommitMessage(
+            {str(tp): c for tp, c in producer.written.items()},
+            transaction=producer.handle,
+            scope=scope,
+        )
+    finally:
+        producer.close()
+
+
+#: Local properties Spark sets on the tasks of a streaming micro-batch.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def _stream_task(prefix: str) -> tuple[str, int]:
+    """exactlyOnce, in a write task: (scope, partition) from the task's context."""
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx is not None else None
+    batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
+    if ctx is None or not query_id or batch_id is None:
+        raise ConnectorError(
+            "exactlyOnce: the write task does not know its streaming query and micro-batch "
+            f"(Spark's task properties {_QUERY_ID_PROPERTY!r}, {_BATCH_ID_PROPERTY!r} are "
+            "not set)"
+        )
+    return stream_scope(prefix, query_id, int(batch_id)), ctx.partitionId()
+
+
+def _handles(messages: Sequence[WriterCommitMessage | None]) -> list[TxnHandle]:
+    return [
+        m.transaction
+        for m in messages
+        if isinstance(m, TidelogCommitMessage) and m.transaction is not None
+    ]
+
+
+def _commit_transactions(
+    options: WriteOptions, messages: Sequence[WriterCommitMessage | None], what: str
+) -> None:
+    """exactlyOnce, on the driver: commit every task's transaction; raise if any did not
+    commit (Spark then aborts and fails the query; a restart replays the batch, and the
+    tasks whose transactions did commit write nothing again)."""
+    handles = _handles(messages)
+    outcomes = end_transactions(options, handles, commit=True)
+    failed = {t: why for t, why in outcomes.items() if why is not None}
+    skipped = sum(
+        1 for m in messages if isinstance(m, TidelogCommitMessage) and m.already_committed
+    )
+    total = sum(m.total for m in messages if isinstance(m, TidelogCommitMessage))
+    if failed:
+        raise ConnectorError(
+            f"{what}: {len(failed)} of {len(handles)} transactions did not commit ("
+            + "; ".join(f"{t}: {why}" for t, why in sorted(failed.items()))
+            + "). The records of those are not visible to read_committed readers; "
+            "restart the query from its checkpoint to write them again (the committed "
+            "ones are not written twice). PRODUCER_FENCED means the transaction was aborted "
+            "first: by its timeout (raise 'kafka.transaction.timeout.ms' above the longest "
+            "micro-batch) or by another attempt of the same task"
+        )
+    log.info(
+        "%s committed: %d transactions, %d records%s",
+        what,
+        len(handles),
+        total,
+        f"; {skipped} tasks had been committed by an earlier run" if skipped else "",
+    )
+
+
+def _abort_transactions(
+    options: WriteOptions,
+    messages: Sequence[WriterCommitMessage | None],
+    what: str,
+    scope: str | None = None,
+) -> None:
+    """exactlyOnce, on the driver: abort the transactions of the tasks that finished, and
+    the open transaction of each task that failed (message None, at its partition's index),
+    so read_committed readers of the sink need not wait for their timeout."""
+    outcomes = end_transactions(options, _handles(messages), commit=False)
+    for txn_id, why in sorted(outcomes.items()):
+        if why is not None:
+            # INVALID_TXN_STATE: it had been committed (a commit that failed part way).
+            log.warning("%s: transaction %s not aborted: %s", what, txn_id, why)
+    scopes = {m.scope for m in messages if isinstance(m, TidelogCommitMessage) and m.scope}
+    if scope is None and len(scopes) == 1:
+        (scope,) = scopes
+    failed = (
+        [transactional_id(scope, i) for i, m in enumerate(messages) if m is None]
+        if scope is not None
+        else []
+    )
+    fenced: list[str] = []
+    if failed:
+        fenced = fence_open_transactions(options, failed)
+        if fenced:
+            log.warning("%s: aborted the open transactions of failed tasks: %s", what, fenced)
+        # Spark does not wait for the job's other attempts to stop: fence again once a
+        # killed attempt's Python worker is gone, in case one began meanwhile.
+        time.sleep(transactions.ZOMBIE_GRACE_S)
+        late = fence_open_transactions(options, failed)
+        if late:
+            log.warning(
+                "%s: aborted transactions that failed tasks opened after the abort began: %s",
+                what,
+                late,
+            )
+        fenced += late
+    aborted = sum(1 for why in outcomes.values() if why is None) + len(fenced)
+    log.error(
+        "%s aborted: %d of %d write tasks failed; %d transactions aborted (their records "
+        "stay invisible to read_committed readers)",
+        what,
+        sum(1 for m in messages if m is None),
+        len(messages),
+        aborted,
+    )
 
 
 def _log_abort(messages: Sequence[WriterCommitMessage | None], what: str) -> None:
@@ -412,29 +589,65 @@ def _log_abort(messages: Sequence[WriterCommitMessage | None], what: str) -> Non
 
 
 class TidelogBatchWriter(DataSourceArrowWriter):
+    """Batch writes; with ``exactlyOnce`` all or nothing: each task writes in a transaction
+    ``<prefix>-batch-<uuid>-<partition>`` (the uuid drawn on the driver, once per write)
+    and ``commit`` commits them all (a rerun of the job writes again)."""
+
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
+        self.scope = (
+            f"{options.transactional_id_prefix}-batch-{uuid.uuid4()}"
+            if options.exactly_once
+            else None
+        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write_batches(self.options, iterator)
+        if self.scope is None:
+            return _write_batches(self.options, iterator)
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        return _write_in_transaction(self.options, self.scope, partition, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.scope is not None:
+            _commit_transactions(self.options, messages, "batch write")
+            return
         total = sum(m.total for m in messages if isinstance(m, TidelogCommitMessage))
         log.info("batch write committed: %d records", total)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.scope is not None:
+            _abort_transactions(self.options, messages, "batch write", self.scope)
+            return
         _log_abort(messages, "batch write")
 
 
 class TidelogStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming writes: at-least-once, or with ``exactlyOnce`` one transaction per write
+    task and micro-batch, committed by ``commit`` (``tidelog.spark.transactions``)."""
+
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write_batches(self.options, iterator)
+        if not self.options.exactly_once:
+            return _write_batches(self.options, iterator)
+        scope, partition = _stream_task(self.options.transactional_id_prefix)
+        return _write_in_transaction(self.options, scope, partition, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # records were acknowledged (acks=all) when the tasks returned
+        if not self.options.exactly_once:
+            return  # records were acknowledged (acks=all) when the tasks returned
+        scopes = {m.scope for m in messages if isinstance(m, TidelogCommitMessage) and m.scope}
+        wrong = sorted(s for s in scopes if not s.endswith(f"-{batchId}"))
+        if wrong:
+            raise ConnectorError(
+                f"micro-batch {batchId}: commit messages of other micro-batches: {wrong}"
+            )
+        _commit_transactions(self.options, messages, f"micro-batch {batchId}")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            _abort_transactions(self.options, messages, f"micro-batch {batchId}")
+            return
         _log_abort(messages, f"micro-batch {batchId}")
