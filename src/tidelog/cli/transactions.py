@@ -25,8 +25,8 @@ kafka-transactions.sh shows them (KIP-664), and aborting a hanging transaction.
   its epoch and coordinator epoch (-1, a producer that never got a marker, becomes 0:
   no coordinator epoch is smaller).
 
-DescribeTransactions is read with a schema of our own (``tidelog.cli.txn_wire``): its start
-time is -1 when no transaction runs, which kio's schema cannot read.
+DescribeTransactions goes through ``Client.describe_transactions``, which reads the -1 start
+time of an id with no running transaction (kio's schema cannot: ``tidelog.client.describe_txn``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from typing import Any, Final
 
 from kio.index import load_request_schema
 
-from tidelog.cli import txn_wire
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
@@ -409,26 +408,23 @@ def find_coordinator(client: BlockingClient, transactional_id: str) -> tuple[int
 def describe_transaction(client: BlockingClient, transactional_id: str) -> TxnDescription:
     deadline = time.monotonic() + COORDINATOR_WAIT_S
     while True:
-        node_id, host, port = find_coordinator(client, transactional_id)
-        (state,) = txn_wire.describe_transactions(host, port, [transactional_id], REQUEST_TIMEOUT_S)
-        code = _code(state.error_code)
+        node_id, _host, _port = find_coordinator(client, transactional_id)
+        (state,) = client.describe_transactions([transactional_id], node_id=node_id)
+        code = state.error_code
         if code == ErrorCode.NONE:
             break
         if code not in _COORDINATOR_RETRIABLE or time.monotonic() > deadline:
             raise _error(code, f"transactional id '{transactional_id}'")
         time.sleep(_RETRY_S)
-    start = int(state.transaction_start_time)
     return TxnDescription(
         coordinator=node_id,
         transactional_id=transactional_id,
-        producer_id=int(state.producer_id),
-        producer_epoch=int(state.producer_epoch),
-        state=str(state.transaction_state),
-        timeout_ms=int(state.transaction_timeout),
-        start_ms=start if start >= 0 else None,
-        partitions=tuple(
-            sorted(TopicPartition(str(t.topic), int(p)) for t in state.topics for p in t.partitions)
-        ),
+        producer_id=state.producer_id,
+        producer_epoch=state.producer_epoch,
+        state=state.state,
+        timeout_ms=state.timeout_ms,
+        start_ms=state.start_ms,
+        partitions=state.partitions,
     )
 
 

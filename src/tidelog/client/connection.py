@@ -168,7 +168,7 @@ class BrokerConnection:
         ``ClientTimeoutError``, or ``InvalidResponseError`` for an undecodable answer.
         ``decode`` replaces the codec for this response: it gets the frame (size removed)
         and returns the body (for a response kio's schema cannot read, see
-        ``tidelog.client.txn_wire``).
+        ``tidelog.client.describe_txn``).
         """
         header = self._next_header(body)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from tidelog.cli import transactions as txn
-from tidelog.cli import txn_wire
 from tidelog.cli.main import build_parser, main
-from tidelog.client.errors import ClientConnectionError
+from tidelog.client import describe_txn
 from tidelog.coordinator.txn import TxnMetadata, TxnState
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
+from tidelog.protocol.errors import InvalidResponseError
 from tidelog.server.apis import KafkaApis
 from tidelog.server.messages import build
 from tidelog.server.txn_admin import describe_entry
@@ -256,7 +256,7 @@ def test_describe_transactions_answer_with_no_transaction_running() -> None:
         describe_entry("t2", running, ErrorCode.NONE),
         describe_entry("t3", None, ErrorCode.NONE),
     )
-    first, second, third = txn_wire.decode_response(payload).transaction_states
+    first, second, third = describe_txn.decode(payload).transaction_states
     assert (first.error_code, first.transaction_state, first.transaction_start_time) == (
         0,
         "Empty",
@@ -270,7 +270,5 @@ def test_describe_transactions_answer_with_no_transaction_running() -> None:
 
 def test_describe_transactions_answer_that_is_not_one() -> None:
     payload = _broker_answer()
-    with pytest.raises(ClientConnectionError, match="answer to request 1, not 2"):
-        txn_wire.decode_response(payload, correlation_id=2)
-    with pytest.raises(ClientConnectionError, match="undecodable"):
-        txn_wire.decode_response(payload[:5] + b"\xff\xff\xff")
+    with pytest.raises(InvalidResponseError, match="cannot decode DescribeTransactions"):
+        describe_txn.decode(payload[:5] + b"\xff\xff\xff")
