@@ -468,23 +468,33 @@ def render_report(result: RunResult, command: str, code: str | None = None) -> s
         f"{c.produce_interval_s * 1000:.0f} ms).",
         "",
     ]
-    if not f.ok:
-        lines += ["## Findings", "", "```", f.summary(20), "```", ""]
-    if result.notes:
-        lines += ["## Notes", "", *(f"- {n}" for n in result.notes), ""]
-    lines += [METHOD, ""]
+    lines += report_tail(f.ok, f.summary(20), result.notes, METHOD, result.faults)
+    return "\n".join(lines) + "\n"
+
+
+def report_tail(
+    ok: bool, findings: str, notes: Sequence[str], method: str, faults: Sequence[FaultRecord]
+) -> list[str]:
+    """What every fault report ends with: the findings (when a check failed), the notes,
+    how the run works, and the fault schedule."""
+    lines: list[str] = []
+    if not ok:
+        lines += ["## Findings", "", "```", findings, "```", ""]
+    if notes:
+        lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    lines += [method, ""]
     lines += [
         "## Fault schedule",
         "",
         "| # | kind | broker | what | healthy |",
         "|---:|---|---|---|---|",
     ]
-    for r in result.faults:
+    for r in faults:
         lines.append(
             f"| {r.index} | {r.kind} | {r.target if r.target is not None else '-'} | "
             f"{r.detail} | {r.healthy} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main_command(argv: Sequence[str]) -> str:

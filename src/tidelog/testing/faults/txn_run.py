@@ -28,6 +28,7 @@ from tidelog.testing.faults.run import (
     create_topic,
     describe_error,
     error_notes,
+    report_tail,
 )
 from tidelog.testing.faults.txn_checker import TxnFindings, check_transactions
 from tidelog.testing.faults.txn_workload import (
@@ -475,20 +476,6 @@ def render_txn_report(result: TxnRunResult, command: str, code: str | None = Non
         + ".",
         "",
     ]
-    if not f.ok:
-        lines += ["## Findings", "", "```", f.summary(20), "```", ""]
-    if result.notes:
-        lines += ["## Notes", "", *(f"- {n}" for n in result.notes[: NOTED_ERRORS * 2]), ""]
-    lines += [METHOD, ""]
-    lines += [
-        "## Fault schedule",
-        "",
-        "| # | kind | broker | what | healthy |",
-        "|---:|---|---|---|---|",
-    ]
-    for r in result.faults:
-        lines.append(
-            f"| {r.index} | {r.kind} | {r.target if r.target is not None else '-'} | "
-            f"{r.detail} | {r.healthy} |"
-        )
+    notes = result.notes[: NOTED_ERRORS * 2]
+    lines += report_tail(f.ok, f.summary(20), notes, METHOD, result.faults)
     return "\n".join(lines) + "\n"
