@@ -488,7 +488,8 @@ class ReplicaManager:
                 continue
             hw = hosted.partition.high_watermark
             the_log = hosted.log
-            lso = the_log.last_stable_offset(hw)
+            # Followers read to the log end and need no LSO (replication's hot path).
+            lso = -1 if replica_id >= 0 else the_log.last_stable_offset(hw)
             upper = None if replica_id >= 0 else lso if committed else hw
             records = None
             aborted = None
