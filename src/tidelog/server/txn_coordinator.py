@@ -57,8 +57,7 @@ from tidelog.coordinator.txn import (
 )
 from tidelog.coordinator.txn_records import (
     TxnRecordFormatError,
-    decode_txn_key,
-    decode_txn_value,
+    apply_txn_record,
     encode_txn_key,
     encode_txn_value,
 )
@@ -263,11 +262,7 @@ class TransactionCoordinator:
                 if rec.offset < first or rec.key is None:
                     continue
                 try:
-                    txn_id = decode_txn_key(rec.key)
-                    if rec.value is None:
-                        state.pop(txn_id, None)
-                    else:
-                        state[txn_id] = decode_txn_value(txn_id, rec.value)
+                    apply_txn_record(state, rec.key, rec.value)
                 except TxnRecordFormatError as exc:
                     log.warning("%s-%d offset %d skipped: %s", TXN_TOPIC, p, rec.offset, exc)
         return state
