@@ -34,6 +34,13 @@ Theory of operation (Kafka's ``KafkaZkClient`` semantics; paths and JSON in ``zn
    restarted broker never reuses an id. A write retried after a connection loss may find its
    own first attempt applied (BadVersion): the re-read then claims the block after it, which
    wastes ids but never reuses one.
+6. ZooKeeper security (Kafka's ``zookeeper.set.acl``; rules in ``zk_security``): with
+   ``auth`` the session (and the chroot-creating boot session) authenticates with digest
+   auth, re-sent on every reconnect. With ``set_acl`` the session's kazoo client — the one
+   ``kazoo`` hands to this package's other stores — creates every node with
+   ``acls_for(path)`` (broker identity ALL, world READ, no world access to credentials),
+   and start-up secures nodes an earlier unsecured run left open. ``set_acl`` without
+   ``auth`` is a ValueError naming ``zookeeper.set.acl``, as Kafka refuses to start.
 
 Exceptions (local faults; ZooKeeper unreachable past the retry deadline surfaces as
 kazoo's own exception wrapped in ``ZkError``)::
@@ -73,6 +80,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from tidelog.controller import znodes
+from tidelog.controller.zk_security import AclKazooClient, ZkAuth, secure_existing_tree_blocking
 from tidelog.controller.znodes import (
     BrokerRegistration,
     ControllerRegistration,
@@ -256,13 +264,20 @@ class ZkClient:
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         loop: asyncio.AbstractEventLoop,
+        auth: ZkAuth | None = None,
+        set_acl: bool = False,
     ) -> None:
         self.connect_string = connect
         self.session_timeout_ms = session_timeout_ms
         self._loop = loop
         self._hosts, self._chroot = split_connect_string(connect)
+        self.auth = auth
+        self.set_acl = set_acl
         timeout_s = session_timeout_ms / 1000.0
-        self._kz = KazooClient(
+        # Raises ValueError (naming zookeeper.set.acl) for set_acl without auth.
+        self._kz = AclKazooClient(
+            auth=auth,
+            set_acl=set_acl,
             hosts=connect,
             timeout=timeout_s,
             # Reconnect forever (the session may still be alive); retry commands across
@@ -286,10 +301,22 @@ class ZkClient:
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         connection_timeout_s: float | None = None,
+        auth: ZkAuth | None = None,
+        set_acl: bool = False,
     ) -> ZkClient:
-        """Open a session (creating the chroot if needed) and Kafka's persistent paths."""
+        """Open a session (creating the chroot if needed) and Kafka's persistent paths.
+
+        ``auth`` authenticates the session with ZooKeeper's digest scheme (sent again on
+        every reconnect); ``set_acl`` (Kafka's ``zookeeper.set.acl``, needs ``auth``, else
+        ValueError) creates every node with the secure ACLs and secures the existing tree
+        at start (module docstring, 6; rules in ``zk_security``).
+        """
         client = cls(
-            connect, session_timeout_ms=session_timeout_ms, loop=asyncio.get_running_loop()
+            connect,
+            session_timeout_ms=session_timeout_ms,
+            loop=asyncio.get_running_loop(),
+            auth=auth,
+            set_acl=set_acl,
         )
         timeout_s = connection_timeout_s or session_timeout_ms / 1000.0
         await asyncio.to_thread(client._start_blocking, timeout_s)
@@ -298,7 +325,10 @@ class ZkClient:
     def _start_blocking(self, timeout_s: float) -> None:
         if self._chroot:
             # Kafka's createChrootIfNecessary: the chroot must exist before we use it.
-            boot = KazooClient(hosts=self._hosts, timeout=timeout_s)
+            # With the same identity and ACLs: the chroot's nodes are secured like ours.
+            boot = AclKazooClient(
+                auth=self.auth, set_acl=self.set_acl, hosts=self._hosts, timeout=timeout_s
+            )
             try:
                 boot.start(timeout=timeout_s)
                 boot.ensure_path(self._chroot)
@@ -311,6 +341,8 @@ class ZkClient:
             self._kz.start(timeout=timeout_s)
             for path in znodes.PERSISTENT_PATHS:
                 self._kz.retry(self._kz.ensure_path, path)
+            if self.set_acl:
+                self._kz.retry(secure_existing_tree_blocking, self._kz)
         except Exception as exc:
             self._kz.stop()
             self._kz.close()
@@ -344,6 +376,20 @@ class ZkClient:
         return ZkProducerIdBlockStore(self._kz)
 
     # -- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def kazoo(self) -> Any:
+        """The kazoo client, for this package's other ZooKeeper stores (users, ACLs): only
+        ``tidelog.controller`` may use it (import-linter keeps kazoo here)."""
+        return self._kz
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking kazoo call in a worker thread; kazoo's failures become ZkError."""
+        return await self._call(fn, *args)
+
+    def to_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        """From a kazoo thread (a watch): run ``callback(*args)`` on the session's loop."""
+        self._to_loop(callback, *args)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking kazoo call in a worker thread; wrap kazoo's failures."""
