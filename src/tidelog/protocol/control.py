@@ -256,11 +256,27 @@ class UpdateMetadataPartitionState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateMetadataEndpoint:
+    """One advertised listener of a live broker (Kafka's UpdateMetadataEndpoint)."""
+
+    listener: str = _wire("str")
+    host: str = _wire("str")
+    port: int = _wire("i32")
+    security_protocol: str = _wire("str")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataBroker:
+    """``host``/``port``: the inter-broker listener's; ``endpoints``: every listener, so a
+    client's Metadata names brokers on the listener it came in on (issue 20)."""
+
     id: int = _wire("i32")
     host: str = _wire("str")
     port: int = _wire("i32")
     rack: str | None = _wire("nstr", default=None)
+    endpoints: tuple[UpdateMetadataEndpoint, ...] = _wire(
+        ("array", UpdateMetadataEndpoint), default=()
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,11 @@ Errors follow Kafka: per-partition / per-topic / per-resource error codes (never
 exception for a peer's mistake). Names that fail ``Topic.validate`` get
 INVALID_TOPIC_EXCEPTION (17); unknown topics and partitions UNKNOWN_TOPIC_OR_PARTITION (3);
 topic configs that are unknown or out of range INVALID_CONFIG (40).
+
+Authorization (issue 20): with an ACL authorizer (``authorizer``) each handler makes the
+checks of Kafka's KafkaApis (``tidelog.server.authz``) and answers TOPIC_ (29), GROUP_ (30),
+CLUSTER_ (31) or TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) where Kafka does; without one
+nothing is checked (one ``authorizer is None`` test per request).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
@@ -35,6 +40,8 @@ from tidelog.protocol.responses import (
     encode_produce_response,
 )
 from tidelog.replication.truncation import leader_end_offset_for_epoch
+from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server import authz
 from tidelog.server.config import (
     TOPIC_KEYS,
     BrokerConfig,
@@ -45,6 +52,10 @@ from tidelog.server.config import (
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.network import CloseConnection, Response
+from tidelog.server.request_context import current_request
+
+if TYPE_CHECKING:
+    from tidelog.server.authorizer import AclAuthorizer
 from tidelog.server.replica_manager import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -72,6 +83,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+#: Kafka's CreatePartitions message for a topic without ALTER.
+CREATE_PARTITIONS_DENIED = "The topic authorization is failed."
 
 
 def _topic_name_of(item: Any, metadata: MetadataStore) -> str | None:
@@ -104,6 +117,11 @@ class KafkaApis:
         self.broker_id = config.broker_id
         endpoint = config.advertised_listener
         self.host, self.port = endpoint.host, endpoint.port
+        self._advertised = {e.name: e for e in config.advertised_listeners}
+        #: Listener name -> bound port, set by the broker once it listens (for port 0).
+        self.bound_ports: Mapping[str, int] = {}
+        #: The ACL authorizer (``tidelog.server.authorizer``); None: everything is allowed.
+        self.authorizer: AclAuthorizer | None = None
         self.handlers: dict[int, Callable[[RequestHeader, Any], HandlerResult]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -121,6 +139,15 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
+
+    def own_address(self) -> tuple[str, int]:
+        """This broker's advertised address on the listener the request came in on (a
+        client on the SSL listener must be sent back to the SSL port, Kafka's rule)."""
+        name = current_request().listener_name
+        endpoint = self._advertised.get(name)
+        if endpoint is None:
+            return self.host, self.port
+        return endpoint.host, endpoint.port or self.bound_ports.get(name, endpoint.port)
 
     @staticmethod
     def response_class(header: RequestHeader) -> type[Any]:
@@ -195,12 +222,77 @@ class KafkaApis:
             "partitions": self._partition_metadata(info),
         }
 
+    def metadata_access(self, header: RequestHeader, body: Any) -> authz.MetadataAccess:
+        """Kafka's handleTopicMetadataRequest checks (``authz.metadata_access``): DESCRIBE
+        per topic, and CREATE (cluster or topic) for the missing ones auto-creation would
+        create. Everything allowed without an authorizer."""
+        if self.authorizer is None:
+            return authz.EVERYTHING_ALLOWED
+        known = self.metadata.topics
+        all_topics = body.topics is None
+        if all_topics:
+            names = list(known)
+        else:
+            names = []
+            for item in body.topics:
+                name = getattr(item, "name", None)
+                topic_id = getattr(item, "topic_id", None)
+                if not name and topic_id is not None and topic_id.int != 0:
+                    found = self.metadata.by_id(topic_id)
+                    if found is None:
+                        continue  # UNKNOWN_TOPIC_ID: topic ids are not secret (Kafka)
+                    name = found.name
+                names.append(str(name or ""))
+        auto_create = (
+            not all_topics
+            and bool(getattr(body, "allow_auto_topic_creation", True))
+            and self.config.get_bool("auto.create.topics.enable")
+        )
+        return authz.metadata_access(
+            self.authorizer,
+            names,
+            all_topics=all_topics,
+            missing=[n for n in names if n not in known],
+            auto_create=auto_create,
+            api_key=header.api_key,
+        )
+
+    @staticmethod
+    def metadata_refusal(name: str, topic_id: Any) -> dict[str, Any]:
+        """A topic Metadata may not show: TOPIC_AUTHORIZATION_FAILED, without saying whether
+        it exists; asked by id, the id is answered and not the name (Kafka's rule)."""
+        by_id = topic_id is not None and topic_id.int != 0
+        return {
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "name": None if by_id else name,
+            "topic_id": topic_id if by_id else uuid.UUID(int=0),
+            "partitions": [],
+        }
+
+    def with_topic_operations(
+        self, header: RequestHeader, body: Any, topics: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Metadata v8+ ``include_topic_authorized_operations``: each shown topic's allowed
+        operations (refused and unknown-id entries keep the schema default, as Kafka's)."""
+        if not getattr(body, "include_topic_authorized_operations", False):
+            return topics
+        for entry in topics:
+            name = entry.get("name")
+            if name is None or entry["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                continue
+            entry["topic_authorized_operations"] = authz.authorized_operations(
+                self.authorizer, ResourceType.TOPIC, str(name), header.api_key
+            )
+        return topics
+
     def handle_metadata(self, header: RequestHeader, body: Any) -> HandlerResult:
         topics: list[dict[str, Any]] = []
+        access = self.metadata_access(header, body)
         if body.topics is None:
             topics = [
                 self._topic_metadata(i)
                 for i in sorted(self.metadata.topics.values(), key=lambda i: i.name)
+                if i.name not in access.hidden
             ]
         else:
             allow_auto = bool(getattr(body, "allow_auto_topic_creation", True)) and (
@@ -223,6 +315,9 @@ class KafkaApis:
                         continue
                     name = found.name
                 name = name or ""
+                if access.refused(name):
+                    topics.append(self.metadata_refusal(name, topic_id))
+                    continue
                 info = self.metadata.topics.get(name)
                 if info is None:
                     error = (
@@ -249,14 +344,15 @@ class KafkaApis:
                 "brokers": [
                     {
                         "node_id": self.broker_id,
-                        "host": self.host,
-                        "port": self.port,
+                        "host": self.own_address()[0],
+                        "port": self.own_address()[1],
                         "rack": self.config.get_str("broker.rack") or None,
                     }
                 ],
                 "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.broker_id,
-                "topics": topics,
+                "topics": self.with_topic_operations(header, body, topics),
+                "cluster_authorized_operations": self.cluster_operations(header, body),
                 "error_code": ErrorCode.NONE,
             },
         )
@@ -268,8 +364,18 @@ class KafkaApis:
         entries: dict[TopicPartition, bytes] = {}
         early: dict[TopicPartition, ProduceResult] = {}
         order: list[TopicPartition] = []
+        refused = {} if self.authorizer is None else self._produce_refusals(body)
         for topic in body.topic_data:
             name = _topic_name_of(topic, self.metadata) or ""
+            if refused and name in refused:
+                # Nothing of a refused topic is written; with acks=0 the connection closes
+                # below, as for any failed partition (Kafka's handleProduceRequest).
+                refusal = ProduceResult(refused[name])
+                for part in topic.partition_data:
+                    tp = TopicPartition(name, int(part.index))
+                    order.append(tp)
+                    early[tp] = refusal
+                continue
             for part in topic.partition_data:
                 tp = TopicPartition(name, int(part.index))
                 order.append(tp)
@@ -327,6 +433,32 @@ class KafkaApis:
         self.replica_manager.wait_for_acks(appended, timeout_ms, respond)
         return future
 
+    def _produce_refusals(self, body: Any) -> dict[str, ErrorCode]:
+        """Kafka's handleProduceRequest: a request carrying transactional batches needs WRITE
+        on its transactional id, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        then each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED for its partitions only).
+        Idempotent batches need nothing more since KIP-679 (InitProducerId checked)."""
+        authorizer = self.authorizer
+        names = [_topic_name_of(t, self.metadata) or "" for t in body.topic_data]
+        if any(
+            authz.has_transactional_records(p.records)
+            for t in body.topic_data
+            for p in t.partition_data
+        ):
+            txn_id = getattr(body, "transactional_id", None)
+            if txn_id is None or not authz.allowed(
+                authorizer,
+                AclOperation.WRITE,
+                ResourceType.TRANSACTIONAL_ID,
+                str(txn_id),
+                ApiKey.PRODUCE,
+            ):
+                return dict.fromkeys(names, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = authz.denied_names(
+            authorizer, AclOperation.WRITE, ResourceType.TOPIC, names, ApiKey.PRODUCE
+        )
+        return dict.fromkeys(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
     # --- Fetch (1) ----------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Any) -> HandlerResult:
@@ -346,7 +478,18 @@ class KafkaApis:
         requests: list[FetchRequestPartition] = []
         keys: list[tuple[str, Any]] = []  # (name, topic id) per request partition
         unknown: list[tuple[Any, int, ErrorCode]] = []
-        for topic in body.topics:
+        # replica_id: a top-level field before v15, inside replica_state from v15 (KIP-903).
+        replica_state = getattr(body, "replica_state", None)
+        replica_id = int(
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(body, "replica_id", -1)
+        )
+        topics_wanted = body.topics
+        refused: list[tuple[str, Any, int]] = []  # (name, topic id, partition)
+        if self.authorizer is not None:
+            topics_wanted, refused = self._fetch_refusals(body.topics, replica_id)
+        for topic in topics_wanted:
             name = _topic_name_of(topic, self.metadata)
             topic_id = getattr(topic, "topic_id", None)
             for part in topic.partitions:
@@ -395,6 +538,16 @@ class KafkaApis:
                         partition_index=partition, error_code=int(error), aborted_transactions=()
                     )
                 )
+            for name, topic_id, partition in refused:
+                k = topic_id if version >= 13 else name
+                names[k] = (name, topic_id)
+                by_topic.setdefault(k, []).append(
+                    FetchPartitionResponse(
+                        partition_index=partition,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        aborted_transactions=(),
+                    )
+                )
             topics = [
                 FetchTopicResponse(topic=names[k][0], topic_id=names[k][1], partitions=parts)
                 for k, parts in by_topic.items()
@@ -408,18 +561,11 @@ class KafkaApis:
             if not future.done():
                 future.set_result(make_response(results))
 
-        # replica_id: a top-level field before v15, inside replica_state from v15 (KIP-903).
-        replica_state = getattr(body, "replica_state", None)
-        replica_id = int(
-            replica_state.replica_id
-            if replica_state is not None
-            else getattr(body, "replica_id", -1)
-        )
         self.replica_manager.fetch(
             requests,
             replica_id=replica_id,
             max_bytes=max_bytes,
-            min_bytes=min_bytes if not unknown else 0,
+            min_bytes=min_bytes if not unknown and not refused else 0,
             max_wait_ms=max_wait_ms,
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
@@ -428,13 +574,64 @@ class KafkaApis:
             return future.result()
         return future
 
+    def _fetch_refusals(
+        self, topics: Any, replica_id: int
+    ) -> tuple[list[Any], list[tuple[str, Any, int]]]:
+        """Kafka's handleFetchRequest: a follower (replica_id >= 0) needs CLUSTER_ACTION on
+        the cluster, else every partition is TOPIC_AUTHORIZATION_FAILED (Kafka's answer,
+        not CLUSTER_AUTHORIZATION_FAILED); a consumer needs READ on each topic (unknown
+        topic ids stay UNKNOWN_TOPIC_ID). The topics to serve, and the refused partitions."""
+        named = [(t, _topic_name_of(t, self.metadata)) for t in topics]
+        if replica_id >= 0:
+            if authz.cluster_allowed(self.authorizer, AclOperation.CLUSTER_ACTION, ApiKey.FETCH):
+                return list(topics), []
+            denied: Any = None  # all of them
+        else:
+            denied = authz.denied_names(
+                self.authorizer,
+                AclOperation.READ,
+                ResourceType.TOPIC,
+                [name for t, name in named if name is not None for _ in t.partitions],
+                ApiKey.FETCH,
+            )
+            if not denied:
+                return list(topics), []
+        served: list[Any] = []
+        refused: list[tuple[str, Any, int]] = []
+        for topic, name in named:
+            if denied is None or (name is not None and name in denied):
+                topic_id = getattr(topic, "topic_id", None)
+                refused.extend((name or "", topic_id, int(p.partition)) for p in topic.partitions)
+            else:
+                served.append(topic)
+        return served, refused
+
     # --- ListOffsets (2) ----------------------------------------------------------------
 
     def handle_list_offsets(self, header: RequestHeader, body: Any) -> HandlerResult:
         isolation_level = int(getattr(body, "isolation_level", READ_UNCOMMITTED))
+        # Kafka's handleListOffsetRequest: DESCRIBE on each topic.
+        denied = authz.denied_names(
+            self.authorizer,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            [str(t.name) for t in body.topics],
+            ApiKey.LIST_OFFSETS,
+        )
         topics = []
         for topic in body.topics:
             partitions = []
+            if denied and topic.name in denied:
+                partitions = [
+                    {
+                        "partition_index": int(part.partition_index),
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        "old_style_offsets": [],
+                    }
+                    for part in topic.partitions
+                ]
+                topics.append({"name": topic.name, "partitions": partitions})
+                continue
             for part in topic.partitions:
                 tp = TopicPartition(topic.name, int(part.partition_index))
                 partitions.append(
@@ -496,9 +693,50 @@ class KafkaApis:
 
     # --- CreateTopics (19) --------------------------------------------------------------
 
+    def create_topics_access(
+        self, header: RequestHeader, body: Any
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """Kafka's handleCreateTopicsRequest: (the topics that may not be created: CREATE on
+        neither the cluster nor the topic; the created topics whose configs are not shown:
+        no DESCRIBE_CONFIGS, answered with topic_config_error_code
+        TOPIC_AUTHORIZATION_FAILED and no configs, partition count or replication factor)."""
+        if self.authorizer is None:
+            return frozenset(), frozenset()
+        names = [str(t.name) for t in body.topics]
+        not_creatable: frozenset[str] = frozenset()
+        if not authz.cluster_allowed(
+            self.authorizer, AclOperation.CREATE, header.api_key, log_if_denied=False
+        ):
+            not_creatable = authz.denied_names(
+                self.authorizer, AclOperation.CREATE, ResourceType.TOPIC, names, header.api_key
+            )
+        configs_hidden = authz.denied_names(
+            self.authorizer,
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            names,
+            header.api_key,
+            log_if_denied=False,
+        )
+        return not_creatable, configs_hidden
+
+    @staticmethod
+    def hide_created_configs(
+        result: dict[str, Any], error: ErrorCode, configs_hidden: frozenset[str]
+    ) -> None:
+        """CreateTopics without DESCRIBE_CONFIGS on the topic: Kafka keeps this error for a
+        topic created or refused for authorization (its other failures reset it)."""
+        if (
+            configs_hidden
+            and result["name"] in configs_hidden
+            and error in (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        ):
+            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
     def handle_create_topics(self, header: RequestHeader, body: Any) -> HandlerResult:
         results = []
         validate_only = bool(getattr(body, "validate_only", False))
+        not_creatable, configs_hidden = self.create_topics_access(header, body)
         for topic in body.topics:
             name = str(topic.name)
             result: dict[str, Any] = {"name": name, "topic_id": uuid.UUID(int=0)}
@@ -513,7 +751,9 @@ class KafkaApis:
             if topic.assignments:
                 num_partitions = len(topic.assignments)
                 rf = len(topic.assignments[0].broker_ids)
-            if problem := topic_name_error(name):
+            if name in not_creatable:
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            elif problem := topic_name_error(name):
                 error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, problem
             elif name in self.metadata.topics:
                 error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
@@ -535,7 +775,7 @@ class KafkaApis:
             if error == ErrorCode.NONE and not validate_only:
                 info = self.create_topic(name, num_partitions, overrides)
                 result["topic_id"] = info.topic_id
-            if error == ErrorCode.NONE:
+            if error == ErrorCode.NONE and name not in configs_hidden:
                 result.update(
                     num_partitions=num_partitions,
                     replication_factor=rf,
@@ -553,10 +793,53 @@ class KafkaApis:
                     ],
                 )
             result.update(error_code=error, error_message=message)
+            self.hide_created_configs(result, error, configs_hidden)
             results.append(result)
         return self._respond(header, {"topics": results})
 
     # --- DeleteTopics (20) --------------------------------------------------------------
+
+    def delete_topics_refusals(
+        self, header: RequestHeader, items: list[tuple[str | None, Any]]
+    ) -> dict[int, dict[str, Any]]:
+        """Kafka's handleDeleteTopicsRequest, by request index: a topic asked by id without
+        DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name; one without DELETE is
+        TOPIC_AUTHORIZATION_FAILED (before anything says whether it exists). Unknown ids
+        stay UNKNOWN_TOPIC_ID."""
+        if self.authorizer is None:
+            return {}
+        resolved: list[tuple[str | None, bool]] = []
+        for name, topic_id in items:
+            if name:
+                resolved.append((str(name), False))
+            else:
+                info = self.metadata.by_id(topic_id) if topic_id is not None else None
+                resolved.append((info.name if info is not None else None, True))
+        describe_denied = authz.denied_names(
+            self.authorizer,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            [n for n, by_id in resolved if n is not None and by_id],
+            header.api_key,
+        )
+        delete_denied = authz.denied_names(
+            self.authorizer,
+            AclOperation.DELETE,
+            ResourceType.TOPIC,
+            [n for n, _ in resolved if n is not None],
+            header.api_key,
+        )
+        refusals: dict[int, dict[str, Any]] = {}
+        for i, ((name, by_id), (_, topic_id)) in enumerate(zip(resolved, items, strict=True)):
+            if name is None or (name not in describe_denied and name not in delete_denied):
+                continue
+            hide = by_id and name in describe_denied
+            refusals[i] = {
+                "name": None if hide else name,
+                "topic_id": topic_id or uuid.UUID(int=0),
+                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            }
+        return refusals
 
     def handle_delete_topics(self, header: RequestHeader, body: Any) -> HandlerResult:
         items: list[tuple[str | None, Any]] = []
@@ -565,7 +848,11 @@ class KafkaApis:
         else:
             items = [(n, None) for n in getattr(body, "topic_names", ())]
         results = []
-        for name, topic_id in items:
+        refusals = self.delete_topics_refusals(header, items)
+        for i, (name, topic_id) in enumerate(items):
+            if i in refusals:
+                results.append(refusals[i])
+                continue
             info = None
             if name:
                 info = self.metadata.topics.get(name)
@@ -603,14 +890,27 @@ class KafkaApis:
 
     # --- CreatePartitions (37) ----------------------------------------------------------
 
+    def alter_denied(self, header: RequestHeader, body: Any) -> frozenset[str]:
+        """CreatePartitions: ALTER on each topic (Kafka's handleCreatePartitionsRequest)."""
+        return authz.denied_names(
+            self.authorizer,
+            AclOperation.ALTER,
+            ResourceType.TOPIC,
+            [str(t.name) for t in body.topics],
+            header.api_key,
+        )
+
     def handle_create_partitions(self, header: RequestHeader, body: Any) -> HandlerResult:
         results = []
+        denied = self.alter_denied(header, body)
         for topic in body.topics:
             name = str(topic.name)
             info = self.metadata.topics.get(name)
             count = int(topic.count)
             error, message = ErrorCode.NONE, None
-            if info is None:
+            if name in denied:
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, CREATE_PARTITIONS_DENIED
+            elif info is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"The topic '{name}' does not exist."
             elif count <= info.num_partitions:
@@ -636,8 +936,27 @@ class KafkaApis:
 
     def handle_delete_records(self, header: RequestHeader, body: Any) -> HandlerResult:
         topics = []
+        # Kafka's handleDeleteRecordsRequest: DELETE on each topic.
+        denied = authz.denied_names(
+            self.authorizer,
+            AclOperation.DELETE,
+            ResourceType.TOPIC,
+            [str(t.name) for t in body.topics],
+            header.api_key,
+        )
         for topic in body.topics:
             partitions = []
+            if denied and topic.name in denied:
+                partitions = [
+                    {
+                        "partition_index": int(part.partition_index),
+                        "low_watermark": -1,
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                    for part in topic.partitions
+                ]
+                topics.append({"name": topic.name, "partitions": partitions})
+                continue
             for part in topic.partitions:
                 tp = TopicPartition(topic.name, int(part.partition_index))
                 hosted = self.replica_manager.partitions.get(tp)
@@ -686,7 +1005,17 @@ class KafkaApis:
             wanted = None if keys is None else set(keys)
             entries: list[dict[str, Any]] = []
             error, message = ErrorCode.NONE, None
-            if rtype == RESOURCE_TOPIC:
+            refusal = (
+                None
+                if self.authorizer is None
+                else authz.config_resource_refusal(
+                    self.authorizer, AclOperation.DESCRIBE_CONFIGS, rtype, rname, header.api_key
+                )
+            )
+            if refusal is not None:
+                # Kafka's handleDescribeConfigsRequest: the error's own message, no configs.
+                error, message = refusal, authz.MESSAGES[refusal]
+            elif rtype == RESOURCE_TOPIC:
                 info = self.metadata.topics.get(rname)
                 if info is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -774,6 +1103,22 @@ class KafkaApis:
         log.info("topic %s config overrides now %s", rname, overrides)
         return ErrorCode.NONE, None
 
+    def _alter_refusal(
+        self, header: RequestHeader, resource: Any
+    ) -> tuple[ErrorCode, str | None] | None:
+        """(Incremental)AlterConfigs: ALTER_CONFIGS on the topic, or on the cluster for a
+        broker; refused without a message (Kafka's configsAuthorizationApiError)."""
+        if self.authorizer is None:
+            return None
+        refusal = authz.config_resource_refusal(
+            self.authorizer,
+            AclOperation.ALTER_CONFIGS,
+            int(resource.resource_type),
+            str(resource.resource_name),
+            header.api_key,
+        )
+        return None if refusal is None else (refusal, None)
+
     def handle_alter_configs(self, header: RequestHeader, body: Any) -> HandlerResult:
         responses = []
         for resource in body.resources:
@@ -785,7 +1130,7 @@ class KafkaApis:
                 # AlterConfigs replaces the whole override set (Kafka's legacy semantics).
                 return configs, ""
 
-            error, message = self._alter_topic(
+            error, message = self._alter_refusal(header, resource) or self._alter_topic(
                 int(resource.resource_type),
                 str(resource.resource_name),
                 replace_all,
@@ -825,7 +1170,7 @@ class KafkaApis:
                         return {}, f"Unknown config operation {op} for {name}"
                 return current, ""
 
-            error, message = self._alter_topic(
+            error, message = self._alter_refusal(header, resource) or self._alter_topic(
                 int(resource.resource_type),
                 str(resource.resource_name),
                 apply_ops,
@@ -854,20 +1199,44 @@ class KafkaApis:
                 "brokers": [
                     {
                         "broker_id": self.broker_id,
-                        "host": self.host,
-                        "port": self.port,
+                        "host": self.own_address()[0],
+                        "port": self.own_address()[1],
                         "rack": self.config.get_str("broker.rack") or None,
                     }
                 ],
-                "cluster_authorized_operations": -(2**31),
+                "cluster_authorized_operations": self.cluster_operations(header, body),
             },
         )
+
+    def cluster_operations(self, header: RequestHeader, body: Any) -> int:
+        """``cluster_authorized_operations`` of DescribeCluster / Metadata v8-v10: when asked,
+        the cluster's allowed operations if DESCRIBE on it is allowed, else 0 (Kafka)."""
+        if not getattr(body, "include_cluster_authorized_operations", False):
+            return authz.AUTHORIZED_OPERATIONS_OMITTED
+        return authz.cluster_authorized_operations(self.authorizer, header.api_key)
 
     # --- OffsetForLeaderEpoch (23) -------------------------------------------------------
 
     def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Any) -> HandlerResult:
         """Rule 7, the leader's side: for each partition, the largest epoch <= the one asked
-        and where it ends in this log (``replication.truncation``); fenced like Fetch."""
+        and where it ends in this log (``replication.truncation``); fenced like Fetch.
+
+        Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (followers;
+        not logged when missing) or else DESCRIBE on each topic (consumers, KIP-320)."""
+        denied: frozenset[str] = frozenset()
+        if self.authorizer is not None and not authz.cluster_allowed(
+            self.authorizer,
+            AclOperation.CLUSTER_ACTION,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            log_if_denied=False,
+        ):
+            denied = authz.denied_names(
+                self.authorizer,
+                AclOperation.DESCRIBE,
+                ResourceType.TOPIC,
+                [str(t.topic) for t in body.topics],
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            )
         topics = []
         for topic in body.topics:
             partitions = []
@@ -875,7 +1244,13 @@ class KafkaApis:
                 tp = TopicPartition(topic.topic, int(part.partition))
                 hosted = self.replica_manager.partitions.get(tp)
                 entry: dict[str, Any] = {"partition": tp.partition}
-                if hosted is None:
+                if denied and tp.topic in denied:
+                    entry.update(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )
+                elif hosted is None:
                     entry["error_code"] = self.replica_manager.not_hosted_error(tp)
                 elif (
                     error := hosted.partition.validate_leader_epoch(
@@ -900,9 +1275,29 @@ class KafkaApis:
 
     # --- InitProducerId (22) ------------------------------------------------------------
 
+    def idempotent_refusal(self, header: RequestHeader, body: Any) -> Any:
+        """KIP-679 (Kafka's handleInitProducerIdRequest): an idempotent producer needs
+        IDEMPOTENT_WRITE on the cluster or WRITE on some topic, else
+        CLUSTER_AUTHORIZATION_FAILED. None when allowed (or transactional: the transaction
+        coordinator checks WRITE on the transactional id)."""
+        if self.authorizer is None or getattr(body, "transactional_id", None):
+            return None
+        if authz.idempotent_write_allowed(self.authorizer, header.api_key):
+            return None
+        return self._respond(
+            header,
+            {
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+
     def handle_init_producer_id(self, header: RequestHeader, body: Any) -> HandlerResult:
         """Idempotent producers only (kafka-python 3 with acks=all asks for one). Sequence
         numbers are stored with the batches but not checked: no de-duplication yet."""
+        if (refused := self.idempotent_refusal(header, body)) is not None:
+            return refused
         if getattr(body, "transactional_id", None):
             return self._respond(
                 header, {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

@@ -17,8 +17,10 @@ import dataclasses
 import gc
 import logging
 import signal
+import struct
 import sys
 import time
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -38,6 +40,7 @@ from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
 from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
 from tidelog.server.group_coordinator import GroupCoordinator, client_host
+from tidelog.server.listeners import ListenerSecurity
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.metrics import (
     BrokerState,
@@ -57,11 +60,16 @@ from tidelog.server.replica_manager import (
     now_ms,
     probe_log_dir,
 )
+from tidelog.server.request_context import RequestContext, set_request
+from tidelog.server.sasl import SaslServerAuthenticator
+from tidelog.server.security import BrokerSecurity
 from tidelog.server.txn_admin import TxnAdmin
 from tidelog.server.txn_coordinator import TransactionCoordinator
 from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
 
 #: Group coordination (``tidelog.server.group_coordinator``), alone and in a cluster.
 GROUP_APIS = frozenset(
@@ -92,6 +100,18 @@ TXN_APIS = frozenset(
         ApiKey.DESCRIBE_PRODUCERS,
     }
 )
+#: Security (``tidelog.server.security``): logins and ACLs, alone and in a cluster.
+SECURITY_APIS = frozenset(
+    {
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.DESCRIBE_ACLS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    }
+)
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
 #: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
 #: CreateTopics/DeleteTopics/DescribeConfigs as the protocol table has them.
@@ -115,6 +135,7 @@ SERVED_APIS = frozenset(
     }
     | GROUP_APIS
     | TXN_APIS
+    | SECURITY_APIS
 )
 #: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
 CLUSTER_APIS = SERVED_APIS | {
@@ -168,6 +189,12 @@ class Dispatcher:
         self._request_metrics = request_metrics
 
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
+        authenticator = conn.authenticator
+        if authenticator is not None:
+            # Network rule 6: nothing but the SASL exchange until it completes.
+            return self._authenticate(
+                conn, typing.cast("SaslServerAuthenticator", authenticator), frame
+            )
         metrics = self._request_metrics
         started = time.perf_counter() if metrics is not None else 0.0
         try:
@@ -192,6 +219,57 @@ class Dispatcher:
             metrics.record(header.api_key, body, result, started)
         return result
 
+    def _authenticate(
+        self, conn: Connection, auth: SaslServerAuthenticator, frame: bytes
+    ) -> DispatchResult:
+        """Kafka's SaslServerAuthenticator flow: ApiVersions and SaslHandshake, then either
+        SaslAuthenticate requests (handshake v1) or raw tokens (handshake v0); any other
+        request, or a failed login, closes the connection (a failed SaslAuthenticate is
+        answered first, with SASL_AUTHENTICATION_FAILED and the reason)."""
+        if auth.expects_raw_token:
+            token = auth.raw_token(frame)  # raises CloseConnection on failure
+            self._maybe_authenticated(conn, auth)
+            return Response([_SIZE.pack(len(token)), token])
+        try:
+            header, body = decode_request(frame, self._supported)
+        except UnsupportedVersionError as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                return Response([encode_api_versions_fallback(exc.header, self._supported)])
+            raise CloseConnection(f"{exc} before SASL authentication") from None
+        except InvalidRequestError as exc:
+            raise CloseConnection(f"{exc} before SASL authentication") from None
+        conn.client_id = header.client_id
+        if header.api_key == ApiKey.API_VERSIONS:
+            return self._run(conn, header, body)
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            response = self._encode(header, auth.handle_handshake(header.api_version, body))
+        elif header.api_key == ApiKey.SASL_AUTHENTICATE:
+            response = self._encode(header, auth.handle_authenticate(header.api_version, body))
+            if auth.failed:
+                raise CloseConnection(
+                    f"SASL authentication failed on listener {conn.listener_name}",
+                    final=response,
+                )
+            self._maybe_authenticated(conn, auth)
+        else:
+            raise CloseConnection(
+                f"{header.api_name} request before SASL authentication on listener "
+                f"{conn.listener_name} (client {header.client_id!r})"
+            )
+        return response
+
+    @staticmethod
+    def _maybe_authenticated(conn: Connection, auth: SaslServerAuthenticator) -> None:
+        if auth.complete and auth.principal is not None:
+            conn.principal = auth.principal
+            conn.authenticator = None
+            log.info(
+                "%s authenticated as %s on listener %s",
+                conn.peer,
+                auth.principal,
+                conn.listener_name,
+            )
+
     def _hold(
         self, gate: ReadinessGate, conn: Connection, header: RequestHeader, body: Any
     ) -> asyncio.Future[Response | None]:
@@ -215,6 +293,15 @@ class Dispatcher:
 
     def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:
         client_host.set(conn.peer)  # for the group coordinator's member descriptions
+        set_request(
+            RequestContext(
+                conn.principal,
+                conn.client_host,
+                conn.listener_name,
+                conn.security_protocol,
+                header.client_id,
+            )
+        )
         handler = self._handlers.get(header.api_key)
         if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
             raise CloseConnection(f"API {header.api_name} is not served")
@@ -238,7 +325,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        #: Listener name -> the port it is bound to (``bound_port``: the first listener's).
+        self.bound_ports: dict[str, int] = {}
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bound_port = -1
@@ -275,6 +364,7 @@ class Broker:
         self.apis.load_topics(self.log_manager.high_watermarks())
         self.groups = GroupCoordinator(self.apis)
         self.apis.handlers.update(self.groups.handlers())
+        self._open_security(clustered=False)
         metadata = self.metadata
 
         async def allocate() -> int:
@@ -306,12 +396,19 @@ class Broker:
         self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
         self.groups = GroupCoordinator(self.apis, self.node)
         self.apis.handlers.update(self.groups.handlers())
+        self._open_security(clustered=True)
         self._open_transactions(self.node.generate_producer_id)
         if self.config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(
             self.apis, self.supported, self.node.readiness, self.request_metrics
         )
+
+    def _open_security(self, *, clustered: bool) -> None:
+        """Listeners' TLS, SASL logins, the authorizer and the security APIs (issue 20)."""
+        self.security = BrokerSecurity(self.config, clustered=clustered)
+        self.apis.handlers.update(self.security.handlers())
+        self.apis.authorizer = self.security.authorizer
 
     def _open_transactions(self, allocate: Callable[[], Awaitable[int]]) -> None:
         """The transaction coordinator answers InitProducerId for transactional ids and
@@ -331,20 +428,37 @@ class Broker:
         self._open()
         if self.node is not None:
             await self.node.connect()
+        await self.security.start(self.node.zk if self.node is not None else None)
         loop = asyncio.get_running_loop()
-        endpoint = self.config.listener
         max_request = self.config.get_int("socket.request.max.bytes")
+        for setup in self.security.listeners:
+            endpoint = setup.endpoint
 
-        def factory() -> Connection:
-            conn = Connection(self.dispatcher, max_request, on_close=self.connections.discard)
-            self.connections.add(conn)
-            return conn
+            def factory(setup: ListenerSecurity = setup) -> Connection:
+                conn = Connection(
+                    self.dispatcher,
+                    max_request,
+                    on_close=self.connections.discard,
+                    listener_name=setup.endpoint.name,
+                    security_protocol=setup.endpoint.security_protocol,
+                    tls=setup.tls,
+                    tls_principal=setup.tls_principal,
+                    authenticator=self.security.new_authenticator(setup.endpoint),
+                )
+                self.connections.add(conn)
+                return conn
 
-        self._server = await loop.create_server(
-            factory, endpoint.host, endpoint.port, reuse_address=True, backlog=512
-        )
-        sockets = self._server.sockets
-        self.bound_port = sockets[0].getsockname()[1] if sockets else endpoint.port
+            server = await loop.create_server(
+                factory, endpoint.host, endpoint.port, reuse_address=True, backlog=512
+            )
+            self._servers.append(server)
+            sockets = server.sockets
+            self.bound_ports[endpoint.name] = (
+                sockets[0].getsockname()[1] if sockets else endpoint.port
+            )
+        endpoint = self.config.listener
+        self.bound_port = self.bound_ports[endpoint.name]
+        self.apis.bound_ports = self.bound_ports
         await self._start_metrics()
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
@@ -355,14 +469,16 @@ class Broker:
         self.groups.start()
         self.transactions.start()
         if self.node is not None:
-            await self.node.start(self.bound_port)
+            await self.node.start(self.bound_ports)
         if self.state is BrokerState.STARTING:
             self.state = BrokerState.RUNNING
         log.info(
-            "tidelog broker %d serving on %s:%d (%d topics)",
+            "tidelog broker %d serving on %s (%d topics)",
             self.config.broker_id,
-            endpoint.host,
-            self.bound_port,
+            ", ".join(
+                f"{s.endpoint.name}://{s.endpoint.host}:{self.bound_ports[s.endpoint.name]}"
+                for s in self.security.listeners
+            ),
             len(self.metadata.topics),
         )
 
@@ -505,8 +621,8 @@ class Broker:
             self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
             await self.node.controlled_shutdown()
         self.state = BrokerState.SHUTTING_DOWN
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.node is not None:
             await self.node.stop()
             log.info("left the cluster")
@@ -526,9 +642,9 @@ class Broker:
             conn.close()
         if self.node is not None:
             self.node.readiness.close()
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await wait_for(self._server.wait_closed(), 5.0)
+                await wait_for(server.wait_closed(), 5.0)
             except TimeoutError:
                 log.warning("connections still closing after 5 s; going on")
         for hosted in self.replica_manager.partitions.values():
@@ -537,6 +653,7 @@ class Broker:
         self.log_manager.close()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        await self.security.stop()
         log.info("shut down cleanly")
 
 

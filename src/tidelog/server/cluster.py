@@ -64,6 +64,7 @@ from tidelog.controller.controller import (
     create_topic,
 )
 from tidelog.controller.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
+from tidelog.controller.zk_security import ZkAuth
 from tidelog.controller.znodes import (
     CONFIG_CHANGES_PATH,
     LOG_DIR_FAILURE_EVENT,
@@ -82,7 +83,9 @@ from tidelog.replication.partition import (
     alter_partition_followup,
 )
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.server.config import BrokerConfig, config_to_string, validate_topic_configs
+from tidelog.server.listeners import inter_broker_security
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.readiness import ReadinessGate
 from tidelog.server.replica_manager import (
@@ -120,10 +123,21 @@ class CachedPartition:
 
 @dataclass(frozen=True, slots=True)
 class CachedBroker:
+    """A live broker as the controller described it: ``host``/``port`` on the inter-broker
+    listener, ``endpoints`` by listener name (Metadata answers a client with the brokers'
+    endpoints on the listener it connected to, Kafka's rule)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address_on(self, listener_name: str) -> tuple[str, int] | None:
+        """This broker's endpoint on ``listener_name`` (None: it has no such listener)."""
+        if not self.endpoints:  # described without endpoints: one listener
+            return self.host, self.port
+        return self.endpoints.get(listener_name)
 
 
 class ClusterMetadataCache(MetadataStore):
@@ -230,20 +244,39 @@ def _registered(_broker_id: int, host: str, port: int) -> tuple[str, int]:
     return host, port
 
 
+def listener_address(registration: BrokerRegistration, listener_name: str) -> tuple[str, int]:
+    """Where a registered broker listens on ``listener_name`` (the inter-broker listener:
+    every broker of a cluster uses the same one, Kafka's rule); the legacy PLAINTEXT
+    host/port when it registered no such listener (an older broker)."""
+    for endpoint in registration.endpoints:
+        if endpoint.listener_name == listener_name:
+            return endpoint.host or "127.0.0.1", endpoint.port
+    return registration.host or "127.0.0.1", registration.port
+
+
 class _ControlChannel:
     """The controller's queue to one broker incarnation (Kafka's RequestSendThread)."""
 
-    def __init__(self, broker: LiveBroker, client_id: str, peer_address: PeerAddress) -> None:
+    def __init__(
+        self,
+        broker: LiveBroker,
+        client_id: str,
+        peer_address: PeerAddress,
+        listener_name: str = "PLAINTEXT",
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.broker = broker
         self.client_id = client_id
         self.peer_address = peer_address
+        self.listener_name = listener_name
+        self.security = security
         self.queue: asyncio.Queue[control.ControlMessage] = asyncio.Queue()
         self.conn: BrokerConnection | None = None
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         reg = self.broker.registration
-        host, port = self.peer_address(reg.broker_id, reg.host or "127.0.0.1", reg.port)
+        host, port = self.peer_address(reg.broker_id, *listener_address(reg, self.listener_name))
         while True:
             request = await self.queue.get()
             deadline = asyncio.get_running_loop().time() + CONTROL_RETRY_S
@@ -251,7 +284,7 @@ class _ControlChannel:
                 try:
                     if self.conn is None or self.conn.is_closed:
                         self.conn = await BrokerConnection.connect(
-                            host, port, client_id=self.client_id
+                            host, port, client_id=self.client_id, security=self.security
                         )
                     await self.conn.send(request, timeout_s=30.0)
                     break
@@ -278,9 +311,19 @@ class _ControlChannel:
 class RpcControllerSender:
     """``ControllerSender`` over the wire: LeaderAndIsr / UpdateMetadata / StopReplica."""
 
-    def __init__(self, broker_id: BrokerId, peer_address: PeerAddress = _registered) -> None:
+    def __init__(
+        self,
+        broker_id: BrokerId,
+        peer_address: PeerAddress = _registered,
+        *,
+        listener_name: str = "PLAINTEXT",
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.broker_id = broker_id
         self.peer_address = peer_address
+        #: The inter-broker listener and how to connect to it (``tidelog.server.listeners``).
+        self.listener_name = listener_name
+        self.security = security
         self._channels: dict[BrokerId, _ControlChannel] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -292,7 +335,13 @@ class RpcControllerSender:
             task = asyncio.get_running_loop().create_task(channel.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-        channel = _ControlChannel(broker, f"controller-{self.broker_id}", self.peer_address)
+        channel = _ControlChannel(
+            broker,
+            f"controller-{self.broker_id}",
+            self.peer_address,
+            self.listener_name,
+            self.security,
+        )
         self._channels[broker.broker_id] = channel
         return channel
 
@@ -325,8 +374,8 @@ class RpcControllerSender:
             live_leaders=tuple(
                 control.LeaderAndIsrLiveLeader(
                     broker_id=b.broker_id,
-                    host_name=b.registration.host or "127.0.0.1",
-                    port=b.registration.port,
+                    host_name=listener_address(b.registration, self.listener_name)[0],
+                    port=listener_address(b.registration, self.listener_name)[1],
                 )
                 for b in live_leaders
             ),
@@ -362,9 +411,18 @@ class RpcControllerSender:
             live_brokers=tuple(
                 control.UpdateMetadataBroker(
                     id=b.broker_id,
-                    host=b.registration.host or "127.0.0.1",
-                    port=b.registration.port,
+                    host=listener_address(b.registration, self.listener_name)[0],
+                    port=listener_address(b.registration, self.listener_name)[1],
                     rack=b.registration.rack,
+                    endpoints=tuple(
+                        control.UpdateMetadataEndpoint(
+                            listener=e.listener_name,
+                            host=e.host,
+                            port=e.port,
+                            security_protocol=e.security_protocol,
+                        )
+                        for e in b.registration.endpoints
+                    ),
                 )
                 for b in live_brokers
             ),
@@ -456,7 +514,10 @@ class LeaderFetcher:
             try:
                 if self.conn is None or self.conn.is_closed:
                     self.conn = await BrokerConnection.connect(
-                        self.host, self.port, client_id=f"replica-fetcher-{self.node.broker_id}"
+                        self.host,
+                        self.port,
+                        client_id=f"replica-fetcher-{self.node.broker_id}",
+                        security=self.node.peer_security,
                     )
                 progressed = await self._round(self.conn)
             except (ClientError, OSError) as exc:
@@ -712,9 +773,14 @@ class ClusterNode:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.checkpointed_hw = dict(checkpointed_hw)
+        #: How this broker connects to its peers: the inter-broker listener's protocol,
+        #: TLS trust and SASL login (``tidelog.server.listeners`` rule 4).
+        self.listener_name = config.inter_broker_listener_name
+        self.peer_security = inter_broker_security(config)
         self.client = Client(
             f"{config.advertised_listener.host}:{config.advertised_listener.port}",
             client_id=f"broker-{config.broker_id}",
+            security=self.peer_security,
         )
         self.fetchers = ReplicaFetcherManager(self)
         #: Client requests wait until this broker is registered and has the controller's
@@ -728,7 +794,12 @@ class ClusterNode:
         #: InitProducerId's ids: blocks of 1000 claimed on /latest_producer_id_block.
         self.producer_id_manager: ProducerIdManager | None = None
         self.controller: Controller | None = None
-        self.sender = RpcControllerSender(self.broker_id, config.peer_address)
+        self.sender = RpcControllerSender(
+            self.broker_id,
+            config.peer_address,
+            listener_name=self.listener_name,
+            security=self.peer_security,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._controller_conn: BrokerConnection | None = None
         #: One connection attempt at a time: AlterPartition proposals of many partitions
@@ -757,10 +828,13 @@ class ClusterNode:
 
     async def connect(self) -> None:
         """Open the ZooKeeper session (before the listener opens: no ZooKeeper, no broker)."""
+        digest = self.config.get_str("tidelog.zookeeper.digest")
         self.zk = await ZkClient.connect(
             self.config.get_str("zookeeper.connect"),
             session_timeout_ms=self.config.get_int("zookeeper.session.timeout.ms"),
             connection_timeout_s=self.config.get_int("zookeeper.connection.timeout.ms") / 1000,
+            auth=ZkAuth.parse(digest) if digest else None,
+            set_acl=self.config.get_bool("zookeeper.set.acl"),
         )
         self.metadata.cluster_id = await self.zk.get_or_create_cluster_id()
         self.producer_id_manager = ProducerIdManager(
@@ -774,14 +848,22 @@ class ClusterNode:
         assert self.producer_id_manager is not None
         return await asyncio.to_thread(self.producer_id_manager.generate_producer_id)
 
-    async def start(self, port: int) -> None:
-        """Register (the listener is up: ``port`` is the bound one) and start competing for
-        the controller seat."""
+    async def start(self, bound_ports: Mapping[str, int]) -> None:
+        """Register every advertised listener (they are up: ``bound_ports`` are the bound
+        ports by listener name, for advertised port 0) and start competing for the
+        controller seat."""
         assert self.zk is not None
-        endpoint = self.config.advertised_listener
         registration = BrokerRegistration(
             broker_id=self.broker_id,
-            endpoints=(EndPoint("PLAINTEXT", endpoint.host, endpoint.port or port),),
+            endpoints=tuple(
+                EndPoint(
+                    e.name,
+                    e.host,
+                    e.port or bound_ports.get(e.name, 0),
+                    e.security_protocol,
+                )
+                for e in self.config.advertised_listeners
+            ),
             rack=self.config.get_str("broker.rack") or None,
         )
         self.broker_epoch = await self.zk.register_broker(registration)
@@ -1211,7 +1293,10 @@ class ClusterNode:
             return control.UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
         self.metadata.controller_id = request.controller_id
         self.metadata.brokers = {
-            b.id: CachedBroker(b.id, b.host, b.port, b.rack) for b in request.live_brokers
+            b.id: CachedBroker(
+                b.id, b.host, b.port, b.rack, {e.listener: (e.host, e.port) for e in b.endpoints}
+            )
+            for b in request.live_brokers
         }
         topic_ids = {e.topic_name: e.topic_id for e in request.topic_ids}
         new_topics = set()
@@ -1433,7 +1518,7 @@ class ClusterNode:
             if controller_id not in live:
                 raise NoControllerError(f"controller {controller_id} is not registered")
             reg = live[BrokerId(controller_id)].registration
-            host, port = reg.host or "127.0.0.1", reg.port
+            host, port = listener_address(reg, self.listener_name)
         else:
             b = self.metadata.brokers[controller_id]
             host, port = b.host, b.port
@@ -1444,7 +1529,7 @@ class ClusterNode:
         if conn is not None:
             await conn.close()
         self._controller_conn = await BrokerConnection.connect(
-            host, port, client_id=f"broker-{self.broker_id}"
+            host, port, client_id=f"broker-{self.broker_id}", security=self.peer_security
         )
         return self._controller_conn
 

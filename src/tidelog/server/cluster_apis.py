@@ -32,7 +32,10 @@ from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.replication.partition import AlterPartitionProposal
+from tidelog.security.acls import AclOperation
+from tidelog.server import authz
 from tidelog.server.apis import (
+    CREATE_PARTITIONS_DENIED,
     SOURCE_DEFAULT_CONFIG,
     SOURCE_TOPIC_CONFIG,
     HandlerResult,
@@ -46,6 +49,7 @@ from tidelog.server.config import (
     validate_topic_configs,
 )
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config
+from tidelog.server.request_context import current_request
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
 
 log = logging.getLogger(__name__)
@@ -92,6 +96,8 @@ class ClusterApis(KafkaApis):
         ZkProducerIdManager), epoch 0. A block that cannot be claimed now (ZooKeeper
         unreachable) is COORDINATOR_LOAD_IN_PROGRESS (14, retriable), as Kafka 3.x answers
         while its next block is pending."""
+        if (refused := self.idempotent_refusal(header, body)) is not None:
+            return refused
         if getattr(body, "transactional_id", None):
             return self._respond(
                 header, {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -119,16 +125,58 @@ class ClusterApis(KafkaApis):
 
     # --- control plane -------------------------------------------------------------------
 
+    def _refused(self, header: RequestHeader, operation: AclOperation) -> bool:
+        """Inter-broker requests need CLUSTER_ACTION on the cluster (ElectLeaders ALTER,
+        DescribeQuorum DESCRIBE), else CLUSTER_AUTHORIZATION_FAILED (Kafka's
+        ``authorizeClusterOperation``). Brokers log in as a super user (or a principal
+        granted CLUSTER_ACTION)."""
+        return self.authorizer is not None and not authz.cluster_allowed(
+            self.authorizer, operation, header.api_key
+        )
+
     def handle_leader_and_isr(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.CLUSTER_ACTION):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return control.LeaderAndIsrResponse(
+                error_code=denied,
+                partition_errors=tuple(
+                    control.PartitionError(
+                        topic_name=ps.topic_name,
+                        partition_index=ps.partition_index,
+                        error_code=denied,
+                    )
+                    for ps in body.partition_states
+                ),
+            )
         return _future(self.node.handle_leader_and_isr(body))
 
     def handle_update_metadata(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.CLUSTER_ACTION):
+            return control.UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return _future(self.node.handle_update_metadata(body))
 
     def handle_stop_replica(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.CLUSTER_ACTION):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return control.StopReplicaResponse(
+                error_code=denied,
+                partition_errors=tuple(
+                    control.PartitionError(
+                        topic_name=p.topic_name,
+                        partition_index=p.partition_index,
+                        error_code=denied,
+                    )
+                    for p in body.partitions
+                ),
+            )
         return self.node.handle_stop_replica(body)
 
     def handle_controlled_shutdown(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.CLUSTER_ACTION):
+            return control.ControlledShutdownResponse(
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            )
+
         async def run() -> control.ControlledShutdownResponse:
             controller = self.node.controller
             if controller is None or not controller.is_active:
@@ -147,6 +195,11 @@ class ClusterApis(KafkaApis):
         return _future(run())
 
     def handle_alter_partition(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.CLUSTER_ACTION):
+            return self._respond(
+                header, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "topics": []}
+            )
+
         async def run() -> Any:
             controller = self.node.controller
             if controller is None or not controller.is_active:
@@ -192,6 +245,30 @@ class ClusterApis(KafkaApis):
         return _future(run())
 
     def handle_elect_leaders(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.ALTER):
+            # Kafka's handleElectLeaders: the error at the top and for every partition asked.
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return self._respond(
+                header,
+                {
+                    "error_code": denied,
+                    "replica_election_results": [
+                        {
+                            "topic": t.topic,
+                            "partition_result": [
+                                {
+                                    "partition_id": int(p),
+                                    "error_code": denied,
+                                    "error_message": None,
+                                }
+                                for p in t.partitions
+                            ],
+                        }
+                        for t in body.topic_partitions or ()
+                    ],
+                },
+            )
+
         async def run() -> Any:
             controller = self.node.controller
             if controller is None or not controller.is_active:
@@ -233,6 +310,16 @@ class ClusterApis(KafkaApis):
     # --- DescribeQuorum (55): ISR replication in Raft's shape ----------------------------
 
     def handle_describe_quorum(self, header: RequestHeader, body: Any) -> HandlerResult:
+        if self._refused(header, AclOperation.DESCRIBE):
+            return self._respond(
+                header,
+                {
+                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": authz.CLUSTER_AUTHORIZATION_MESSAGE,
+                    "topics": [],
+                    "nodes": [],
+                },
+            )
         topics = []
         for topic in body.topics:
             partitions = []
@@ -293,10 +380,17 @@ class ClusterApis(KafkaApis):
     # --- Metadata / DescribeCluster from the cache ---------------------------------------
 
     def _brokers(self) -> list[dict[str, Any]]:
-        return [
-            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(self.cache.brokers.values(), key=lambda b: b.broker_id)
-        ]
+        """The live brokers with an endpoint on the request's listener, at that endpoint
+        (Kafka's MetadataCache.getAliveBrokerNodes(listenerName))."""
+        listener = current_request().listener_name
+        brokers = []
+        for b in sorted(self.cache.brokers.values(), key=lambda b: b.broker_id):
+            address = b.address_on(listener) if listener else (b.host, b.port)
+            if address is not None:
+                brokers.append(
+                    {"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
+                )
+        return brokers
 
     def _partition_metadata(self, info: Any) -> list[dict[str, Any]]:
         partitions = []
@@ -348,14 +442,21 @@ class ClusterApis(KafkaApis):
         allow_auto = bool(getattr(body, "allow_auto_topic_creation", True)) and (
             self.config.get_bool("auto.create.topics.enable")
         )
+        # Kafka's handleTopicMetadataRequest: decided before any auto-creation.
+        access = self.metadata_access(header, body)
         missing = []
         if body.topics is not None and allow_auto:
             for item in body.topics:
                 name = getattr(item, "name", None)
-                if name and name not in self.cache.topics and not topic_name_error(name):
+                if (
+                    name
+                    and name not in self.cache.topics
+                    and not topic_name_error(name)
+                    and not access.refused(name)
+                ):
                     missing.append(name)
         if not missing:
-            return self._metadata_response(header, body)
+            return self._metadata_response(header, body, access)
 
         async def run() -> Any:
             for name in missing:
@@ -370,17 +471,20 @@ class ClusterApis(KafkaApis):
                 if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     log.info("auto-creating topic %s failed: %s (%s)", name, error.name, message)
             await self.node.wait_for_leaders(missing, 2.0)
-            return self._metadata_response(header, body)
+            return self._metadata_response(header, body, access)
 
         return _future(run())
 
-    def _metadata_response(self, header: RequestHeader, body: Any) -> Any:
+    def _metadata_response(
+        self, header: RequestHeader, body: Any, access: authz.MetadataAccess
+    ) -> Any:
         topics: list[dict[str, Any]] = []
         if body.topics is None:
             topics = [
                 self._topic_metadata(i)
                 for i in sorted(self.cache.topics.values(), key=lambda i: i.name)
-                if i.num_partitions > 0  # not described yet: see _not_described
+                # not described yet: see _not_described; not describable: not listed
+                if i.num_partitions > 0 and i.name not in access.hidden
             ]
         else:
             for item in body.topics:
@@ -400,6 +504,9 @@ class ClusterApis(KafkaApis):
                         continue
                     name = found.name
                 name = str(name or "")
+                if access.refused(name):
+                    topics.append(self.metadata_refusal(name, topic_id))
+                    continue
                 info = self.cache.topics.get(name)
                 if info is None:
                     error = (
@@ -426,7 +533,8 @@ class ClusterApis(KafkaApis):
                 "brokers": self._brokers(),
                 "cluster_id": self.cache.cluster_id,
                 "controller_id": self.cache.controller_id,
-                "topics": topics,
+                "topics": self.with_topic_operations(header, body, topics),
+                "cluster_authorized_operations": self.cluster_operations(header, body),
                 "error_code": ErrorCode.NONE,
             },
         )
@@ -448,13 +556,15 @@ class ClusterApis(KafkaApis):
                     }
                     for b in self._brokers()
                 ],
-                "cluster_authorized_operations": -(2**31),
+                "cluster_authorized_operations": self.cluster_operations(header, body),
             },
         )
 
     # --- topic admin through ZooKeeper ---------------------------------------------------
 
     def handle_create_topics(self, header: RequestHeader, body: Any) -> HandlerResult:
+        not_creatable, configs_hidden = self.create_topics_access(header, body)
+
         async def run() -> Any:
             results = []
             created = []
@@ -481,7 +591,10 @@ class ClusterApis(KafkaApis):
                 error: ErrorCode
                 message: str | None
                 topic_id: uuid.UUID | None
-                if problem:
+                if name in not_creatable:
+                    error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                    topic_id = None
+                elif problem:
                     error, message, topic_id = ErrorCode.INVALID_CONFIG, problem, None
                 else:
                     error, message, topic_id = await self.node.create_topic(
@@ -493,10 +606,10 @@ class ClusterApis(KafkaApis):
                         validate_only=validate_only,
                     )
                 overrides = {k: v for k, v in parsed.items() if v is not None}
-                if error == ErrorCode.NONE:
-                    if topic_id is not None:
-                        result["topic_id"] = topic_id
-                        created.append(name)
+                if error == ErrorCode.NONE and topic_id is not None:
+                    result["topic_id"] = topic_id
+                    created.append(name)
+                if error == ErrorCode.NONE and name not in configs_hidden:
                     result.update(
                         num_partitions=num_partitions,
                         replication_factor=rf,
@@ -516,6 +629,7 @@ class ClusterApis(KafkaApis):
                         ],
                     )
                 result.update(error_code=error, error_message=message)
+                self.hide_created_configs(result, error, configs_hidden)
                 results.append(result)
             if created:
                 timeout_s = min(CREATE_WAIT_S, int(body.timeout.total_seconds()))
@@ -525,10 +639,21 @@ class ClusterApis(KafkaApis):
         return _future(run())
 
     def handle_create_partitions(self, header: RequestHeader, body: Any) -> HandlerResult:
+        denied = self.alter_denied(header, body)
+
         async def run() -> Any:
             results = []
             for topic in body.topics:
                 name = str(topic.name)
+                if name in denied:
+                    results.append(
+                        {
+                            "name": name,
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            "error_message": CREATE_PARTITIONS_DENIED,
+                        }
+                    )
+                    continue
                 assignment = (
                     None
                     if topic.assignments is None
@@ -550,7 +675,11 @@ class ClusterApis(KafkaApis):
             else:
                 items = [(n, None) for n in getattr(body, "topic_names", ())]
             results = []
-            for name, topic_id in items:
+            refusals = self.delete_topics_refusals(header, items)
+            for i, (name, topic_id) in enumerate(items):
+                if i in refusals:
+                    results.append(refusals[i])
+                    continue
                 info = None
                 if name:
                     info = self.cache.topics.get(name)

@@ -161,6 +161,22 @@ def _minus_one_or_at_least(minimum: int) -> Callable[[int], str | None]:
     return check
 
 
+#: Kafka's four security protocols (``SecurityProtocol``).
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Kafka's default ``listener.security.protocol.map``: each protocol names its own listener.
+DEFAULT_PROTOCOL_MAP: Final = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+
+
+def _enum_value(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     """One known property: how to parse it, its default, and a range check."""
@@ -252,6 +268,40 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     # tidelog's own: the Prometheus endpoint (``MetricsListener``, tidelog.server.metrics);
     # empty: off.
     "metrics.listener": _k(_metrics_listener_value, ""),
+    # Security (issue 20, docs/security.md): listeners and their protocols.
+    "listener.security.protocol.map": _k(_parse_str, DEFAULT_PROTOCOL_MAP),
+    "inter.broker.listener.name": _k(_parse_str, ""),
+    "security.inter.broker.protocol": _k(_parse_str, "PLAINTEXT"),
+    # TLS (PEM only: Python's ssl reads no JKS). Per listener with ``listener.name.<l>.``.
+    "ssl.keystore.type": _k(_parse_str, "PEM"),
+    "ssl.keystore.location": _k(_parse_str, ""),
+    "ssl.keystore.password": _k(_parse_str, ""),
+    "ssl.keystore.key": _k(_parse_str, ""),
+    "ssl.keystore.certificate.chain": _k(_parse_str, ""),
+    "ssl.key.password": _k(_parse_str, ""),
+    "ssl.truststore.type": _k(_parse_str, "PEM"),
+    "ssl.truststore.location": _k(_parse_str, ""),
+    "ssl.truststore.password": _k(_parse_str, ""),
+    "ssl.truststore.certificates": _k(_parse_str, ""),
+    "ssl.client.auth": _k(_enum_value("none", "requested", "required"), "none"),
+    "ssl.endpoint.identification.algorithm": _k(_parse_str, "https"),
+    "ssl.enabled.protocols": _k(_parse_str, "TLSv1.2,TLSv1.3"),
+    "ssl.protocol": _k(_parse_str, "TLSv1.3"),
+    "ssl.cipher.suites": _k(_parse_str, ""),
+    "ssl.principal.mapping.rules": _k(_parse_str, "DEFAULT"),
+    # SASL. Kafka's default mechanism list is GSSAPI, which tidelog does not offer.
+    "sasl.enabled.mechanisms": _k(_parse_str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+    "sasl.mechanism.inter.broker.protocol": _k(_parse_str, "PLAIN"),
+    "sasl.jaas.config": _k(_parse_str, ""),
+    "sasl.server.max.receive.size": _k(_parse_int, 524288, _at_least(1)),
+    # Authorization.
+    "authorizer.class.name": _k(_parse_str, ""),
+    "super.users": _k(_parse_str, ""),
+    "allow.everyone.if.no.acl.found": _k(_parse_bool, False),
+    # ZooKeeper: whether the znodes the broker creates are closed to others, and its digest
+    # credentials (tidelog's own key: Kafka reads them from a JAAS file).
+    "zookeeper.set.acl": _k(_parse_bool, False),
+    "tidelog.zookeeper.digest": _k(_parse_str, ""),
     # Testing only (the fault harness's per-link proxies): see ``PeerAddresses``.
     "tidelog.testing.peer.addresses": _k(parse_peer_addresses, PeerAddresses()),
 }
@@ -265,8 +315,8 @@ IGNORED_KEYS: Final = frozenset(
         "num.recovery.threads.per.data.dir",
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
-        "listener.security.protocol.map",
-        "inter.broker.listener.name",
+        # KIP-368 re-authentication is not built: sessions last as long as the connection.
+        "connections.max.reauth.ms",
         "queued.max.requests",
         "log.cleaner.enable",
     }
@@ -277,34 +327,84 @@ _LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)://)?(?P<host>[^:,]
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One listener: ``PLAINTEXT://host:port``."""
+    """One listener: ``NAME://host:port`` and the security protocol its name maps to."""
 
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
 
 
-def parse_listeners(key: str, raw: str) -> list[Endpoint]:
-    """Parse a comma-separated listener list; only PLAINTEXT is served."""
-    endpoints = []
+def parse_protocol_map(raw: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL[,NAME:PROTOCOL...]``."""
+    mapping: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, sep, protocol = (text.strip() for text in item.partition(":"))
+        if not sep or not name or protocol.upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                "listener.security.protocol.map",
+                f"invalid entry {item!r}: expected NAME:PROTOCOL with PROTOCOL one of "
+                + ", ".join(SECURITY_PROTOCOLS),
+            )
+        if name.upper() in mapping:
+            raise ConfigError("listener.security.protocol.map", f"listener {name} is mapped twice")
+        mapping[name.upper()] = protocol.upper()
+    return mapping
+
+
+def parse_listeners(
+    key: str, raw: str, protocol_map: Mapping[str, str] | None = None
+) -> list[Endpoint]:
+    """Parse a comma-separated listener list (``NAME://host:port``; a bare ``host:port`` is
+    PLAINTEXT). Each name must be in ``protocol_map`` (Kafka's default map when None) and
+    appear once; ports must differ unless 0."""
+    mapping = protocol_map if protocol_map is not None else parse_protocol_map(DEFAULT_PROTOCOL_MAP)
+    endpoints: list[Endpoint] = []
     for item in (part.strip() for part in raw.split(",")):
         if not item:
             continue
         match = _LISTENER.match(item)
         if match is None:
-            raise ConfigError(key, f"invalid listener {item!r}: expected PLAINTEXT://host:port")
+            raise ConfigError(key, f"invalid listener {item!r}: expected NAME://host:port")
         name = (match.group("name") or "PLAINTEXT").upper()
-        if name != "PLAINTEXT":
-            raise ConfigError(key, f"listener {item!r}: only PLAINTEXT is supported")
+        protocol = mapping.get(name)
+        if protocol is None:
+            raise ConfigError(
+                key,
+                f"listener {item!r}: {name} is not in listener.security.protocol.map "
+                f"({', '.join(sorted(mapping))})",
+            )
         port = int(match.group("port"))
         if not 0 <= port <= 65535:
             raise ConfigError(key, f"listener {item!r}: port out of range")
-        endpoints.append(Endpoint(name, match.group("host") or "0.0.0.0", port))
+        if any(e.name == name for e in endpoints):
+            raise ConfigError(key, f"listener name {name} is given twice")
+        if port and any(e.port == port for e in endpoints):
+            raise ConfigError(key, f"listener {item!r}: port {port} is used by another listener")
+        endpoints.append(Endpoint(name, match.group("host") or "0.0.0.0", port, protocol))
     if not endpoints:
         raise ConfigError(key, "at least one listener is required")
-    if len(endpoints) > 1:
-        raise ConfigError(key, "tidelog serves one listener; give exactly one")
     return endpoints
+
+
+#: ``listener.name.<listener>.<key>``: a per-listener value of a security key (Kafka's
+#: listener prefix). ``<key>`` may itself start with a SASL mechanism
+#: (``scram-sha-256.sasl.jaas.config``).
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<key>.+)$")
+#: The keys a listener prefix may carry.
+_PREFIXABLE = re.compile(
+    r"^(ssl\..+|sasl\..+|(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config)$"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -315,6 +415,8 @@ class BrokerConfig:
     #: Keys given explicitly (file or override), for DescribeConfigs' ``is_default``.
     explicit: frozenset[str] = frozenset()
     ignored: Mapping[str, str] = field(default_factory=dict)
+    #: ``listener.name.<listener>.<key>`` values, verbatim (``listener_value``).
+    prefixed: Mapping[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> object:
         return self.values[key]
@@ -339,15 +441,60 @@ class BrokerConfig:
         return self.get_int("broker.id")
 
     @property
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.get_str("listener.security.protocol.map"))
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        """Every listener the broker serves (``listeners``), in the order given."""
+        return parse_listeners("listeners", self.get_str("listeners"), self.protocol_map)
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        """What the broker registers: ``advertised.listeners`` by name, falling back to the
+        listener itself for names it does not list (Kafka's rule)."""
+        raw = self.get_str("advertised.listeners")
+        advertised = (
+            {e.name: e for e in parse_listeners("advertised.listeners", raw, self.protocol_map)}
+            if raw
+            else {}
+        )
+        return [advertised.get(e.name, e) for e in self.listeners]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named like
+        ``security.inter.broker.protocol`` (Kafka's rule)."""
+        return (
+            self.get_str("inter.broker.listener.name")
+            or self.get_str("security.inter.broker.protocol")
+        ).upper()
+
+    @property
+    def inter_broker_listener(self) -> Endpoint:
+        """The advertised endpoint peers reach this broker on."""
+        name = self.inter_broker_listener_name
+        return next(e for e in self.advertised_listeners if e.name == name)
+
+    @property
     def listener(self) -> Endpoint:
-        return parse_listeners("listeners", self.get_str("listeners"))[0]
+        """The first listener (single-listener callers and tools)."""
+        return self.listeners[0]
 
     @property
     def advertised_listener(self) -> Endpoint:
-        raw = self.get_str("advertised.listeners")
-        if raw:
-            return parse_listeners("advertised.listeners", raw)[0]
-        return self.listener
+        """The inter-broker listener's advertised endpoint (what the cluster's own clients
+        use)."""
+        return self.inter_broker_listener
+
+    def listener_value(self, listener: str, key: str) -> str:
+        """A security key for one listener: ``listener.name.<listener lower>.<key>`` first,
+        then the broker-wide ``key`` ("" when neither is set), as Kafka resolves them."""
+        prefixed = self.prefixed.get(f"listener.name.{listener.lower()}.{key}")
+        if prefixed is not None:
+            return prefixed
+        value = self.values.get(key, "")
+        return value if isinstance(value, str) else config_to_string(value)
 
     @property
     def metrics_listener(self) -> MetricsListener | None:
@@ -445,9 +592,15 @@ def load_broker_config(
         raw[key] = override
     values: dict[str, object] = {key: spec.default for key, spec in BROKER_KEYS.items()}
     ignored: dict[str, str] = {}
+    prefixed: dict[str, str] = {}
     for key, text in raw.items():
         if key in IGNORED_KEYS:
             ignored[key] = text
+            continue
+        listener_key = _LISTENER_PREFIXED.match(key)
+        if listener_key is not None and _PREFIXABLE.match(listener_key.group("key")):
+            listener_name = listener_key.group("listener").lower()
+            prefixed[f"listener.name.{listener_name}.{listener_key.group('key')}"] = text
             continue
         spec = BROKER_KEYS.get(key)
         if spec is None:
@@ -461,18 +614,70 @@ def load_broker_config(
             if problem is not None:
                 raise ConfigError(key, f"invalid value {text!r}: {problem}")
         values[key] = value
-    config = BrokerConfig(values=values, explicit=frozenset(raw) - IGNORED_KEYS, ignored=ignored)
+    config = BrokerConfig(
+        values=values,
+        explicit=frozenset(raw) - IGNORED_KEYS,
+        ignored=ignored,
+        prefixed=prefixed,
+    )
     # Cross-key checks, each naming the key at fault.
-    parse_listeners("listeners", config.get_str("listeners"))
-    if config.get_str("advertised.listeners"):
-        advertised = parse_listeners("advertised.listeners", config.get_str("advertised.listeners"))
-        if advertised[0].host in ("", "0.0.0.0"):
-            raise ConfigError("advertised.listeners", "must name a host clients can reach")
+    _check_listeners(config)
+    digest = config.get_str("tidelog.zookeeper.digest")
+    if digest and not all(digest.partition(":")[::2]):
+        raise ConfigError("tidelog.zookeeper.digest", "must look like user:password")
+    if config.get_bool("zookeeper.set.acl") and not digest:
+        raise ConfigError(
+            "zookeeper.set.acl",
+            "closing znodes to others needs this broker's ZooKeeper credentials: set "
+            "tidelog.zookeeper.digest=user:password",
+        )
     if not config.log_dirs:
         raise ConfigError("log.dirs", "at least one log directory is required")
     if config.broker_id < 0:
         raise ConfigError("broker.id", "must be set to a non-negative id")
     return config
+
+
+def _check_listeners(config: BrokerConfig) -> None:
+    """Kafka's listener rules: every name mapped, advertised names among the listeners and
+    reachable, one inter-broker listener that exists."""
+    mapping = config.protocol_map
+    listeners = parse_listeners("listeners", config.get_str("listeners"), mapping)
+    names = {e.name for e in listeners}
+    raw = config.get_str("advertised.listeners")
+    if raw:
+        for advertised in parse_listeners("advertised.listeners", raw, mapping):
+            if advertised.name not in names:
+                raise ConfigError(
+                    "advertised.listeners",
+                    f"{advertised.name} is not one of the listeners ({', '.join(sorted(names))})",
+                )
+            if advertised.host in ("", "0.0.0.0"):
+                raise ConfigError("advertised.listeners", "must name a host clients can reach")
+    explicit = config.explicit
+    if "inter.broker.listener.name" in explicit and "security.inter.broker.protocol" in explicit:
+        raise ConfigError(
+            "inter.broker.listener.name",
+            "only one of inter.broker.listener.name and security.inter.broker.protocol may be set",
+        )
+    if config.inter_broker_listener_name in names:
+        return
+    if "inter.broker.listener.name" in explicit:
+        raise ConfigError(
+            "inter.broker.listener.name",
+            f"{config.inter_broker_listener_name} is not one of the listeners "
+            f"({', '.join(sorted(names))})",
+        )
+    if "security.inter.broker.protocol" in explicit or len(listeners) > 1:
+        raise ConfigError(
+            "security.inter.broker.protocol",
+            f"no listener is named {config.inter_broker_listener_name}: set "
+            "inter.broker.listener.name to one of " + ", ".join(sorted(names)),
+        )
+    # One listener and nothing said: it is the inter-broker listener too.
+    values = dict(config.values)
+    values["inter.broker.listener.name"] = listeners[0].name
+    object.__setattr__(config, "values", values)
 
 
 def load_broker_config_file(path: Path, overrides: Iterable[tuple[str, str]] = ()) -> BrokerConfig:

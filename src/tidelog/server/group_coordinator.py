@@ -70,6 +70,8 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server import authz
 from tidelog.server.internal_topics import (
     InternalTopicCreator,
     append_replicated,
@@ -318,6 +320,47 @@ class GroupCoordinator:
     def _respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
         return self.apis._respond(header, data)
 
+    # --- authorization (Kafka's KafkaApis checks; ``tidelog.server.authz``) -----------------
+
+    def _group_refused(self, header: RequestHeader, operation: AclOperation, group_id: str) -> bool:
+        authorizer = self.apis.authorizer
+        return authorizer is not None and not authorizer.authorize(
+            operation, ResourceType.GROUP, group_id, api_key=header.api_key
+        )
+
+    def _topics_refused(
+        self, header: RequestHeader, operation: AclOperation, names: list[str]
+    ) -> frozenset[str]:
+        return authz.denied_names(
+            self.apis.authorizer, operation, ResourceType.TOPIC, names, header.api_key
+        )
+
+    def _find_refusal(
+        self, header: RequestHeader, key_type: int, key: str
+    ) -> dict[str, Any] | None:
+        """FindCoordinator: DESCRIBE on the group, or on the transactional id (Kafka's
+        getCoordinator); the message only where the version has one per answer (v0-v3)."""
+        authorizer = self.apis.authorizer
+        if authorizer is None:
+            return None
+        if key_type == COORDINATOR_GROUP:
+            resource, error = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif key_type == COORDINATOR_TRANSACTION:
+            resource = ResourceType.TRANSACTIONAL_ID
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            return None
+        if authorizer.authorize(AclOperation.DESCRIBE, resource, key, api_key=header.api_key):
+            return None
+        return {
+            "key": key,
+            "error_code": error,
+            "error_message": authz.MESSAGES[error] if header.api_version < 4 else None,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+
     # --- FindCoordinator (10) --------------------------------------------------------------
 
     def handle_find_coordinator(self, header: RequestHeader, body: Any) -> Any:
@@ -325,7 +368,10 @@ class GroupCoordinator:
         key_type = int(getattr(body, "key_type", 0))
 
         async def run() -> Any:
-            answers = [await self._find(key_type, str(k)) for k in keys]
+            answers = [
+                self._find_refusal(header, key_type, str(k)) or await self._find(key_type, str(k))
+                for k in keys
+            ]
             if header.api_version >= 4:
                 return self._respond(header, {"coordinators": answers})
             return self._respond(header, answers[0])
@@ -357,7 +403,9 @@ class GroupCoordinator:
             if count == 0:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating __consumer_offsets")
             p = partition_for(key, count)
-            found = leader_of(self.apis, self.node, TopicPartition(OFFSETS_TOPIC, p))
+            found = leader_of(
+                self.apis, self.node, TopicPartition(OFFSETS_TOPIC, p), for_client=True
+            )
             if found is None:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition")
         node_id, host, port = found
@@ -405,6 +453,8 @@ class GroupCoordinator:
 
         group_id = str(body.group_id)
         member_id = str(body.member_id or "")
+        if self._group_refused(header, AclOperation.READ, group_id):
+            return response(JoinResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id))
         _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if group_id and manager is None:
             return response(JoinResult(error, member_id))
@@ -461,6 +511,8 @@ class GroupCoordinator:
 
         group_id = str(body.group_id)
         member_id = str(body.member_id)
+        if self._group_refused(header, AclOperation.READ, group_id):
+            return response(SyncResult(ErrorCode.GROUP_AUTHORIZATION_FAILED))
         p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if manager is None:
             return response(SyncResult(error if group_id else ErrorCode.INVALID_GROUP_ID))
@@ -494,6 +546,8 @@ class GroupCoordinator:
 
     def handle_heartbeat(self, header: RequestHeader, body: Any) -> Any:
         group_id = str(body.group_id)
+        if self._group_refused(header, AclOperation.READ, group_id):
+            return self._respond(header, {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
         _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if manager is not None:
             error = manager.heartbeat(
@@ -509,6 +563,11 @@ class GroupCoordinator:
 
     def handle_leave_group(self, header: RequestHeader, body: Any) -> Any:
         group_id = str(body.group_id)
+        if self._group_refused(header, AclOperation.READ, group_id):
+            # Kafka's handleLeaveGroupRequest: the error alone, no member answers.
+            return self._respond(
+                header, {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+            )
         if header.api_version >= 3:
             members = [(str(m.member_id), m.group_instance_id) for m in body.members]
         else:
@@ -540,6 +599,18 @@ class GroupCoordinator:
         generation = int(
             getattr(body, "generation_id_or_member_epoch", getattr(body, "generation_id", -1))
         )
+        # Kafka's handleOffsetCommitRequest: READ on the group (every partition refused),
+        # then READ on each topic; with no partition left the coordinator is not asked.
+        if self._group_refused(header, AclOperation.READ, group_id):
+            denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            return self._commit(header, body, -1, None, error=denied, producer=None)
+        refused = self._topics_refused(
+            header, AclOperation.READ, [str(t.name) for t in body.topics]
+        )
+        if refused and all(str(t.name) in refused for t in body.topics):
+            return self._commit(
+                header, body, -1, None, error=ErrorCode.NONE, producer=None, refused=refused
+            )
         p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if manager is not None:
             error = manager.validate_commit(
@@ -551,12 +622,37 @@ class GroupCoordinator:
             )
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
-        return self._commit(header, body, p, manager, error=error, producer=None)
+        return self._commit(header, body, p, manager, error=error, producer=None, refused=refused)
 
     def handle_txn_offset_commit(self, header: RequestHeader, body: Any) -> Any:
         """KIP-98: a transaction's offsets, pending until its marker (Kafka's
         ``handleTxnCommitOffsets``: an unknown group is created Empty)."""
         group_id = str(body.group_id)
+        producer = (int(body.producer_id), int(body.producer_epoch))
+        # Kafka's handleTxnOffsetCommitRequest: WRITE on the transactional id, READ on the
+        # group (either refuses every partition), then READ on each topic.
+        refused: frozenset[str] = frozenset()
+        if self.apis.authorizer is not None:
+            denied: ErrorCode | None = None
+            if not authz.allowed(
+                self.apis.authorizer,
+                AclOperation.WRITE,
+                ResourceType.TRANSACTIONAL_ID,
+                str(body.transactional_id),
+                header.api_key,
+            ):
+                denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif self._group_refused(header, AclOperation.READ, group_id):
+                denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            if denied is not None:
+                return self._commit(header, body, -1, None, error=denied, producer=producer)
+            refused = self._topics_refused(
+                header, AclOperation.READ, [str(t.name) for t in body.topics]
+            )
+            if refused and all(str(t.name) in refused for t in body.topics):
+                return self._commit(
+                    header, body, -1, None, error=ErrorCode.NONE, producer=producer, refused=refused
+                )
         p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         if manager is not None:
             error = manager.validate_txn_commit(
@@ -567,8 +663,9 @@ class GroupCoordinator:
             )
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
-        producer = (int(body.producer_id), int(body.producer_epoch))
-        return self._commit(header, body, p, manager, error=error, producer=producer)
+        return self._commit(
+            header, body, p, manager, error=error, producer=producer, refused=refused
+        )
 
     def _commit(
         self,
@@ -579,11 +676,13 @@ class GroupCoordinator:
         *,
         error: ErrorCode,
         producer: tuple[int, int] | None,
+        refused: frozenset[str] = frozenset(),
     ) -> Any:
         """An (Txn)OffsetCommit past its group checks (``error``): the partitions' checks,
         then one batch with acks=all. Plain offsets become visible once replicated; a
         transaction's (``producer``: id, epoch) are pending from the leader's append
-        until ``complete_txn``, and dropped again if the batch is not replicated."""
+        until ``complete_txn``, and dropped again if the batch is not replicated. The
+        partitions of ``refused`` topics are TOPIC_AUTHORIZATION_FAILED whatever else."""
         group_id = str(body.group_id)
         requested = [
             (str(t.name), int(part.partition_index), part)
@@ -603,12 +702,16 @@ class GroupCoordinator:
             )
 
         if error != ErrorCode.NONE or manager is None:
-            return response({(n, i): error for n, i, _ in requested})
+            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            return response({(n, i): denied if n in refused else error for n, i, _ in requested})
         now = now_ms()
         errors: dict[tuple[str, int], ErrorCode] = {}
         values: dict[TopicPartition, OffsetAndMetadata] = {}
         topics = self.apis.metadata.topics
         for name, index, part in requested:
+            if refused and name in refused:
+                errors[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             metadata = part.committed_metadata or ""
             info = topics.get(name)
             if info is None or not 0 <= index < info.num_partitions:
@@ -669,7 +772,7 @@ class GroupCoordinator:
         # KIP-447: a consumer asking for stable offsets waits out open transactions.
         stable = version >= 7 and bool(getattr(body, "require_stable", False))
         answers = [
-            self._fetch_offsets(group_id, topics, version, stable) for group_id, topics in requests
+            self._fetch_offsets(header, group_id, topics, stable) for group_id, topics in requests
         ]
         if version >= 8:
             return self._respond(header, {"groups": answers})
@@ -679,23 +782,44 @@ class GroupCoordinator:
         )
 
     def _fetch_offsets(
-        self, group_id: str, topics: Any, version: int, require_stable: bool
+        self, header: RequestHeader, group_id: str, topics: Any, require_stable: bool
     ) -> dict[str, Any]:
-        _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
-        if not group_id:
-            error = ErrorCode.INVALID_GROUP_ID
+        """One group's OffsetFetch answer. Kafka's fetchOffsets: DESCRIBE on the group (else
+        GROUP_AUTHORIZATION_FAILED, nothing looked up); all partitions: those of topics
+        without DESCRIBE are left out; named ones: TOPIC_AUTHORIZATION_FAILED, offset -1."""
+        version = header.api_version
+        manager: GroupManager | None
+        if self._group_refused(header, AclOperation.DESCRIBE, group_id):
+            manager, error = None, ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
+            if not group_id:
+                error = ErrorCode.INVALID_GROUP_ID
         committed = manager.committed(group_id) if manager is not None else {}
         if topics is None:
             wanted = sorted(committed)
+            if self.apis.authorizer is not None and wanted:
+                hidden = self._topics_refused(
+                    header, AclOperation.DESCRIBE, [tp.topic for tp in wanted]
+                )
+                wanted = [tp for tp in wanted if tp.topic not in hidden]
+            refused: frozenset[str] = frozenset()
         else:
             wanted = [
                 TopicPartition(str(t.name), int(i)) for t in topics for i in t.partition_indexes
             ]
+            refused = (
+                self._topics_refused(header, AclOperation.DESCRIBE, [str(t.name) for t in topics])
+                if error == ErrorCode.NONE
+                else frozenset()
+            )
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in wanted:
             value = committed.get(tp)
             code = error if version < 2 else ErrorCode.NONE  # v1: no top-level error
-            if require_stable and manager is not None and manager.has_pending_txn(group_id, tp):
+            if refused and tp.topic in refused:
+                value, code = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif require_stable and manager is not None and manager.has_pending_txn(group_id, tp):
                 value, code = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
             by_topic.setdefault(tp.topic, []).append(
                 {
@@ -735,12 +859,51 @@ class GroupCoordinator:
                         "group_type": "classic",
                     }
                 )
+        authorizer = self.apis.authorizer
+        if authorizer is not None and not authz.cluster_allowed(
+            authorizer, AclOperation.DESCRIBE, header.api_key, log_if_denied=False
+        ):
+            # Kafka's handleListGroupsRequest: DESCRIBE on the cluster lists every group,
+            # else only those the principal may describe (a filter: denials not logged).
+            groups = [
+                g
+                for g in groups
+                if authorizer.authorize(
+                    AclOperation.DESCRIBE,
+                    ResourceType.GROUP,
+                    g["group_id"],
+                    api_key=header.api_key,
+                    log_if_denied=False,
+                )
+            ]
         return self._respond(header, {"error_code": ErrorCode.NONE, "groups": groups})
 
     def handle_describe_groups(self, header: RequestHeader, body: Any) -> Any:
         results = []
+        authorizer = self.apis.authorizer
+        denied = authz.denied_names(
+            authorizer,
+            AclOperation.DESCRIBE,
+            ResourceType.GROUP,
+            [str(g) for g in body.groups],
+            header.api_key,
+        )
+        with_operations = bool(getattr(body, "include_authorized_operations", False))
         for raw_id in body.groups:
             group_id = str(raw_id)
+            if denied and group_id in denied:
+                # Kafka's DescribeGroupsResponse.forError: empty state and protocol.
+                results.append(
+                    {
+                        "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        "group_id": group_id,
+                        "group_state": "",
+                        "protocol_type": "",
+                        "protocol_data": "",
+                        "members": [],
+                    }
+                )
+                continue
             _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
             entry: dict[str, Any] = {
                 "error_code": error if group_id else ErrorCode.INVALID_GROUP_ID,
@@ -775,14 +938,32 @@ class GroupCoordinator:
                         for m in group.members.values()
                     ],
                 )
+            if with_operations and entry["error_code"] == ErrorCode.NONE:
+                entry["authorized_operations"] = authz.authorized_operations(
+                    authorizer, ResourceType.GROUP, group_id, header.api_key
+                )
             results.append(entry)
         return self._respond(header, {"groups": results})
 
     def handle_delete_groups(self, header: RequestHeader, body: Any) -> Any:
+        # Kafka's handleDeleteGroupsRequest: DELETE on each group.
+        denied = authz.denied_names(
+            self.apis.authorizer,
+            AclOperation.DELETE,
+            ResourceType.GROUP,
+            [str(g) for g in body.groups_names],
+            header.api_key,
+        )
+
         async def run() -> Any:
             results = []
             for raw_id in body.groups_names:
                 group_id = str(raw_id)
+                if denied and group_id in denied:
+                    results.append(
+                        {"group_id": group_id, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                    )
+                    continue
                 p, manager, error = (
                     self._lookup(group_id) if group_id else (-1, None, ErrorCode.INVALID_GROUP_ID)
                 )
@@ -821,12 +1002,27 @@ class GroupCoordinator:
                 },
             )
 
+        # Kafka's handleOffsetDeleteRequest: DELETE on the group (the error alone), then
+        # READ on each topic (its partitions TOPIC_AUTHORIZATION_FAILED).
+        if self._group_refused(header, AclOperation.DELETE, group_id):
+            return response(ErrorCode.GROUP_AUTHORIZATION_FAILED, {})
+        refused = self._topics_refused(
+            header, AclOperation.READ, [str(t.name) for t in body.topics]
+        )
         p, manager, error = (
             self._lookup(group_id) if group_id else (-1, None, ErrorCode.INVALID_GROUP_ID)
         )
         if manager is None:
             return response(error, {})
-        error, errors = manager.offset_delete_check(group_id, tps)
+        error, errors = manager.offset_delete_check(
+            group_id, [tp for tp in tps if tp.topic not in refused] if refused else tps
+        )
+        if refused and error == ErrorCode.NONE:
+            checked = errors
+            errors = {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic in refused else checked[tp]
+                for tp in tps
+            }
         deletable = [tp for tp, e in errors.items() if e == ErrorCode.NONE]
         if error != ErrorCode.NONE or not deletable:
             return response(error, errors)

@@ -23,6 +23,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import BatchHeader, iter_batches
 from tidelog.server.replica_manager import ProduceResult, ReplicaManager
+from tidelog.server.request_context import current_request
 from tidelog.storage.log import Log
 from tidelog.storage.producer_state import AppendOrigin
 
@@ -91,19 +92,29 @@ def replay_batches(the_log: Log) -> Iterator[tuple[BatchHeader, bytes, int]]:
 
 
 def leader_of(
-    apis: KafkaApis, node: ClusterNode | None, tp: TopicPartition
+    apis: KafkaApis, node: ClusterNode | None, tp: TopicPartition, *, for_client: bool = False
 ) -> tuple[int, str, int] | None:
-    """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it, or None."""
+    """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it, or None.
+
+    The address is on the inter-broker listener (the broker's own connections), or with
+    ``for_client`` on the listener the current request came in on (FindCoordinator: a
+    client on the SASL_SSL port must be sent to the coordinator's SASL_SSL port)."""
     if node is None:
         if tp not in apis.replica_manager.partitions:
             return None
-        return apis.broker_id, apis.host, apis.port
+        host, port = apis.own_address() if for_client else (apis.host, apis.port)
+        return apis.broker_id, host, port
     state = node.metadata.partitions.get(tp)
     if state is None or state.leader < 0:
         return None
     broker = node.metadata.brokers.get(state.leader)
     if broker is None:
         return None
+    if for_client:
+        address = broker.address_on(current_request().listener_name)
+        if address is None:  # the leader has no such listener: no coordinator for this client
+            return None
+        return broker.broker_id, address[0], address[1]
     return broker.broker_id, broker.host, broker.port
 
 

@@ -18,6 +18,21 @@ Theory of operation:
    sent with ``os.sendfile`` straight from the segment file when the transport's buffer is
    empty (so the bytes cannot overtake anything queued), otherwise copied with ``pread``.
    This works the same on uvloop and the default loop (uvloop lacks ``loop.sendfile``).
+   Never on TLS: the kernel would send plaintext past the TLS layer, so a TLS connection
+   always copies (Kafka loses zero-copy on SSL the same way).
+6. Security (issue 20). A connection belongs to one listener (``listener_name``,
+   ``security_protocol``). On SSL/SASL_SSL listeners the connection runs TLS itself over
+   ``ssl.MemoryBIO`` (``_Tls``): ciphertext in from the transport, plaintext to the frame
+   decoder, responses encrypted on the way out. Doing it here rather than with
+   ``loop.start_tls`` works the same on uvloop and asyncio (uvloop's start_tls lost the
+   ClientHello of about half the connections under concurrency) and lets a failed
+   handshake be logged with the peer and the reason before the connection closes; a
+   handshake not done within ``TLS_HANDSHAKE_TIMEOUT_S`` closes it too. The principal
+   starts as ``User:ANONYMOUS``; a client certificate replaces it (mutual TLS), and on SASL
+   listeners a per-connection ``authenticator`` must complete before any other request is
+   served (the dispatcher enforces it and sets the principal).
+7. ``CloseConnection(final=...)`` writes one last response (in order, after everything
+   pending) and then closes: a failed SaslAuthenticate is answered, then the connection ends.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import struct
 import time
 import typing
@@ -37,6 +53,7 @@ from typing import Protocol
 
 from tidelog.protocol.errors import FrameTooLargeError
 from tidelog.protocol.framing import FrameDecoder
+from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +83,31 @@ class Response:
 
 
 class CloseConnection(Exception):  # noqa: N818 - a control-flow signal, not an error type
-    """Raised by a dispatcher when the peer broke the protocol: close this connection."""
+    """Raised by a dispatcher when the peer broke the protocol: close this connection, after
+    writing ``final`` if given (rule 7)."""
+
+    def __init__(self, message: str, final: Response | None = None) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+class Authenticator(Protocol):
+    """A connection's SASL exchange (``tidelog.server.sasl.SaslServerAuthenticator``)."""
+
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def principal(self) -> KafkaPrincipal | None: ...
+
+
+#: In ``Connection._pending``: close the connection once everything before it is written.
+_CLOSE_AFTER = object()
 
 
 DispatchResult = Response | None | asyncio.Future[Response | None]
+
+#: TLS handshakes that take longer are abandoned (Kafka: the connection setup timeout).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class Dispatcher(Protocol):
@@ -128,6 +166,12 @@ class Connection(asyncio.Protocol):
         dispatcher: Dispatcher,
         max_request_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
+        tls: ssl.SSLContext | None = None,
+        tls_principal: Callable[[ssl.SSLObject], KafkaPrincipal] | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._decoder = FrameAssembler(max_request_bytes)
@@ -143,6 +187,18 @@ class Connection(asyncio.Protocol):
         self.client_id: str | None = None
         #: time.monotonic() of the last bytes received or response written.
         self.last_active = time.monotonic()
+        # Rule 6.
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal: KafkaPrincipal = ANONYMOUS
+        #: The peer's IP address without the port (ACL hosts match it).
+        self.client_host = ""
+        #: The SASL exchange still to complete (None: none needed, or done).
+        self.authenticator = authenticator
+        self._tls_context = tls
+        self._tls_principal = tls_principal
+        self._tls: _Tls | None = None
+        self._handshake_timer: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -151,11 +207,72 @@ class Connection(asyncio.Protocol):
         self._transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = str(peer[0]) if peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            self._sock_fd = sock.fileno()
             with contextlib.suppress(OSError):  # not a TCP socket
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is None:
+                self._sock_fd = sock.fileno()  # rule 5: zero-copy only without TLS
+        if self._tls_context is not None:
+            self._tls = _Tls(self._tls_context)
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                TLS_HANDSHAKE_TIMEOUT_S, self._handshake_timed_out
+            )
+
+    def _handshake_timed_out(self) -> None:
+        if self._tls is not None and not self._tls.established and not self.closed:
+            log.warning(
+                "closing connection from %s on listener %s: TLS handshake not done in %.0f s",
+                self.peer,
+                self.listener_name,
+                TLS_HANDSHAKE_TIMEOUT_S,
+            )
+            self.close()
+
+    def _tls_received(self, tls: _Tls, data: bytes) -> bytes | None:
+        """Rule 6: ciphertext in; the plaintext it carried out (None: the connection is
+        closing)."""
+        transport = self._transport
+        assert transport is not None
+        was_established = tls.established
+        try:
+            plaintext = tls.receive(data)
+        except ssl.SSLError as exc:
+            phase = "TLS handshake failed" if not tls.established else "TLS error"
+            log.warning(
+                "closing connection from %s on listener %s: %s: %s",
+                self.peer,
+                self.listener_name,
+                phase,
+                exc.reason or exc,
+            )
+            pending = tls.outgoing()  # the alert telling the client why
+            if pending:
+                transport.write(pending)
+            self.close()
+            return None
+        pending = tls.outgoing()
+        if pending:
+            transport.write(pending)
+        if tls.established and not was_established:
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+            if self._tls_principal is not None:
+                try:
+                    self.principal = self._tls_principal(tls.sslobj)
+                except Exception as exc:
+                    log.warning(
+                        "closing connection from %s: no principal from its certificate: %s",
+                        self.peer,
+                        exc,
+                    )
+                    self.close()
+                    return None
+        if tls.peer_closed:
+            self.close()
+            return None
+        return plaintext
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -177,6 +294,12 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        tls = self._tls
+        if tls is not None:
+            plaintext = self._tls_received(tls, data)
+            if not plaintext:
+                return
+            data = plaintext
         self.last_active = time.monotonic()
         try:
             frames = self._decoder.feed(data)
@@ -191,8 +314,12 @@ class Connection(asyncio.Protocol):
                 result = self._dispatcher.dispatch(self, frame)
             except CloseConnection as exc:
                 log.warning("closing connection from %s: %s", self.peer, exc)
-                self.close()
-                return
+                if exc.final is None:
+                    self.close()
+                    return
+                self._pending.append(exc.final)
+                self._pending.append(_CLOSE_AFTER)  # type: ignore[arg-type]
+                break
             except Exception:
                 log.exception("closing connection from %s: request handler failed", self.peer)
                 self.close()
@@ -225,6 +352,9 @@ class Connection(asyncio.Protocol):
         pending = self._pending
         while pending:
             head = pending[0]
+            if head is _CLOSE_AFTER:
+                self.close()
+                return
             if isinstance(head, asyncio.Future):
                 if not head.done():
                     return
@@ -257,12 +387,36 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         self.last_active = time.monotonic()
+        tls = self._tls
+        if tls is not None:
+            # Rule 6: the whole response encrypted at once (regions read with pread).
+            for part in response.parts:
+                if isinstance(part, (bytes, memoryview)):
+                    if len(part):
+                        tls.send(part)
+                else:
+                    region = typing.cast(RecordsRegion, part)
+                    if region.length:
+                        data = self._read_region(region)
+                        if data is None:
+                            return
+                        tls.send(data)
+            transport.write(tls.outgoing())
+            return
         for part in response.parts:
             if isinstance(part, (bytes, memoryview)):
                 if len(part):
                     transport.write(part)
             else:
                 self._write_region(typing.cast(RecordsRegion, part))
+
+    def _read_region(self, region: RecordsRegion) -> bytes | None:
+        data = os.pread(region.fileno, region.length, region.position)
+        if len(data) < region.length:  # pragma: no cover - file truncated under the read
+            log.error("short read of %d bytes from a segment; closing %s", region.length, self.peer)
+            self.close()
+            return None
+        return data
 
     def _write_region(self, region: RecordsRegion) -> None:
         """Rule 5: zero-copy while nothing is queued ahead, else copy the rest."""
@@ -310,6 +464,55 @@ class Connection(asyncio.Protocol):
         return not self._pending and now - self.last_active > max_idle_s
 
     def close(self) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
         self.closed = True
+
+
+class _Tls:
+    """A server-side TLS session over memory BIOs (rule 6): ``receive`` ciphertext and get
+    plaintext, ``send`` plaintext, then write ``outgoing()`` ciphertext to the transport.
+    ``ssl.SSLError`` from ``receive`` is the peer's fault (a bad handshake or record)."""
+
+    __slots__ = ("_incoming", "_outgoing", "established", "peer_closed", "sslobj")
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self.sslobj = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.established = False
+        self.peer_closed = False
+
+    def receive(self, data: bytes) -> bytes:
+        self._incoming.write(data)
+        if not self.established:
+            try:
+                self.sslobj.do_handshake()
+            except ssl.SSLWantReadError:
+                return b""
+            self.established = True
+        chunks = []
+        while True:
+            try:
+                chunk = self.sslobj.read(262144)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:  # the peer's close_notify
+                self.peer_closed = True
+                break
+            if not chunk:
+                self.peer_closed = True
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def send(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            written = self.sslobj.write(view)
+            view = view[written:]
+
+    def outgoing(self) -> bytes:
+        return self._outgoing.read()

@@ -34,6 +34,8 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server import authz
 from tidelog.server.replica_manager import now_ms
 from tidelog.server.txn_coordinator import TXN_TOPIC, TransactionCoordinator
 from tidelog.storage.producer_state import ProducerStateEntry
@@ -153,7 +155,38 @@ class TxnAdmin:
     # --- DescribeTransactions (65) ---------------------------------------------------------
 
     def handle_describe_transactions(self, header: RequestHeader, body: Any) -> Any:
-        states = [self._describe(str(raw)) for raw in body.transactional_ids]
+        """Kafka's handleDescribeTransactionsRequest: DESCRIBE on each transactional id (else
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and only the topics the principal may
+        describe among the transaction's partitions."""
+        authorizer = self.apis.authorizer
+        states = []
+        for raw in body.transactional_ids:
+            txn_id = str(raw)
+            if authorizer is None:
+                states.append(self._describe(txn_id))
+                continue
+            if not authorizer.authorize(
+                AclOperation.DESCRIBE,
+                ResourceType.TRANSACTIONAL_ID,
+                txn_id,
+                api_key=header.api_key,
+            ):
+                denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                states.append(describe_entry(txn_id, None, denied))
+                continue
+            entry = self._describe(txn_id)
+            if entry.get("topics"):
+                entry["topics"] = [
+                    t
+                    for t in entry["topics"]
+                    if authorizer.authorize(
+                        AclOperation.DESCRIBE,
+                        ResourceType.TOPIC,
+                        t["topic"],
+                        api_key=header.api_key,
+                    )
+                ]
+            states.append(entry)
         return self.apis._respond(header, {"transaction_states": states})
 
     def _describe(self, txn_id: str) -> dict[str, Any]:
@@ -171,12 +204,26 @@ class TxnAdmin:
             producer_ids=frozenset(int(p) for p in body.producer_id_filters),
             duration_ms=int(getattr(body, "duration_filter", -1)),
         )
+        rows = list_transactions(self._coordinated(), filters, now_ms())
+        authorizer = self.apis.authorizer
+        if authorizer is not None:
+            # Kafka's handleListTransactionsRequest: only ids the principal may describe.
+            rows = [
+                row
+                for row in rows
+                if authorizer.authorize(
+                    AclOperation.DESCRIBE,
+                    ResourceType.TRANSACTIONAL_ID,
+                    row["transactional_id"],
+                    api_key=header.api_key,
+                )
+            ]
         return self.apis._respond(
             header,
             {
                 "error_code": ErrorCode.NONE,
                 "unknown_state_filters": filters.unknown_states,
-                "transaction_states": list_transactions(self._coordinated(), filters, now_ms()),
+                "transaction_states": rows,
             },
         )
 
@@ -193,9 +240,29 @@ class TxnAdmin:
     # --- DescribeProducers (61) ------------------------------------------------------------
 
     def handle_describe_producers(self, header: RequestHeader, body: Any) -> Any:
+        # Kafka's handleDescribeProducersRequest: READ on each topic.
+        denied = authz.denied_names(
+            self.apis.authorizer,
+            AclOperation.READ,
+            ResourceType.TOPIC,
+            [str(t.name) for t in body.topics for _ in t.partition_indexes],
+            header.api_key,
+        )
         topics = []
         for topic in body.topics:
             name = str(topic.name)
+            if denied and name in denied:
+                partitions = [
+                    {
+                        "partition_index": int(p),
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        "error_message": authz.TOPIC_AUTHORIZATION_MESSAGE,
+                        "active_producers": [],
+                    }
+                    for p in topic.partition_indexes
+                ]
+                topics.append({"name": name, "partitions": partitions})
+                continue
             partitions = [
                 self._producers_of(TopicPartition(name, int(p))) for p in topic.partition_indexes
             ]

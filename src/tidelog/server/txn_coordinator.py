@@ -65,6 +65,8 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server import authz
 from tidelog.server.internal_topics import (
     InternalTopicCreator,
     append_replicated,
@@ -349,6 +351,16 @@ class TransactionCoordinator:
                 return
             await asyncio.sleep(0.5)  # not enough replicas now: the record must get there
 
+    # --- authorization (Kafka's KafkaApis checks; ``tidelog.server.authz``) -----------------
+
+    def _txn_id_refused(self, header: RequestHeader, txn_id: str) -> bool:
+        """WRITE on the transactional id (InitProducerId, AddPartitionsToTxn,
+        AddOffsetsToTxn, EndTxn): else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+        authorizer = self.apis.authorizer
+        return authorizer is not None and not authorizer.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id, api_key=header.api_key
+        )
+
     # --- FindCoordinator (10), key type 1 ----------------------------------------------------
 
     async def find(self, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int] | None]:
@@ -357,7 +369,10 @@ class TransactionCoordinator:
         if count == 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TXN_TOPIC}", None
         found = leader_of(
-            self.apis, self.node, TopicPartition(TXN_TOPIC, partition_for(key, count))
+            self.apis,
+            self.node,
+            TopicPartition(TXN_TOPIC, partition_for(key, count)),
+            for_client=True,
         )
         if found is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition", None
@@ -388,6 +403,9 @@ class TransactionCoordinator:
                     "producer_epoch": epoch,
                 },
             )
+
+        if self._txn_id_refused(header, txn_id):
+            return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
         async def run() -> Any:
             p, loaded, error = self._lookup(txn_id)
@@ -449,12 +467,32 @@ class TransactionCoordinator:
             ]
             return self.apis._respond(header, {"results_by_topic_v3_and_below": results})
 
+        # Kafka's handleAddPartitionsToTxnRequest: WRITE on the transactional id (every
+        # partition refused), then WRITE on each topic; an internal topic is always refused.
+        if self._txn_id_refused(header, txn_id):
+            return answer(dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        refused: frozenset[str] = frozenset()
+        if self.apis.authorizer is not None:
+            names = [tp.topic for tp in requested]
+            refused = authz.INTERNAL_TOPICS.intersection(names) | authz.denied_names(
+                self.apis.authorizer,
+                AclOperation.WRITE,
+                ResourceType.TOPIC,
+                [n for n in names if n not in authz.INTERNAL_TOPICS],
+                header.api_key,
+            )
+
         async def run() -> Any:
-            unknown = {tp for tp in requested if not self._partition_exists(tp)}
-            if unknown:
+            unknown = {
+                tp for tp in requested if tp.topic not in refused and not self._partition_exists(tp)
+            }
+            if unknown or refused:
+                # Any failed partition fails the request; the others were not attempted.
                 return answer(
                     {
-                        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        if tp.topic in refused
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                         if tp in unknown
                         else ErrorCode.OPERATION_NOT_ATTEMPTED
                         for tp in requested
@@ -483,6 +521,21 @@ class TransactionCoordinator:
     # --- AddOffsetsToTxn (25) ----------------------------------------------------------------
 
     def handle_add_offsets_to_txn(self, header: RequestHeader, body: Any) -> Any:
+        # Kafka's handleAddOffsetsToTxnRequest: WRITE on the transactional id, READ on the group.
+        denied: ErrorCode | None = None
+        if self._txn_id_refused(header, str(body.transactional_id)):
+            denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not authz.allowed(
+            self.apis.authorizer,
+            AclOperation.READ,
+            ResourceType.GROUP,
+            str(body.group_id),
+            header.api_key,
+        ):
+            denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if denied is not None:
+            return self.apis._respond(header, {"error_code": denied})
+
         async def run() -> Any:
             group_id = str(body.group_id)
             count = partition_count(self.apis, OFFSETS_TOPIC)
@@ -507,6 +560,15 @@ class TransactionCoordinator:
     def handle_end_txn(self, header: RequestHeader, body: Any) -> Any:
         txn_id = str(body.transactional_id)
         pid, epoch, commit = int(body.producer_id), int(body.producer_epoch), bool(body.committed)
+        if self._txn_id_refused(header, txn_id):
+            return self.apis._respond(
+                header,
+                {
+                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
 
         async def run() -> Any:
             p, loaded, error = self._lookup(txn_id)

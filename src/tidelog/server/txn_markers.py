@@ -43,6 +43,9 @@ from tidelog.client.records import build_control_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.codec import RequestHeader
+from tidelog.security.acls import AclOperation
+from tidelog.security.client_config import PLAINTEXT
+from tidelog.server import authz
 from tidelog.server.internal_topics import append_replicated, leader_of
 from tidelog.server.replica_manager import now_ms
 
@@ -96,7 +99,12 @@ class MarkerWriter:
 
     def handle_write_txn_markers(self, header: RequestHeader, body: Any) -> Any:
         """Every marker of the request is written at once (each waits for its own
-        replication); the answer lists them in request order."""
+        replication); the answer lists them in request order. Only brokers may: CLUSTER_ACTION
+        on the cluster, else every partition is CLUSTER_AUTHORIZATION_FAILED and nothing is
+        written (Kafka's handleWriteTxnMarkersRequest)."""
+        refused = self.apis.authorizer is not None and not authz.cluster_allowed(
+            self.apis.authorizer, AclOperation.CLUSTER_ACTION, header.api_key
+        )
         work: list[tuple[Marker, list[tuple[str, list[TopicPartition]]]]] = []
         for entry in body.markers:
             marker = Marker(
@@ -112,8 +120,11 @@ class MarkerWriter:
             work.append((marker, topics))
 
         async def run() -> Any:
+            everything = [tp for _marker, topics in work for _name, tps in topics for tp in tps]
             errors = iter(
-                await asyncio.gather(
+                [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(everything)
+                if refused
+                else await asyncio.gather(
                     *(
                         self.write(tp, marker)
                         for marker, topics in work
@@ -236,8 +247,12 @@ class MarkerSender:
             if conn is not None and not conn.is_closed:
                 return conn
             address = self.apis.config.peer_address(broker_id, host, port)
+            # The inter-broker listener's protocol and login: the peer checks CLUSTER_ACTION.
             conn = await BrokerConnection.connect(
-                address[0], address[1], client_id=f"txn-markers-{self.apis.broker_id}"
+                address[0],
+                address[1],
+                client_id=f"txn-markers-{self.apis.broker_id}",
+                security=self.node.peer_security if self.node is not None else PLAINTEXT,
             )
             self._conns[broker_id] = conn
             return conn

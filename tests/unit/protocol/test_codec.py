@@ -153,8 +153,8 @@ def test_version_below_the_advertised_range_is_unsupported() -> None:
 
 
 def test_api_not_in_the_table_is_unsupported() -> None:
-    payload = b"\x00\x1d\x00\x00\x00\x00\x00\x01\xff\xff\x00\x01g"  # DescribeAcls v0
-    with pytest.raises(UnsupportedVersionError, match="DESCRIBE_ACLS is not supported"):
+    payload = b"\x00\x29\x00\x00\x00\x00\x00\x01\xff\xff\x00\x01g"  # DescribeDelegationToken
+    with pytest.raises(UnsupportedVersionError, match="DESCRIBE_DELEGATION_TOKEN is not supported"):
         decode_request(payload)
 
 

@@ -26,6 +26,7 @@ from tidelog.errors import ConfigError, ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
+from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
 from tidelog.server.config import MetricsListener, load_broker_config
 from tidelog.server.metrics import (
@@ -302,7 +303,14 @@ def test_the_dispatcher_counts_what_it_dispatches() -> None:
     )
     client_id = b"test"
     frame = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 7, len(client_id)) + client_id
-    conn = SimpleNamespace(peer="127.0.0.1:1")
+    conn = SimpleNamespace(
+        peer="127.0.0.1:1",
+        authenticator=None,
+        principal=ANONYMOUS,
+        client_host="127.0.0.1",
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+    )
     assert dispatcher.dispatch(conn, frame) is None  # type: ignore[arg-type]
     assert handled == [7]
     stats = requests.stats("ApiVersions")
