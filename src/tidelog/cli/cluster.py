@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from tidelog.cli.launcher import BrokerStatus, ClusterError, LocalCluster
+from tidelog.cli.local_security import CLIENT_PROPERTIES, MODES
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
@@ -45,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-zookeeper",
         action="store_true",
         help="independent single brokers, no ZooKeeper (for --brokers 1)",
+    )
+    up.add_argument(
+        "--security",
+        choices=MODES,
+        default="plaintext",
+        help="secure the cluster: TLS and/or SASL (SCRAM, PLAIN) listeners, ACLs on, "
+        "ZooKeeper closed; the admin's settings go to DIR/client.properties (docs/security.md)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
     add_json_flag(up)
@@ -143,9 +151,15 @@ def run(args: argparse.Namespace) -> int:
                 brokers=args.brokers,
                 overrides=overrides,
                 zookeeper=not args.no_zookeeper,
+                security=args.security,
             )
             cluster.start(timeout_s=args.timeout)
             print_status(cluster, args.json)
+            if args.security != "plaintext" and not args.json:
+                print(
+                    f"security:    {args.security.upper()}, ACLs on; admin client settings in "
+                    f"{cluster.directory / CLIENT_PROPERTIES} (User:admin is a super user)"
+                )
             return 0
         cluster = LocalCluster.attach(directory)
         if args.action == "status":

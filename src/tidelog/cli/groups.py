@@ -28,6 +28,7 @@ from tidelog.cli.output import (
     kafka_error,
     print_json,
     resolve_bootstrap,
+    resolve_security,
 )
 from tidelog.client import BlockingClient
 from tidelog.errors import ErrorCode
@@ -305,7 +306,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args)
-    with BlockingClient(bootstrap, client_id="tidelog-cli") as client:
+    with BlockingClient(
+        bootstrap, client_id="tidelog-cli", security=resolve_security(args)
+    ) as client:
         if args.action == "list":
             groups = list_groups(client)
             if args.json:

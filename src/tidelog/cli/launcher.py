@@ -10,6 +10,7 @@ records everything in ``<dir>/cluster.json`` (the state file)::
     <dir>/broker-N/server.properties   the broker's configuration
     <dir>/broker-N/logs/               its log dir
     <dir>/broker-N/broker.log          its stdout and stderr
+    <dir>/security/, client.properties with ``security != "plaintext"`` (local_security)
 
 ``start()`` returns when every broker answers ApiVersions and, when the brokers form a cluster
 through ZooKeeper, every broker's Metadata lists every broker. A cluster started by one process
@@ -26,6 +27,7 @@ Exceptions::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -33,6 +35,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -42,8 +45,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, Self
 
+from tidelog.cli import local_security
 from tidelog.cli.zookeeper import ZooKeeperProcess, free_port
 from tidelog.errors import TidelogError
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger("tidelog.launcher")
 
@@ -100,6 +105,8 @@ class ClusterState:
     brokers: tuple[BrokerInfo, ...]
     overrides: Mapping[str, str] = field(default_factory=dict)
     started_at_ms: int = 0
+    #: ``tidelog cluster up --security``: plaintext, ssl, sasl_plaintext or sasl_ssl.
+    security: str = "plaintext"
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -125,6 +132,7 @@ class ClusterState:
             ),
             overrides=dict(data.get("overrides", {})),
             started_at_ms=int(data.get("started_at_ms", 0)),
+            security=str(data.get("security", "plaintext")),
         )
 
     @property
@@ -178,12 +186,20 @@ def process_state(pid: int | None, marker: str) -> ProcessState:
     return "running"
 
 
-def api_versions_round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
-    """One ApiVersions v0 request; True when a well-formed answer with error 0 came back."""
+def api_versions_round_trip(
+    host: str, port: int, timeout: float = 2.0, tls: ssl.SSLContext | None = None
+) -> bool:
+    """One ApiVersions v0 request (over TLS with ``tls``: ApiVersions needs no login);
+    True when a well-formed answer with error 0 came back."""
     client_id = b"tidelog-launcher"
     body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            sock = (
+                raw
+                if tls is None
+                else tls.wrap_socket(raw, server_hostname=host if tls.check_hostname else None)
+            )
             sock.sendall(struct.pack(">i", len(body)) + body)
             (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
             payload = _recv_exactly(sock, size)
@@ -238,9 +254,18 @@ class LocalCluster:
         zookeeper: bool = True,
         python: str = sys.executable,
         event_loop: str = "uvloop",
+        security: str = "plaintext",
     ) -> None:
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
+        if security not in local_security.MODES:
+            raise ClusterError(
+                f"--security must be one of {', '.join(local_security.MODES)}, not {security!r}"
+            )
+        if security != "plaintext" and not zookeeper:
+            raise ClusterError("a secured cluster keeps its users and ACLs in ZooKeeper")
+        self.security_mode = security
+        self._security: local_security.LocalSecurity | None = None
         self.directory = directory.resolve()
         self.num_brokers = brokers
         self.overrides = dict(overrides or {})
@@ -263,6 +288,7 @@ class LocalCluster:
             brokers=len(state.brokers),
             overrides=state.overrides,
             zookeeper=state.zookeeper_port is not None,
+            security=state.security,
         )
         cluster.state = state
         return cluster
@@ -286,6 +312,22 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self._require_state().bootstrap_servers
+
+    @property
+    def security(self) -> local_security.LocalSecurity | None:
+        """The cluster's secrets and settings (None: plaintext), ``local_security``."""
+        if self._security is None and self.security_mode != "plaintext":
+            self._security = local_security.prepare(self.directory, self.security_mode)
+        return self._security
+
+    def client_security(self) -> ClientSecurity:
+        """How this cluster's admin connects (plaintext: no security)."""
+        security = self.security
+        return PLAINTEXT if security is None else security.client_security()
+
+    @property
+    def _broker_ids(self) -> list[int]:
+        return [i + 1 for i in range(self.num_brokers)]
 
     @property
     def zookeeper_connect(self) -> str | None:
@@ -341,6 +383,7 @@ class LocalCluster:
                 brokers=brokers,
                 overrides=self.overrides,
                 started_at_ms=int(time.time() * 1000),
+                security=self.security_mode,
             )
         )
         try:
@@ -356,6 +399,10 @@ class LocalCluster:
                         zookeeper_pid=zk.pid,
                     )
                 )
+            security = self.security
+            if security is not None:
+                security.write_client_properties(self.directory, self._broker_ids)
+                asyncio.run(local_security.bootstrap_admin(f"127.0.0.1:{zk.client_port}", security))
             for info in brokers:
                 self._launch_broker(info)
             self.wait_ready(timeout_s=max(5.0, deadline - time.monotonic()))
@@ -376,6 +423,11 @@ class LocalCluster:
         state = self._require_state()
         if state.zookeeper_port is not None:
             properties["zookeeper.connect"] = f"127.0.0.1:{state.zookeeper_port}"
+        security = self.security
+        if security is not None:
+            properties.update(
+                security.broker_properties(info.broker_id, info.port, self._broker_ids)
+            )
         properties.update(self.overrides)
         return properties
 
@@ -431,7 +483,8 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         for broker_id in ids:
             info = self.broker(broker_id)
-            while not api_versions_round_trip("127.0.0.1", info.port, timeout=1.0):
+            tls = self.client_security().ssl_context
+            while not api_versions_round_trip("127.0.0.1", info.port, timeout=1.0, tls=tls):
                 if self.broker_state(broker_id) == "stopped":
                     raise ClusterError(
                         f"broker {broker_id} exited during start-up; see {info.output_path}:\n"
@@ -477,7 +530,9 @@ class LocalCluster:
 
         info = self.broker(broker_id)
         try:
-            with BlockingClient(info.bootstrap, request_timeout_s=3.0) as client:
+            with BlockingClient(
+                info.bootstrap, request_timeout_s=3.0, security=self.client_security()
+            ) as client:
                 md = client.metadata([])
         except (ClientError, OSError):
             return None

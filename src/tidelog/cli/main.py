@@ -21,6 +21,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.records",
     "tidelog.cli.groups",
     "tidelog.cli.transactions",
+    "tidelog.cli.acls",
+    "tidelog.cli.users",
     "tidelog.cli.bench",
 )
 
@@ -50,15 +52,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from tidelog.cli.output import CommandError  # noqa: PLC0415 - registered modules load first
     from tidelog.client.errors import (  # noqa: PLC0415
+        AuthenticationFailedError,
         BrokerError,
         ClientConnectionError,
         ClientTimeoutError,
+        NoCompatibleVersionError,
     )
+    from tidelog.errors import ErrorCode  # noqa: PLC0415
 
     try:
         return COMMANDS[args.command][2](args)
     except CommandError as exc:
         print(exc.render(args.command), file=sys.stderr)
+        return exc.exit_code
+    except AuthenticationFailedError as exc:
+        error = CommandError(
+            f"authentication failed: {exc}",
+            hint="check security.protocol, the SASL credentials and ssl.* in --command-config",
+        )
+        print(error.render(args.command), file=sys.stderr)
+        return 1
+    except NoCompatibleVersionError as exc:
+        print(
+            CommandError(str(exc), code=ErrorCode.UNSUPPORTED_VERSION).render(args.command),
+            file=sys.stderr,
+        )
         return 1
     except BrokerError as exc:
         print(

@@ -29,6 +29,7 @@ from tidelog.cli.output import (
     add_bootstrap_flags,
     kafka_error,
     resolve_bootstrap,
+    resolve_security,
 )
 from tidelog.client import (
     EARLIEST_TIMESTAMP,
@@ -197,7 +198,9 @@ def run_produce(args: argparse.Namespace) -> int:
     sent = 0
     line_number = 0
     round_robin = 0
-    with BlockingClient(bootstrap, client_id="tidelog-produce") as client:
+    with BlockingClient(
+        bootstrap, client_id="tidelog-produce", security=resolve_security(args)
+    ) as client:
         count = _topic_partitions(client, args.topic)
         if args.partition is not None and not 0 <= args.partition < count:
             raise kafka_error(
@@ -316,7 +319,9 @@ def run_consume(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args)
     printed = 0
     out = sys.stdout
-    with BlockingClient(bootstrap, client_id="tidelog-consume") as client:
+    with BlockingClient(
+        bootstrap, client_id="tidelog-consume", security=resolve_security(args)
+    ) as client:
         count = _topic_partitions(client, args.topic)
         if args.partition is not None:
             if not 0 <= args.partition < count:

@@ -28,6 +28,7 @@ from tidelog.cli.output import (
     parse_key_value,
     print_json,
     resolve_bootstrap,
+    resolve_security,
 )
 from tidelog.client import (
     LATEST_TIMESTAMP,
@@ -334,7 +335,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     bootstrap = resolve_bootstrap(args)
-    with BlockingClient(bootstrap, client_id="tidelog-cli") as client:
+    with BlockingClient(
+        bootstrap, client_id="tidelog-cli", security=resolve_security(args)
+    ) as client:
         action = args.action
         if action == "create":
             return _create(client, args)
@@ -455,7 +458,9 @@ def run_elect(args: argparse.Namespace) -> int:
     if args.partition is not None and args.topic is None:
         raise CommandError("--partition needs --topic")
     bootstrap = resolve_bootstrap(args)
-    with BlockingClient(bootstrap, client_id="tidelog-cli") as client:
+    with BlockingClient(
+        bootstrap, client_id="tidelog-cli", security=resolve_security(args)
+    ) as client:
         partitions: list[TopicPartition] | None = None
         if args.topic is not None:
             md = _metadata(client, [args.topic])

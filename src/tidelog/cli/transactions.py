@@ -49,6 +49,7 @@ from tidelog.cli.output import (
     format_table,
     print_json,
     resolve_bootstrap,
+    resolve_security,
 )
 from tidelog.client import BlockingClient
 from tidelog.coordinator.txn import TxnState
@@ -594,6 +595,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         # Also after the action, as `tidelog groups` takes them.
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         p.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.add_argument(
+            "--command-config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
         add_json_flag(p)
         p.set_defaults(action_parser=p)
         return p
@@ -677,7 +681,10 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     bootstrap = resolve_bootstrap(args)
     with BlockingClient(
-        bootstrap, client_id="tidelog-cli", request_timeout_s=REQUEST_TIMEOUT_S
+        bootstrap,
+        client_id="tidelog-cli",
+        request_timeout_s=REQUEST_TIMEOUT_S,
+        security=resolve_security(args),
     ) as client:
         match args.action:
             case "list":

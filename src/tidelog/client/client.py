@@ -30,6 +30,7 @@ from tidelog.client.errors import ClientConnectionError, NoCompatibleVersionErro
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 
 #: Versions each helper speaks, best first (names, not topic ids, for simplicity).
 _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
@@ -259,8 +260,11 @@ class Client:
         client_id: str = "tidelog",
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        #: TLS and SASL for every connection (``tidelog.security.client_config``).
+        self.security = security
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -299,6 +303,7 @@ class Client:
                 client_id=self.client_id,
                 connect_timeout_s=self.connect_timeout_s,
                 request_timeout_s=self.request_timeout_s,
+                security=self.security,
             )
         except BaseException as exc:
             future.set_exception(exc)

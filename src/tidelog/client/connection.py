@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,12 @@ from kio.schema.api_versions.v0 import request as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3
 
 from tidelog.aio import cancel_and_wait, wait_for
-from tidelog.client.errors import ClientConnectionError, ClientTimeoutError
+from tidelog.client.errors import (
+    AuthenticationFailedError,
+    ClientConnectionError,
+    ClientTimeoutError,
+)
+from tidelog.client.sasl import sasl_authenticate
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import (
@@ -31,6 +37,7 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.errors import ProtocolError
 from tidelog.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +88,34 @@ class BrokerConnection:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         negotiate: bool = True,
+        security: ClientSecurity = PLAINTEXT,
     ) -> BrokerConnection:
-        """Connect (and, with ``negotiate``, learn the broker's API versions)."""
+        """Connect (and, with ``negotiate``, learn the broker's API versions), over TLS and
+        logged in with SASL when ``security`` says so (SASL implies ``negotiate``).
+
+        A certificate the client does not trust, or refused credentials, raise
+        ``AuthenticationFailedError``: retrying cannot help."""
+        tls = security.ssl_context if security.uses_tls else None
         try:
             reader, writer = await wait_for(
-                asyncio.open_connection(host, port, limit=_READ_CHUNK),
+                asyncio.open_connection(
+                    host,
+                    port,
+                    limit=_READ_CHUNK,
+                    ssl=tls,
+                    server_hostname=host if tls is not None and tls.check_hostname else None,
+                ),
                 connect_timeout_s,
                 discard=lambda opened: opened[1].close(),  # cancelled as it connected
             )
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthenticationFailedError(
+                f"TLS handshake with {host}:{port} failed: {exc.verify_message or exc}"
+            ) from exc
+        except ssl.SSLError as exc:
+            raise AuthenticationFailedError(
+                f"TLS handshake with {host}:{port} failed: {exc.reason or exc}"
+            ) from exc
         except (OSError, TimeoutError) as exc:
             raise ClientConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         conn = cls(
@@ -100,9 +127,17 @@ class BrokerConnection:
             request_timeout_s=request_timeout_s,
             max_frame_bytes=max_frame_bytes,
         )
-        if negotiate:
+        if negotiate or security.uses_sasl:
             try:
                 await conn.negotiate()
+                if security.uses_sasl:
+                    assert security.sasl_mechanism is not None
+                    await sasl_authenticate(
+                        conn,
+                        mechanism=security.sasl_mechanism,
+                        username=security.sasl_username,
+                        password=security.sasl_password,
+                    )
             except BaseException:
                 await conn.close()
                 raise

@@ -8,6 +8,8 @@
           │                           requests fail with it)
           ├── ClientTimeoutError      no response within the request timeout
           ├── NoCompatibleVersionError the broker advertises no version the helper speaks
+          ├── AuthenticationFailedError TLS or SASL refused us (wrong password, unknown
+          │                           user, untrusted certificate): not retriable
           └── BrokerError             the broker answered with an error code (``.code``)
 """
 
@@ -30,6 +32,11 @@ class ClientTimeoutError(ClientError):
 
 class NoCompatibleVersionError(ClientError):
     """The broker does not advertise a version of an API that this client speaks."""
+
+
+class AuthenticationFailedError(ClientError):
+    """The broker refused our credentials (SASL_AUTHENTICATION_FAILED, or a TLS handshake
+    failure); retrying with the same credentials cannot help."""
 
 
 class BrokerError(ClientError):

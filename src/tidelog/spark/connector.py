@@ -2,7 +2,9 @@
 
 No Spark here (pyarrow only), so all of it runs in plain tests too. Every object holds a
 ``BlockingClient`` opened on first use and is never pickled: Spark ships plain option
-values and offset ranges, and each executor task opens its own connection.
+values and offset ranges, and each executor task opens its own connection. Security
+(TLS, SASL) travels the same way, as the options' ``security_properties`` strings; every
+client is built with the ``ClientSecurity`` they give (``options.client_security``).
 
 Failures: retriable broker errors (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, fenced or
 unknown epochs, ...) and lost connections refresh the metadata, back off (100 ms doubling
@@ -55,10 +57,12 @@ from tidelog.spark.options import (
     LatestSpec,
     OffsetSpec,
     ReadOptions,
+    SecurityProperties,
     SpecificSpec,
     Subscribe,
     Subscription,
     TimestampSpec,
+    client_security,
 )
 
 log = logging.getLogger(__name__)
@@ -127,20 +131,31 @@ class Backoff:
 class _Session:
     """A lazily opened ``BlockingClient`` with retry-with-refresh around calls."""
 
-    def __init__(self, bootstrap: str, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        client_id: str,
+        request_timeout_ms: int,
+        security_properties: SecurityProperties = (),
+    ) -> None:
         self.bootstrap = bootstrap
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000
+        #: The client's ``kafka.security.*``/``sasl.*``/``ssl.*`` properties (plain strings:
+        #: the ``ClientSecurity`` and its SSLContext are built here, on this process).
+        self.security_properties = security_properties
         self._client: BlockingClient | None = None
 
     @property
     def client(self) -> BlockingClient:
         if self._client is None:
+            security = client_security(self.security_properties)
             self._client = BlockingClient(
                 self.bootstrap,
                 client_id=self.client_id,
                 request_timeout_s=self.request_timeout_s,
                 connect_timeout_s=min(10.0, self.request_timeout_s),
+                security=security,
             )
         return self._client
 
@@ -186,7 +201,10 @@ class OffsetReader:
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
         self.session = _Session(
-            options.bootstrap_servers, options.client_id, options.request_timeout_ms
+            options.bootstrap_servers,
+            options.client_id,
+            options.request_timeout_ms,
+            options.security_properties,
         )
         self.timeout_s = options.poll_timeout_ms / 1000
         self.isolation_level = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
@@ -596,7 +614,12 @@ def read_range(
     ``until_offset``, which counts offsets, not rows: markers and aborted records take
     offsets and give none.
     """
-    session = _Session(options.bootstrap_servers, options.client_id, options.request_timeout_ms)
+    session = _Session(
+        options.bootstrap_servers,
+        options.client_id,
+        options.request_timeout_ms,
+        options.security_properties,
+    )
     own = client is None
     if client is not None:
         session._client = client
@@ -856,8 +879,9 @@ class Producer:
         batch_records: int = 5000,
         batch_bytes: int = 512 * 1024,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        security_properties: SecurityProperties = (),
     ) -> None:
-        self.session = _Session(bootstrap, client_id, request_timeout_ms)
+        self.session = _Session(bootstrap, client_id, request_timeout_ms, security_properties)
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
         self.retry_timeout_s = retry_timeout_ms / 1000

@@ -5,6 +5,22 @@ Integration Guide), so a job switches from ``kafka`` to ``tidelog`` by changing 
 Spark hands a data source its options with lower-cased keys; every error names the option
 in Spark's spelling. An option this connector does not know, or does not support, is an
 error rather than silently ignored.
+
+Security (issue 20), as Spark's Kafka connector passes ``kafka.``-prefixed options to the
+Kafka client:
+
+1. ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+   ``kafka.sasl.username``, ``kafka.sasl.password`` and every ``kafka.ssl.*`` option are,
+   without the prefix, Kafka client properties (``tidelog.security.client_config``). Both
+   reads and writes take them.
+2. They are checked on the driver, where the options are parsed, by building the client's
+   ``ClientSecurity`` (which reads the ``ssl.*`` files: the one IO here); a bad one is a
+   ``SparkOptionError`` naming the option, never its value. The files must also be
+   readable at the same paths on the executors, as with Spark's Kafka connector.
+3. The parsed options carry the properties (``security_properties``: plain strings, which
+   pickle to executors; a ``ClientSecurity`` holds an ``ssl.SSLContext``, which does
+   not), and ``client_security`` builds the ``ClientSecurity`` where a client is made.
+   They are left out of the options' repr: a password must never reach a log line.
 """
 
 from __future__ import annotations
@@ -12,11 +28,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from tidelog.errors import TidelogError
 from tidelog.model import TopicPartition
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
+from tidelog.security.errors import SecurityConfigError
 
 #: Offsets in JSON specs with a special meaning (Spark's Kafka connector).
 LATEST: Final = -1
@@ -24,6 +42,17 @@ EARLIEST: Final = -2
 
 #: Options Spark itself may put beside the user's (streaming sinks get these).
 _SPARK_OWN: Final = frozenset({"path", "checkpointlocation", "queryname"})
+
+#: Security options (rule 1), besides every ``kafka.ssl.*`` one.
+SECURITY_OPTIONS: Final = (
+    "kafka.security.protocol",
+    "kafka.sasl.mechanism",
+    "kafka.sasl.jaas.config",
+    "kafka.sasl.username",
+    "kafka.sasl.password",
+)
+SSL_OPTION_PREFIX: Final = "kafka.ssl."
+_KAFKA_PREFIX: Final = "kafka."
 
 READ_OPTIONS: Final = (
     "kafka.bootstrap.servers",
@@ -42,6 +71,7 @@ READ_OPTIONS: Final = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
     "fetch.max.bytes",
+    *SECURITY_OPTIONS,
 )
 WRITE_OPTIONS: Final = (
     "kafka.bootstrap.servers",
@@ -53,6 +83,7 @@ WRITE_OPTIONS: Final = (
     "exactlyOnce",
     "transactionalIdPrefix",
     "kafka.transaction.timeout.ms",
+    *SECURITY_OPTIONS,
 )
 #: Options of Spark's Kafka connector that tidelog does not offer (named in the error).
 _UNSUPPORTED: Final = {
@@ -84,7 +115,7 @@ def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], what: str
     allowed_lower = {a.lower() for a in allowed}
     for key in options:
         low = key.lower()
-        if low in allowed_lower or low in _SPARK_OWN:
+        if low in allowed_lower or low in _SPARK_OWN or low.startswith(SSL_OPTION_PREFIX):
             continue
         if low in _UNSUPPORTED:
             raise SparkOptionError(
@@ -92,7 +123,8 @@ def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], what: str
                 f"tidelog: {_UNSUPPORTED[low]}"
             )
         raise SparkOptionError(
-            f"unknown option '{key}' for a tidelog {what}; known options: {', '.join(allowed)}"
+            f"unknown option '{key}' for a tidelog {what}; known options: {', '.join(allowed)}, "
+            f"{SSL_OPTION_PREFIX}*"
         )
 
 
@@ -155,6 +187,41 @@ def _bootstrap(options: Mapping[str, str]) -> str:
                 f"option 'kafka.bootstrap.servers': {item.strip()!r} is not host:port"
             )
     return servers.strip()
+
+
+# --- security (rules 1-3) -------------------------------------------------------------------
+
+#: Client properties, as (key, value) pairs sorted by key.
+SecurityProperties = tuple[tuple[str, str], ...]
+
+
+def _is_security_option(key: str) -> bool:
+    low = key.lower()
+    return low in {o.lower() for o in SECURITY_OPTIONS} or low.startswith(SSL_OPTION_PREFIX)
+
+
+def client_security(properties: SecurityProperties) -> ClientSecurity:
+    """Rule 3: the ``ClientSecurity`` of ``properties``; ``SparkOptionError`` naming the
+    option (``kafka.<key>``) when one is wrong."""
+    if not properties:
+        return PLAINTEXT
+    try:
+        return ClientSecurity.from_properties(dict(properties))
+    except SecurityConfigError as exc:
+        detail = str(exc).removeprefix(f"{exc.key}: ")
+        raise SparkOptionError(f"option '{_KAFKA_PREFIX}{exc.key}': {detail}") from None
+
+
+def _security(options: Mapping[str, str]) -> SecurityProperties:
+    """Rules 1 and 2: the security options without their prefix, checked."""
+    properties = {
+        key.lower().removeprefix(_KAFKA_PREFIX): str(value)
+        for key, value in options.items()
+        if _is_security_option(key)
+    }
+    result = tuple(sorted(properties.items()))
+    client_security(result)
+    return result
 
 
 # --- subscriptions -----------------------------------------------------------------------
@@ -315,6 +382,8 @@ class ReadOptions:
     #: ``kafka.isolation.level``: read_committed (the default) reads up to the last stable
     #: offset and drops aborted transactions; False is read_uncommitted.
     read_committed: bool = True
+    #: Rule 3: the client's security properties (never in the repr).
+    security_properties: SecurityProperties = field(default=(), repr=False)
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -385,6 +454,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         poll_timeout_ms=poll_timeout,
         fetch_max_bytes=fetch_max,
         read_committed=_read_committed(options),
+        security_properties=_security(options),
     )
 
 
@@ -440,6 +510,8 @@ class WriteOptions:
     #: ``kafka.transaction.timeout.ms``: a transaction open longer is aborted by its
     #: coordinator (the micro-batch's commit then fails).
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    #: Rule 3: the client's security properties (never in the repr).
+    security_properties: SecurityProperties = field(default=(), repr=False)
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -483,4 +555,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         exactly_once=exactly_once,
         transactional_id_prefix=prefix.strip() if prefix else DEFAULT_TRANSACTIONAL_ID_PREFIX,
         transaction_timeout_ms=timeout if timeout is not None else DEFAULT_TRANSACTION_TIMEOUT_MS,
+        security_properties=_security(options),
     )

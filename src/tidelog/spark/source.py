@@ -423,6 +423,7 @@ def _write_batches(
         request_timeout_ms=options.request_timeout_ms,
         acks=options.acks,
         retry_timeout_ms=options.retry_timeout_ms,
+        security_properties=options.security_properties,
     )
     try:
         for batch in batches:

@@ -271,7 +271,12 @@ async def end_transaction(
 
 
 def _session(options: WriteOptions) -> _Session:
-    return _Session(options.bootstrap_servers, options.client_id, options.request_timeout_ms)
+    return _Session(
+        options.bootstrap_servers,
+        options.client_id,
+        options.request_timeout_ms,
+        options.security_properties,
+    )
 
 
 def end_transactions(
@@ -361,6 +366,7 @@ class TransactionalProducer(Producer):
             retry_timeout_ms=options.retry_timeout_ms,
             batch_records=batch_records,
             batch_bytes=batch_bytes,
+            security_properties=options.security_properties,
         )
         self.transactional_id = txn_id
         self.transaction_timeout_ms = options.transaction_timeout_ms
