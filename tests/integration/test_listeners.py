@@ -215,3 +215,20 @@ def test_a_plaintext_client_on_a_tls_port_is_closed_and_logged(listeners: Listen
     assert asyncio.run(_brokers_seen(listeners.sasl_ssl, sasl)) == [
         ("127.0.0.1", listeners.sasl_ssl)
     ]
+
+
+def test_before_the_login_a_frame_may_not_exceed_sasl_server_max_receive_size(
+    listeners: Listeners,
+) -> None:
+    with _tls_socket(listeners) as sock:
+        sock.sendall(struct.pack(">i", 600_000) + b"\0" * 64)  # > 524288, before any login
+        assert sock.recv(4) == b""  # closed without buffering the 600 kB
+    assert (
+        "frame size 600000 before SASL authentication exceeds "
+        "sasl.server.max.receive.size=524288" in listeners.broker.output()
+    )
+    # A logged-in client sends requests of any size (up to socket.request.max.bytes).
+    sasl = _sasl(listeners.ca, "PLAIN", "bob", "bob-secret")
+    assert asyncio.run(_brokers_seen(listeners.sasl_ssl, sasl)) == [
+        ("127.0.0.1", listeners.sasl_ssl)
+    ]

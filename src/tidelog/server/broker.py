@@ -261,8 +261,7 @@ class Dispatcher:
     @staticmethod
     def _maybe_authenticated(conn: Connection, auth: SaslServerAuthenticator) -> None:
         if auth.complete and auth.principal is not None:
-            conn.principal = auth.principal
-            conn.authenticator = None
+            conn.authenticated(auth.principal)
             log.info(
                 "%s authenticated as %s on listener %s",
                 conn.peer,
@@ -431,6 +430,7 @@ class Broker:
         await self.security.start(self.node.zk if self.node is not None else None)
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
+        max_unauthenticated = self.config.get_int("sasl.server.max.receive.size")
         for setup in self.security.listeners:
             endpoint = setup.endpoint
 
@@ -444,6 +444,7 @@ class Broker:
                     tls=setup.tls,
                     tls_principal=setup.tls_principal,
                     authenticator=self.security.new_authenticator(setup.endpoint),
+                    max_unauthenticated_bytes=max_unauthenticated,
                 )
                 self.connections.add(conn)
                 return conn

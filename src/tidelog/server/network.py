@@ -137,6 +137,14 @@ class FrameAssembler:
         self._have = 0
         self._need = 0
 
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._decoder.max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        self._decoder.max_frame_bytes = value
+
     def feed(self, data: bytes | memoryview) -> list[bytes]:
         if self._chunks:
             self._chunks.append(bytes(data))
@@ -172,9 +180,17 @@ class Connection(asyncio.Protocol):
         tls: ssl.SSLContext | None = None,
         tls_principal: Callable[[ssl.SSLObject], KafkaPrincipal] | None = None,
         authenticator: Authenticator | None = None,
+        max_unauthenticated_bytes: int = 524288,
     ) -> None:
         self._dispatcher = dispatcher
-        self._decoder = FrameAssembler(max_request_bytes)
+        self._max_request_bytes = max_request_bytes
+        # Before a SASL login a frame may not exceed sasl.server.max.receive.size (Kafka's
+        # rule since 2.8: an unauthenticated client must not make the broker buffer 100 MB).
+        self._decoder = FrameAssembler(
+            max_request_bytes
+            if authenticator is None
+            else min(max_request_bytes, max_unauthenticated_bytes)
+        )
         self._pending: collections.deque[DispatchResult] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
@@ -304,7 +320,17 @@ class Connection(asyncio.Protocol):
         try:
             frames = self._decoder.feed(data)
         except FrameTooLargeError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            if self.authenticator is not None:
+                log.warning(
+                    "closing connection from %s on listener %s: frame size %d before SASL "
+                    "authentication exceeds sasl.server.max.receive.size=%d",
+                    self.peer,
+                    self.listener_name,
+                    exc.size,
+                    self._decoder.max_frame_bytes,
+                )
+            else:
+                log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
         for frame in frames:
@@ -458,6 +484,12 @@ class Connection(asyncio.Protocol):
 
     def _is_closing(self) -> bool:
         return self.closed or self._transport is None or self._transport.is_closing()
+
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        """The SASL login succeeded (rule 6): requests of any size from now on."""
+        self.principal = principal
+        self.authenticator = None
+        self._decoder.max_frame_bytes = self._max_request_bytes
 
     def is_idle(self, now: float, max_idle_s: float) -> bool:
         """Nothing pending and nothing received or sent for ``max_idle_s`` seconds."""
