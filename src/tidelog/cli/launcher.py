@@ -194,12 +194,11 @@ def api_versions_round_trip(
     client_id = b"tidelog-launcher"
     body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     try:
-        with socket.create_connection((host, port), timeout=timeout) as raw:
-            sock = (
-                raw
-                if tls is None
-                else tls.wrap_socket(raw, server_hostname=host if tls.check_hostname else None)
-            )
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout))
+            if tls is not None:
+                hostname = host if tls.check_hostname else None
+                sock = stack.enter_context(tls.wrap_socket(sock, server_hostname=hostname))
             sock.sendall(struct.pack(">i", len(body)) + body)
             (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
             payload = _recv_exactly(sock, size)

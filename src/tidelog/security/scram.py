@@ -25,9 +25,10 @@ Rules and invariants:
 5. User names travel as saslname (RFC 5802 section 5.1): ``,`` as ``=2C`` and ``=`` as
    ``=3D``; any other ``=`` is malformed.
 6. The client-final message must echo the gs2 header (``c=``) and exactly the nonce the
-   server sent (client nonce + server nonce). The proof is checked as RFC 5802 section 3
-   says: ``ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage)`` and ``H(ClientKey)``
-   must equal StoredKey (compared in constant time).
+   server sent (client nonce + server nonce); the one exception is librdkafka < 2.6.1's
+   client nonce + the whole nonce (see ``_on_client_final``). The proof is checked as
+   RFC 5802 section 3 says: ``ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage)``
+   and ``H(ClientKey)`` must equal StoredKey (compared in constant time).
 7. Every failure raises ``AuthenticationError`` whose message is what the client is told:
    Kafka's "Authentication failed during authentication due to invalid credentials with
    SASL mechanism <mechanism>" for an unknown user, a bad proof and any malformed message
@@ -530,7 +531,12 @@ class ScramServer:
         assert credential is not None
         if final.channel_binding != first.gs2_header.encode("utf-8"):
             raise self._fail("channel binding (c=) does not echo the gs2 header")
-        if final.nonce != first.nonce + self._server_nonce:
+        expected = first.nonce + self._server_nonce
+        # librdkafka before 2.6.1 (Debian's kcat among its users) echoes the client nonce
+        # twice (confluentinc/librdkafka#4895); Kafka up to 3.9 accepted it. The nonce
+        # still carries this exchange's fresh server nonce, and the proof covers the
+        # message as sent, so the one known form is accepted and nothing else is.
+        if final.nonce not in (expected, first.nonce + expected):
             raise self._fail("invalid client nonce in the final client message")
         auth_message = f"{first.bare},{self._server_first},{final.without_proof}".encode()
         h = self.mechanism.hash_name

@@ -243,6 +243,12 @@ class Dispatcher:
             return self._run(conn, header, body)
         if header.api_key == ApiKey.SASL_HANDSHAKE:
             response = self._encode(header, auth.handle_handshake(header.api_version, body))
+            if auth.failed:  # an unsupported mechanism: answered, then closed (Kafka)
+                raise CloseConnection(
+                    f"SaslHandshake for a mechanism listener {conn.listener_name} does not "
+                    "enable",
+                    final=response,
+                )
         elif header.api_key == ApiKey.SASL_AUTHENTICATE:
             response = self._encode(header, auth.handle_authenticate(header.api_version, body))
             if auth.failed:

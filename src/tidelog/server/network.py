@@ -261,7 +261,9 @@ class Connection(asyncio.Protocol):
                 self.peer,
                 self.listener_name,
                 phase,
-                exc.reason or exc,
+                # A refused certificate says why (expired, unknown CA), not only
+                # CERTIFICATE_VERIFY_FAILED.
+                getattr(exc, "verify_message", None) or exc.reason or exc,
             )
             pending = tls.outgoing()  # the alert telling the client why
             if pending:

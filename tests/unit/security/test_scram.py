@@ -281,6 +281,19 @@ def test_bad_client_final(final: bytes) -> None:
     refused(after_first(rfc_server()), final)
 
 
+def test_the_doubled_client_nonce_of_old_librdkafka_is_accepted() -> None:
+    # librdkafka < 2.6.1 (Debian's kcat) sends r=<client nonce><client nonce><server nonce>
+    # (confluentinc/librdkafka#4895); the proof is over that message as sent.
+    server = after_first(rfc_server())
+    assert server.receive(client_final(nonce=RFC7677_CNONCE + RFC7677_NONCE))
+    assert (server.complete, server.failed) == (True, False)
+
+
+def test_only_that_one_extra_form_is_accepted() -> None:
+    refused(after_first(rfc_server()), client_final(nonce="x" + RFC7677_NONCE))
+    refused(after_first(rfc_server()), client_final(nonce=RFC7677_NONCE + RFC7677_CNONCE))
+
+
 def test_stored_credential_outside_the_iteration_range() -> None:
     weak = make_credential(SHA256, "pencil", iterations=1024, salt=RFC7677_SALT)
     refused(rfc_server(credential=weak), RFC7677_CLIENT_FIRST)
