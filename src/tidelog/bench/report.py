@@ -131,6 +131,8 @@ def render_markdown(data: dict[str, Any]) -> str:
             ]
     if txn := section("transactions"):
         out += _transactions(txn)
+    if sec := section("security"):
+        out += security_section(sec)
     if fo := section("failover"):
         out += [
             "## Failover",
@@ -297,6 +299,100 @@ def _transactions(rows: list[dict[str, Any]]) -> list[str]:
     if (ratio := transaction_cost(rows)) is not None:
         out += [f"Same-run ratio: {ratio}", ""]
     return out
+
+
+def security_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The security rows: each workload on SASL_SSL beside plaintext, with the ratio, and
+    what ran (``tidelog.bench.security``)."""
+    from tidelog.bench import security
+
+    out = [
+        "## SASL_SSL beside plaintext (RF=3, acks=all, min.insync.replicas=2)",
+        "",
+        "Two 3-broker clusters, one after the other, the same but for security; same "
+        "records, partitions, producers and seconds on each.",
+        "",
+    ]
+    pairs = security.comparisons(rows)
+    if flows := [p for p in pairs if p["kind"] != "e2e"]:
+        out += [
+            "| workload | PLAINTEXT records/s | PLAINTEXT MB/s | SASL_SSL records/s | "
+            "SASL_SSL MB/s | SASL_SSL ÷ PLAINTEXT | unacked or unread (plain / SASL_SSL) |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for p in flows:
+            a, b = p["plaintext"], p["sasl_ssl"]
+            out.append(
+                f"| {p['workload']} | {_f(a['records_per_s'], 0)} | {_f(a['mb_per_s'])} | "
+                f"{_f(b['records_per_s'], 0)} | {_f(b['mb_per_s'])} | "
+                f"{_ratio(p['ratio'])} | {_lost(a)} / {_lost(b)} |"
+            )
+        out.append("")
+    if e2e := [p for p in pairs if p["kind"] == "e2e"]:
+        out += [
+            "| workload | PLAINTEXT p50 / p99 / p99.9 ms | SASL_SSL p50 / p99 / p99.9 ms | "
+            "SASL_SSL ÷ PLAINTEXT p50, p99 | received of sent |",
+            "|---|---|---|---|---|",
+        ]
+        for p in e2e:
+            a, b = p["plaintext"], p["sasl_ssl"]
+            out.append(
+                f"| {p['workload']} | {_lat(a)} | {_lat(b)} | {_ratio(p['p50_ratio'])}, "
+                f"{_ratio(p['ratio'])} | plain {_f(a['received'])} of {_f(a['sent'])}, "
+                f"SASL_SSL {_f(b['received'])} of {_f(b['sent'])} |"
+            )
+        out.append("")
+    if pairs:
+        out += [
+            "CPU over each row: the three brokers' CPU seconds, the client processes' (all "
+            "their threads), and the shares of the machine's CPU time busy (including stolen "
+            "by the hypervisor) and idle waiting for the disk (iowait):",
+            "",
+            "| workload | PLAINTEXT brokers s / clients s / busy % / iowait % | "
+            "SASL_SSL brokers s / clients s / busy % / iowait % |",
+            "|---|---|---|",
+        ]
+        out += [
+            f"| {p['workload']} | {_cpu(p['plaintext'])} | {_cpu(p['sasl_ssl'])} |" for p in pairs
+        ]
+        out.append("")
+    ran = security.connections(rows)
+    if tls := ran.get(security.SASL_SSL):
+        out.append(
+            f"SASL_SSL negotiated {tls.get('tls_version') or '?'} "
+            f"({tls.get('cipher') or '?'}; {tls.get('openssl') or 'OpenSSL ?'} client), "
+            f"SASL {tls.get('sasl_mechanism') or '?'} login. {security.WHAT_RAN}"
+        )
+        out.append("")
+    missing = sorted({r["workload"] for r in rows} - {p["workload"] for p in pairs})
+    missing = [w for w in missing if w != "connection"]
+    if missing:
+        out += [f"Measured on one protocol only: {', '.join(missing)}.", ""]
+    return out
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def _lost(values: dict[str, Any]) -> str:
+    """Produce: records sent but not acknowledged; catch-up: acknowledged but not read."""
+    if "expected" in values:
+        return _f(values["expected"] - values["records"])
+    return _f(values["sent"] - values["records"])
+
+
+def _cpu(values: dict[str, Any]) -> str:
+    return (
+        f"{_f(values.get('broker_cpu_s'))} / {_f(values.get('client_cpu_s'))} / "
+        f"{_f(values.get('machine_busy_percent'), 0)} % / "
+        f"{_f(values.get('iowait_percent'), 0)} %"
+    )
+
+
+def _lat(values: dict[str, Any]) -> str:
+    lat = values["latency_ms"]
+    return f"{_f(lat['p50'])} / {_f(lat['p99'])} / {_f(lat['p99.9'])}"
 
 
 def transaction_cost(rows: list[dict[str, Any]]) -> str | None:

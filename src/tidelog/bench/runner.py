@@ -21,7 +21,7 @@ from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
 from tidelog.storage import page_cache
 
-SECTIONS = ("limits", "produce", "e2e", "transactions", "peers", "failover")
+SECTIONS = ("limits", "produce", "e2e", "transactions", "peers", "failover", "security")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +190,26 @@ def run(options: Options) -> int:
             )
             if own_tmp:
                 remove_data(work / "failover")
+        if "security" in options.sections:
+            from tidelog.bench import security
+
+            # Two clusters, one after the other: last, so the rows above run as before.
+            r.section(
+                "security",
+                lambda: (
+                    security.security_rows(
+                        work,
+                        security.SIZES,
+                        options.seconds,
+                        options.producers,
+                        5.0 if options.quick else 15.0,
+                        r.say,
+                        r.rows,
+                        remove=own_tmp,
+                    )
+                    and []
+                ),
+            )
     finally:
         r.write()
         if own_tmp:

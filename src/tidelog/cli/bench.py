@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tidelog.cli.main import COMMANDS
 
-SECTION_NAMES = ("limits", "produce", "e2e", "transactions", "peers", "failover")
+SECTION_NAMES = ("limits", "produce", "e2e", "transactions", "peers", "failover", "security")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
