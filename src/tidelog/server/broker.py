@@ -245,8 +245,7 @@ class Dispatcher:
             response = self._encode(header, auth.handle_handshake(header.api_version, body))
             if auth.failed:  # an unsupported mechanism: answered, then closed (Kafka)
                 raise CloseConnection(
-                    f"SaslHandshake for a mechanism listener {conn.listener_name} does not "
-                    "enable",
+                    f"SaslHandshake for a mechanism listener {conn.listener_name} does not enable",
                     final=response,
                 )
         elif header.api_key == ApiKey.SASL_AUTHENTICATE:
