@@ -217,7 +217,7 @@ def test_alter_configs_replaces_incremental_merges(broker: BrokerProcess) -> Non
     assert final["retention.ms"][1] == 5
     assert final["max.message.bytes"] == ("2048", 1)
     assert produce(raw, topic, 0, batch(b"x" * 3000)).error_code == ErrorCode.MESSAGE_TOO_LARGE
-    # Broker configs are static here: refused, not silently ignored.
+    # num.partitions cannot change at runtime (Kafka's answer, KIP-226): refused, not ignored.
     body = raw.call(
         ApiKey.INCREMENTAL_ALTER_CONFIGS,
         1,
@@ -232,7 +232,8 @@ def test_alter_configs_replaces_incremental_merges(broker: BrokerProcess) -> Non
             "validate_only": False,
         },
     )
-    assert body.responses[0].error_code == ErrorCode.INVALID_CONFIG
+    assert body.responses[0].error_code == ErrorCode.INVALID_REQUEST
+    assert "Cannot update these configs dynamically" in body.responses[0].error_message
     raw.close()
 
 

@@ -91,6 +91,22 @@ def render_markdown(data: dict[str, Any]) -> str:
             out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
             out += [f"- {line}" for line in ratios]
             out.append("")
+    if comp := section("compression"):
+        out += [
+            "## Compressed produce (RF=3 acks=all, text records)",
+            "",
+            "| workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | stored B/record | load |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in comp:
+            v = r["values"]
+            lat = v.get("latency_ms", {})
+            out.append(
+                f"| {r['workload']} | {_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | "
+                f"{_f(lat.get('p50'))} | {_f(lat.get('p99'))} | {_f(lat.get('p99.9'))} | "
+                f"{_f(v.get('stored_bytes_per_record'), 0)} | {_load_s(r)} |"
+            )
+        out.append("")
     if cu := section("catch-up"):
         out += [
             "## Consumer catch-up over the produce backlog",

@@ -21,7 +21,16 @@ from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
 from tidelog.storage import page_cache
 
-SECTIONS = ("limits", "produce", "e2e", "transactions", "peers", "failover", "security")
+SECTIONS = (
+    "limits",
+    "produce",
+    "compression",
+    "e2e",
+    "transactions",
+    "peers",
+    "failover",
+    "security",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +124,7 @@ def run(options: Options) -> int:
             for row in r.rows:
                 if row.section == "limits":
                     r.say(f"{row.workload}: {row.values}")
-        if {"produce", "e2e", "transactions"} & set(options.sections):
+        if {"produce", "compression", "e2e", "transactions"} & set(options.sections):
             cluster = tidelog_rows.start_cluster(work / "cluster")
             try:
                 bootstrap = cluster.bootstrap_servers
@@ -129,6 +138,18 @@ def run(options: Options) -> int:
                         "produce",
                         lambda: tidelog_rows.produce_rows(
                             bootstrap, sizes, options.seconds, options.producers, r.say, True
+                        ),
+                    )
+                if "compression" in options.sections:
+                    r.section(
+                        "compression",
+                        lambda: tidelog_rows.compression_rows(
+                            bootstrap,
+                            work / "cluster",
+                            sizes,
+                            options.seconds,
+                            options.producers,
+                            r.say,
                         ),
                     )
                 if "e2e" in options.sections:

@@ -14,7 +14,16 @@ from pathlib import Path
 
 from tidelog.cli.main import COMMANDS
 
-SECTION_NAMES = ("limits", "produce", "e2e", "transactions", "peers", "failover", "security")
+SECTION_NAMES = (
+    "limits",
+    "produce",
+    "compression",
+    "e2e",
+    "transactions",
+    "peers",
+    "failover",
+    "security",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

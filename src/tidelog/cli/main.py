@@ -23,7 +23,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.transactions",
     "tidelog.cli.acls",
     "tidelog.cli.users",
+    "tidelog.cli.log_dirs",
+    "tidelog.cli.configs",
     "tidelog.cli.bench",
+    "tidelog.cli.dump_log",
 )
 
 

@@ -237,6 +237,29 @@ async def create_topic(
     return CreateTopicResult(ErrorCode.NONE, None, topic_id)
 
 
+def replica_assignment_error(
+    assignment: Mapping[int, Sequence[BrokerId]], rf: int, live: Collection[BrokerId]
+) -> str | None:
+    """Kafka's ``AdminZkClient.validateReplicaAssignment`` for new partitions: no broker
+    twice in a partition, every partition with the topic's replication factor, every
+    broker live; None when the assignment is valid, else Kafka's message."""
+    duplicated = {p: rs for p, rs in sorted(assignment.items()) if len(set(rs)) != len(rs)}
+    if duplicated:
+        listed = ", ".join(f"{p} -> {','.join(map(str, rs))}" for p, rs in duplicated.items())
+        return f"Duplicate brokers not allowed in replica assignment: {listed}"
+    odd = {p: len(rs) for p, rs in sorted(assignment.items()) if len(rs) != rf}
+    if odd:
+        return (
+            f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+            f"partitions [{', '.join(map(str, odd))}] have replication factors "
+            f"[{', '.join(map(str, odd.values()))}], respectively."
+        )
+    unknown = sorted({r for rs in assignment.values() for r in rs} - set(live))
+    if unknown:
+        return f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+    return None
+
+
 async def create_partitions(
     zk: ZkClient,
     topic: str,
@@ -278,19 +301,10 @@ async def create_partitions(
                     f"Increasing the number of partitions by {count - existing} but "
                     f"{len(assignment)} assignments provided.",
                 )
-            for replicas in assignment:
-                if len(replicas) != rf or len(set(replicas)) != rf:
-                    return CreateTopicResult(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Inconsistent replication factor between partitions, partition 0 has "
-                        f"{rf} while the new assignment has {len(replicas)}.",
-                    )
-                if any(r not in live for r in replicas):
-                    return CreateTopicResult(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Unknown broker in the assignment {list(replicas)}",
-                    )
             new = {existing + i: tuple(rs) for i, rs in enumerate(assignment)}
+            problem = replica_assignment_error(new, rf, live)
+            if problem is not None:
+                return CreateTopicResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         else:
             if rf > len(live):
                 return CreateTopicResult(

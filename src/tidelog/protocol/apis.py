@@ -150,6 +150,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_PARTITION: (2, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
+        # KIP-1142 (v0: KIP-714's ListClientMetricsResources) and KIP-966's paged
+        # topic metadata (tidelog.server.config_apis, tidelog.server.topic_partitions).
+        ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
         # Group coordination (tidelog.server.group_coordinator), classic protocol.
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
@@ -186,6 +190,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        # Log dirs (KIP-113; tidelog.server.log_dir_apis). kio has no DescribeLogDirs v0.
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
     }
 )
 

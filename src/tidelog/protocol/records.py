@@ -47,6 +47,7 @@ MAGIC_V2: Final = 2
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
 _BATCH_LENGTH_AT = 8
 _EPOCH_AT = 12
 _MAGIC_AT = 16
@@ -211,3 +212,20 @@ def stamp_batch(buf: bytearray | memoryview, pos: int, base_offset: int, leader_
     """
     _OFFSET_AND_EPOCH.pack_into(buf, pos, base_offset)
     _EPOCH.pack_into(buf, pos + _EPOCH_AT, leader_epoch)
+
+
+def uses_codec(buf: bytes | bytearray | memoryview, codec: int) -> bool:
+    """Whether a batch of ``buf`` declares ``codec`` in its attributes; stops quietly at the
+    first batch whose framing is broken (the append reports that). For the version checks
+    of KIP-110 (zstd needs Produce v7), off the path of current clients."""
+    pos = 0
+    end = len(buf)
+    while end - pos >= BATCH_HEADER_SIZE:
+        size = read_batch_size(buf, pos)
+        if size is None or size < BATCH_HEADER_SIZE:
+            return False
+        (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + CRC_START)
+        if attributes & 0x07 == codec:
+            return True
+        pos += size
+    return False

@@ -20,6 +20,7 @@ nothing is checked (one ``authorizer is None`` test per request).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, api_versions_response
+from tidelog.protocol.records import Compression, uses_codec
 from tidelog.protocol.responses import (
     FetchPartitionResponse,
     FetchTopicResponse,
@@ -43,16 +45,16 @@ from tidelog.replication.truncation import leader_end_offset_for_epoch
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server import authz
 from tidelog.server.config import (
-    TOPIC_KEYS,
     BrokerConfig,
-    config_to_string,
     topic_name_error,
     validate_topic_configs,
 )
+from tidelog.server.config_apis import ConfigApis
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.network import CloseConnection, Response
 from tidelog.server.request_context import current_request
+from tidelog.server.topic_partitions import describe_topic_partitions
 
 if TYPE_CHECKING:
     from tidelog.server.authorizer import AclAuthorizer
@@ -65,26 +67,28 @@ from tidelog.server.replica_manager import (
     ReplicaManager,
     effective_topic_config,
 )
+from tidelog.storage.log import FetchSlice
 
 log = logging.getLogger(__name__)
 
 HandlerResult = Any  # kio response entity | None | asyncio.Future[entity | None]
 
-# DescribeConfigs resource types and config sources (Kafka's ConfigResource.Type, ConfigSource).
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_TOPIC_CONFIG = 1
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
-
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-# IncrementalAlterConfigs operations.
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 #: Kafka's CreatePartitions message for a topic without ALTER.
 CREATE_PARTITIONS_DENIED = "The topic authorization is failed."
+
+
+def _holds_zstd(records: FetchSlice | None) -> bool:
+    """Whether fetched records hold a zstd batch (read only for Fetch below v10)."""
+    if records is None or records.length == 0:
+        return False
+    try:
+        return uses_codec(records.read_bytes(), Compression.ZSTD)
+    except OSError:
+        return False
 
 
 def _topic_name_of(item: Any, metadata: MetadataStore) -> str | None:
@@ -132,13 +136,17 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
-            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
-            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
+        #: DescribeConfigs, (Incremental)AlterConfigs, ListConfigResources and the dynamic
+        #: broker config (``tidelog.server.config_apis``).
+        self.config_apis = ConfigApis(self)
+        self.handlers.update(self.config_apis.handlers())
+        self.handlers[ApiKey.DESCRIBE_TOPIC_PARTITIONS] = functools.partial(
+            describe_topic_partitions, self
+        )
 
     def own_address(self) -> tuple[str, int]:
         """This broker's advertised address on the listener the request came in on (a
@@ -161,6 +169,16 @@ class KafkaApis:
 
     def topic_config(self, info: TopicInfo) -> dict[str, object]:
         return effective_topic_config(self.config, info.configs)
+
+    def broker_config_changed(self) -> None:
+        """A dynamic broker config changed (KIP-226): every hosted topic's log config and
+        ``min.insync.replicas`` follow the new topic defaults."""
+        for info in list(self.metadata.topics.values()):
+            self.replica_manager.update_topic_config(info.name, self.topic_config(info))
+
+    def live_broker_ids(self) -> list[int]:
+        """The brokers of the cluster (here: this one)."""
+        return [self.broker_id]
 
     def create_topic(
         self, name: str, num_partitions: int, overrides: Mapping[str, object]
@@ -191,7 +209,14 @@ class KafkaApis:
     # --- ApiVersions (18) ---------------------------------------------------------------
 
     def handle_api_versions(self, header: RequestHeader, body: Any) -> HandlerResult:
-        return api_versions_response(header.api_version, self.supported_versions)
+        table = self.supported_versions
+        if ApiKey.PRODUCE in table:
+            # Kafka 4's answer to KAFKA-18659: Produce is advertised from v0 although v0-v2
+            # are refused, because librdkafka before 2.8 sends gzip, snappy and lz4 batches
+            # uncompressed ("Broker does not support compression type") to a broker whose
+            # Produce range does not include v0 (kcat 1.7 bundles librdkafka 2.0).
+            table = {**table, ApiKey.PRODUCE: (0, table[ApiKey.PRODUCE][1])}
+        return api_versions_response(header.api_version, table)
 
     # --- Metadata (3) -------------------------------------------------------------------
 
@@ -385,6 +410,12 @@ class KafkaApis:
                     early[tp] = ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
                 elif part.records is None:
                     early[tp] = ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="null records")
+                elif header.api_version < 7 and uses_codec(part.records, Compression.ZSTD):
+                    # KIP-110: zstd batches need Produce v7 (Kafka's ProduceRequest.validate).
+                    early[tp] = ProduceResult(
+                        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                        message="Produce requests below v7 may not use zstd compression",
+                    )
                 else:
                     entries[tp] = part.records
         appended = self.replica_manager.append_records(entries, acks)
@@ -516,6 +547,14 @@ class KafkaApis:
             for request, (name, topic_id), result in zip(requests, keys, results, strict=True):
                 k = topic_id if version >= 13 else name
                 names[k] = (name, topic_id)
+                if version < 10 and replica_id < 0 and _holds_zstd(result.records):
+                    # KIP-110: consumers below Fetch v10 cannot read zstd batches.
+                    result = FetchResult(  # noqa: PLW2901
+                        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                        result.high_watermark,
+                        result.log_start_offset,
+                        last_stable_offset=result.last_stable_offset,
+                    )
                 by_topic.setdefault(k, []).append(
                     FetchPartitionResponse(
                         partition_index=request.tp.partition,
@@ -779,18 +818,7 @@ class KafkaApis:
                 result.update(
                     num_partitions=num_partitions,
                     replication_factor=rf,
-                    configs=[
-                        {
-                            "name": k,
-                            "value": config_to_string(v),
-                            "read_only": False,
-                            "config_source": SOURCE_TOPIC_CONFIG
-                            if k in overrides
-                            else SOURCE_DEFAULT_CONFIG,
-                            "is_sensitive": False,
-                        }
-                        for k, v in sorted(effective_topic_config(self.config, overrides).items())
-                    ],
+                    configs=self.config_apis.topic_entries(overrides),
                 )
             result.update(error_code=error, error_message=message)
             self.hide_created_configs(result, error, configs_hidden)
@@ -993,198 +1021,6 @@ class KafkaApis:
                 )
             topics.append({"name": topic.name, "partitions": partitions})
         return self._respond(header, {"topics": topics})
-
-    # --- DescribeConfigs (32) -----------------------------------------------------------
-
-    def handle_describe_configs(self, header: RequestHeader, body: Any) -> HandlerResult:
-        results = []
-        for resource in body.resources:
-            rtype = int(resource.resource_type)
-            rname = str(resource.resource_name)
-            keys = resource.configuration_keys
-            wanted = None if keys is None else set(keys)
-            entries: list[dict[str, Any]] = []
-            error, message = ErrorCode.NONE, None
-            refusal = (
-                None
-                if self.authorizer is None
-                else authz.config_resource_refusal(
-                    self.authorizer, AclOperation.DESCRIBE_CONFIGS, rtype, rname, header.api_key
-                )
-            )
-            if refusal is not None:
-                # Kafka's handleDescribeConfigsRequest: the error's own message, no configs.
-                error, message = refusal, authz.MESSAGES[refusal]
-            elif rtype == RESOURCE_TOPIC:
-                info = self.metadata.topics.get(rname)
-                if info is None:
-                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    message = f"Topic {rname} does not exist"
-                else:
-                    for key, value in sorted(self.topic_config(info).items()):
-                        overridden = key in info.configs
-                        entries.append(
-                            {
-                                "name": key,
-                                "value": config_to_string(value),
-                                "read_only": False,
-                                "is_default": not overridden,
-                                "config_source": SOURCE_TOPIC_CONFIG
-                                if overridden
-                                else SOURCE_DEFAULT_CONFIG,
-                                "is_sensitive": False,
-                                "synonyms": [],
-                            }
-                        )
-            elif rtype == RESOURCE_BROKER:
-                if rname not in ("", str(self.broker_id)):
-                    error = ErrorCode.INVALID_REQUEST
-                    message = f"broker {rname} is not this broker ({self.broker_id})"
-                else:
-                    for key, value in sorted(self.config.values.items()):
-                        explicit = key in self.config.explicit
-                        entries.append(
-                            {
-                                "name": key,
-                                "value": config_to_string(value),
-                                "read_only": True,
-                                "is_default": not explicit,
-                                "config_source": SOURCE_STATIC_BROKER_CONFIG
-                                if explicit
-                                else SOURCE_DEFAULT_CONFIG,
-                                "is_sensitive": False,
-                                "synonyms": [],
-                            }
-                        )
-            else:
-                error = ErrorCode.INVALID_REQUEST
-                message = f"resource type {rtype} is not supported"
-            if wanted is not None:
-                entries = [e for e in entries if e["name"] in wanted]
-            results.append(
-                {
-                    "error_code": error,
-                    "error_message": message,
-                    "resource_type": rtype,
-                    "resource_name": rname,
-                    "configs": entries,
-                }
-            )
-        return self._respond(header, {"results": results})
-
-    # --- AlterConfigs (33) / IncrementalAlterConfigs (44) ---------------------------------
-
-    def _alter_topic(
-        self,
-        rtype: int,
-        rname: str,
-        new_overrides: Callable[[TopicInfo], tuple[dict[str, str | None], str]],
-        validate_only: bool,
-    ) -> tuple[ErrorCode, str | None]:
-        if rtype == RESOURCE_BROKER:
-            return ErrorCode.INVALID_CONFIG, "broker configs are static: edit server.properties"
-        if rtype != RESOURCE_TOPIC:
-            return ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported"
-        info = self.metadata.topics.get(rname)
-        if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname} does not exist"
-        raw, problem = new_overrides(info)
-        if problem:
-            return ErrorCode.INVALID_CONFIG, problem
-        parsed, problem = validate_topic_configs(raw)
-        if problem:
-            return ErrorCode.INVALID_CONFIG, problem
-        if validate_only:
-            return ErrorCode.NONE, None
-        overrides = {k: v for k, v in parsed.items() if v is not None}
-        self.metadata.set_configs(rname, overrides)
-        updated = self.metadata.topics[rname]
-        self.replica_manager.update_topic_config(rname, self.topic_config(updated))
-        log.info("topic %s config overrides now %s", rname, overrides)
-        return ErrorCode.NONE, None
-
-    def _alter_refusal(
-        self, header: RequestHeader, resource: Any
-    ) -> tuple[ErrorCode, str | None] | None:
-        """(Incremental)AlterConfigs: ALTER_CONFIGS on the topic, or on the cluster for a
-        broker; refused without a message (Kafka's configsAuthorizationApiError)."""
-        if self.authorizer is None:
-            return None
-        refusal = authz.config_resource_refusal(
-            self.authorizer,
-            AclOperation.ALTER_CONFIGS,
-            int(resource.resource_type),
-            str(resource.resource_name),
-            header.api_key,
-        )
-        return None if refusal is None else (refusal, None)
-
-    def handle_alter_configs(self, header: RequestHeader, body: Any) -> HandlerResult:
-        responses = []
-        for resource in body.resources:
-            configs = {c.name: c.value for c in resource.configs}
-
-            def replace_all(
-                _info: TopicInfo, configs: dict[str, str | None] = configs
-            ) -> tuple[dict[str, str | None], str]:
-                # AlterConfigs replaces the whole override set (Kafka's legacy semantics).
-                return configs, ""
-
-            error, message = self._alter_refusal(header, resource) or self._alter_topic(
-                int(resource.resource_type),
-                str(resource.resource_name),
-                replace_all,
-                bool(body.validate_only),
-            )
-            responses.append(
-                {
-                    "error_code": error,
-                    "error_message": message,
-                    "resource_type": int(resource.resource_type),
-                    "resource_name": str(resource.resource_name),
-                }
-            )
-        return self._respond(header, {"responses": responses})
-
-    def handle_incremental_alter_configs(self, header: RequestHeader, body: Any) -> HandlerResult:
-        responses = []
-        for resource in body.resources:
-            ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
-
-            def apply_ops(
-                info: TopicInfo, ops: list[tuple[str, int, str | None]] = ops
-            ) -> tuple[dict[str, str | None], str]:
-                current: dict[str, str | None] = {
-                    k: config_to_string(v) for k, v in info.configs.items()
-                }
-                for name, op, value in ops:
-                    if name not in TOPIC_KEYS:
-                        return {}, f"Unknown topic config name: {name}"
-                    if op == OP_SET:
-                        current[name] = value
-                    elif op == OP_DELETE:
-                        current.pop(name, None)
-                    elif op in (OP_APPEND, OP_SUBTRACT):
-                        return {}, f"Config {name} is not a list: APPEND/SUBTRACT do not apply"
-                    else:
-                        return {}, f"Unknown config operation {op} for {name}"
-                return current, ""
-
-            error, message = self._alter_refusal(header, resource) or self._alter_topic(
-                int(resource.resource_type),
-                str(resource.resource_name),
-                apply_ops,
-                bool(body.validate_only),
-            )
-            responses.append(
-                {
-                    "error_code": error,
-                    "error_message": message,
-                    "resource_type": int(resource.resource_type),
-                    "resource_name": str(resource.resource_name),
-                }
-            )
-        return self._respond(header, {"responses": responses})
 
     # --- DescribeCluster (60) -----------------------------------------------------------
 

@@ -35,12 +35,14 @@ from tidelog.protocol.codec import (
     warm_up_steps,
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
+from tidelog.server.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.apis import KafkaApis
 from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
 from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
 from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.listeners import ListenerSecurity
+from tidelog.server.log_dir_apis import LogDirApis
 from tidelog.server.metadata import MetadataStore
 from tidelog.server.metrics import (
     BrokerState,
@@ -112,6 +114,8 @@ SECURITY_APIS = frozenset(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
+#: Log dirs (``tidelog.server.log_dir_apis``, KIP-113), alone and in a cluster.
+LOG_DIR_APIS = frozenset({ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ALTER_REPLICA_LOG_DIRS})
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
 #: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
 #: CreateTopics/DeleteTopics/DescribeConfigs as the protocol table has them.
@@ -132,10 +136,13 @@ SERVED_APIS = frozenset(
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.INIT_PRODUCER_ID,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        ApiKey.LIST_CONFIG_RESOURCES,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
     }
     | GROUP_APIS
     | TXN_APIS
     | SECURITY_APIS
+    | LOG_DIR_APIS
 )
 #: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
 CLUSTER_APIS = SERVED_APIS | {
@@ -375,6 +382,7 @@ class Broker:
             return metadata.allocate_producer_id()
 
         self._open_transactions(allocate)
+        self._open_log_dirs()
         if config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(
@@ -402,6 +410,7 @@ class Broker:
         self.apis.handlers.update(self.groups.handlers())
         self._open_security(clustered=True)
         self._open_transactions(self.node.generate_producer_id)
+        self._open_log_dirs()
         if self.config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(
@@ -413,6 +422,11 @@ class Broker:
         self.security = BrokerSecurity(self.config, clustered=clustered)
         self.apis.handlers.update(self.security.handlers())
         self.apis.authorizer = self.security.authorizer
+
+    def _open_log_dirs(self) -> None:
+        """DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs."""
+        self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
+        self.apis.handlers.update(LogDirApis(self.apis, self.log_dir_mover).handlers())
 
     def _open_transactions(self, allocate: Callable[[], Awaitable[int]]) -> None:
         """The transaction coordinator answers InitProducerId for transactional ids and
@@ -432,6 +446,9 @@ class Broker:
         self._open()
         if self.node is not None:
             await self.node.connect()
+            assert self.node.zk is not None
+            # KIP-226: dynamic broker configs apply before anything is served.
+            await self.apis.config_apis.start(self.node.zk)
         await self.security.start(self.node.zk if self.node is not None else None)
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -630,10 +647,13 @@ class Broker:
         for server in self._servers:
             server.close()
         if self.node is not None:
+            self.apis.config_apis.stop()
             await self.node.stop()
             log.info("left the cluster")
         for task in self._tasks:
             task.cancel()
+        if hasattr(self, "log_dir_mover"):
+            await self.log_dir_mover.stop()
         if hasattr(self, "transactions"):
             await self.transactions.stop()
         if hasattr(self, "groups"):

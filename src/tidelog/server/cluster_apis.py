@@ -36,19 +36,16 @@ from tidelog.security.acls import AclOperation
 from tidelog.server import authz
 from tidelog.server.apis import (
     CREATE_PARTITIONS_DENIED,
-    SOURCE_DEFAULT_CONFIG,
-    SOURCE_TOPIC_CONFIG,
     HandlerResult,
     KafkaApis,
 )
 from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
 from tidelog.server.config import (
     BrokerConfig,
-    config_to_string,
     topic_name_error,
     validate_topic_configs,
 )
-from tidelog.server.replica_manager import ReplicaManager, effective_topic_config
+from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.request_context import current_request
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
 
@@ -88,6 +85,18 @@ class ClusterApis(KafkaApis):
                 ApiKey.DESCRIBE_QUORUM: self.handle_describe_quorum,
             }
         )
+
+    def broker_config_changed(self) -> None:
+        """KIP-226 in a cluster: the topic defaults, and the controller's default for
+        ``unclean.leader.election.enable`` (read at its next election)."""
+        super().broker_config_changed()
+        if self.node.controller is not None:
+            self.node.controller.default_unclean = self.config.get_bool(
+                "unclean.leader.election.enable"
+            )
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.cache.brokers)
 
     # --- InitProducerId (22) ---------------------------------------------------------------
 
@@ -613,20 +622,7 @@ class ClusterApis(KafkaApis):
                     result.update(
                         num_partitions=num_partitions,
                         replication_factor=rf,
-                        configs=[
-                            {
-                                "name": k,
-                                "value": config_to_string(v),
-                                "read_only": False,
-                                "config_source": SOURCE_TOPIC_CONFIG
-                                if k in overrides
-                                else SOURCE_DEFAULT_CONFIG,
-                                "is_sensitive": False,
-                            }
-                            for k, v in sorted(
-                                effective_topic_config(self.config, overrides).items()
-                            )
-                        ],
+                        configs=self.config_apis.topic_entries(overrides),
                     )
                 result.update(error_code=error, error_message=message)
                 self.hide_created_configs(result, error, configs_hidden)

@@ -25,6 +25,7 @@ from typing import Final
 
 from tidelog.errors import ConfigError
 from tidelog.storage import page_cache
+from tidelog.storage.compression import COMPRESSION_TYPES
 
 LONG_MAX: Final = 2**63 - 1
 INT_MAX: Final = 2**31 - 1
@@ -154,6 +155,14 @@ def _between(low: int, high: int) -> Callable[[int], str | None]:
     return check
 
 
+def _minus_one_or_between(low: int, high: int) -> Callable[[int], str | None]:
+    def check(value: int) -> str | None:
+        ok = value == -1 or low <= value <= high
+        return None if ok else f"must be -1 or between {low} and {high}"
+
+    return check
+
+
 def _minus_one_or_at_least(minimum: int) -> Callable[[int], str | None]:
     def check(value: int) -> str | None:
         return None if value == -1 or value >= minimum else f"must be -1 or at least {minimum}"
@@ -175,6 +184,14 @@ def _enum_value(*allowed: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _compression_type(raw: str) -> str:
+    """Kafka's ``compression.type`` (case-sensitive, as Kafka's ``ValidString``)."""
+    value = raw.strip()
+    if value not in COMPRESSION_TYPES:
+        raise ValueError(f"must be one of {', '.join(COMPRESSION_TYPES)}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +233,13 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "replica.fetch.backoff.ms": _k(_parse_int, 1000, _at_least(0)),
     "num.replica.fetchers": _k(_parse_int, 1, _at_least(1)),
     "message.max.bytes": _k(_parse_int, 1048588, _at_least(0)),
+    # The codec leader appends are stored with, and new topics' default (KIP-110 for zstd;
+    # tidelog.storage.log_validator): producer keeps the client's.
+    "compression.type": _k(_compression_type, "producer"),
+    # KIP-390: the levels the broker compresses with when it recompresses.
+    "compression.gzip.level": _k(_parse_int, -1, _minus_one_or_between(1, 9)),
+    "compression.lz4.level": _k(_parse_int, 9, _between(1, 17)),
+    "compression.zstd.level": _k(_parse_int, 3, _between(-131072, 22)),
     "socket.request.max.bytes": _k(_parse_int, 104857600, _at_least(1)),
     "log.segment.bytes": _k(_parse_int, 1073741824, _at_least(14)),
     "log.roll.ms": _k(_parse_int, -1, _minus_one_or_at_least(1)),
@@ -225,6 +249,8 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "log.retention.hours": _k(_parse_int, 168, _minus_one_or_at_least(-1)),
     "log.retention.bytes": _k(_parse_int, -1, _minus_one_or_at_least(0)),
     "log.retention.check.interval.ms": _k(_parse_int, 300000, _at_least(1)),
+    # KIP-113: how fast replicas move between log dirs (tidelog.server.alter_log_dirs).
+    "replica.alter.log.dirs.io.max.bytes.per.second": _k(_parse_int, LONG_MAX, _at_least(1)),
     "producer.id.expiration.ms": _k(_parse_int, 86400000, _at_least(1)),
     # tidelog's own: the newest bytes of each log kept in the page cache, the rest written
     # back and dropped (tidelog.storage.page_cache); -1 leaves it to the kernel, as Kafka.
@@ -537,7 +563,10 @@ class BrokerConfig:
         flush_ms = self.get_int("log.flush.interval.ms")
         return {
             "cleanup.policy": "delete",
-            "compression.type": "producer",
+            "compression.type": self.get_str("compression.type"),
+            "compression.gzip.level": self.get_int("compression.gzip.level"),
+            "compression.lz4.level": self.get_int("compression.lz4.level"),
+            "compression.zstd.level": self.get_int("compression.zstd.level"),
             "retention.ms": self.log_retention_ms,
             "retention.bytes": self.get_int("log.retention.bytes"),
             "segment.bytes": self.get_int("log.segment.bytes"),
@@ -702,11 +731,14 @@ def _enum(*allowed: str) -> Callable[[str], object]:
 
 
 #: Topic configs tidelog applies, by Kafka's topic-level name. Values Kafka knows but
-#: tidelog cannot honour (compaction, broker-side recompression, LogAppendTime) are
+#: tidelog cannot honour (compaction, LogAppendTime) are
 #: refused with INVALID_CONFIG rather than silently ignored.
 TOPIC_KEYS: Final[Mapping[str, _Key]] = {
     "cleanup.policy": _k(_enum("delete"), "delete"),
-    "compression.type": _k(_enum("producer"), "producer"),
+    "compression.type": _k(_compression_type, "producer"),
+    "compression.gzip.level": _k(_parse_int, -1, _minus_one_or_between(1, 9)),
+    "compression.lz4.level": _k(_parse_int, 9, _between(1, 17)),
+    "compression.zstd.level": _k(_parse_int, 3, _between(-131072, 22)),
     "retention.ms": _k(_parse_int, 604800000, _at_least(-1)),
     "retention.bytes": _k(_parse_int, -1, _at_least(-1)),
     "segment.bytes": _k(_parse_int, 1073741824, _at_least(14)),

@@ -143,7 +143,12 @@ class GroupCoordinator:
             OFFSETS_TOPIC,
             partitions_key="offsets.topic.num.partitions",
             replication_key="offsets.topic.replication.factor",
-            config={"segment.bytes": str(OFFSETS_SEGMENT_BYTES), "retention.ms": "-1"},
+            # compression.type: Kafka's offsetsTopicConfigs (the broker default does not apply).
+            config={
+                "segment.bytes": str(OFFSETS_SEGMENT_BYTES),
+                "retention.ms": "-1",
+                "compression.type": "producer",
+            },
         )
         #: The transaction coordinator (set by the broker): FindCoordinator key type 1.
         self.transactions: TransactionCoordinator | None = None

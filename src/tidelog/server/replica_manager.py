@@ -111,6 +111,10 @@ def log_config_for(
         flush_interval_messages=get("flush.messages"),
         flush_interval_ms=get("flush.ms"),
         max_message_bytes=get("max.message.bytes"),
+        compression_type=str(topic_config["compression.type"]),
+        compression_gzip_level=get("compression.gzip.level"),
+        compression_lz4_level=get("compression.lz4.level"),
+        compression_zstd_level=get("compression.zstd.level"),
         producer_id_expiration_ms=(
             broker_config.get_int("producer.id.expiration.ms")
             if broker_config is not None

@@ -162,6 +162,8 @@ class TransactionCoordinator:
                 "segment.bytes": str(TXN_SEGMENT_BYTES),
                 "retention.ms": "-1",
                 "min.insync.replicas": str(self.config.get_int("transaction.state.log.min.isr")),
+                # Kafka's TransactionLog.EnforcedCompressionType, whatever the broker default.
+                "compression.type": "uncompressed",
             },
         )
         self._completing: dict[str, asyncio.Task[None]] = {}

@@ -12,8 +12,12 @@ Rules:
   1. An append validates EVERY batch (framing, magic 2, record count, size, CRC-32C) before
      writing ANY (the CRC-32C, for large appends: before publishing any, rule 1a); the leader
      then stamps baseOffset and partitionLeaderEpoch in place (both outside the CRC,
-     DESIGN.md rule 1) and writes all batches with one ``pwritev``. Records are never
-     decoded or recompressed on this path.
+     DESIGN.md rule 1) and writes all batches with one ``pwritev``. Records of
+     uncompressed batches are never decoded on this path.
+     1b. Compressed batches, and every data batch of a log whose ``compression.type``
+     names a codec, are decompressed (bounded), walked record by record and maybe rebuilt
+     with the target codec before that (``tidelog.storage.log_validator``, Kafka's
+     LogValidator); followers store the leader's bytes without it.
      1a. Large appends (``_PARALLEL_CRC_MIN_BYTES``, 256 KiB, of immutable ``bytes``) check
      the CRC-32Cs beside the write instead of before it: a helper thread checks them while
      this thread writes the stamped batches PAST the active segment's published end, then
@@ -112,6 +116,7 @@ from tidelog.protocol.records import (
     parse_header,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
+from tidelog.storage.compression import CompressionLevels
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import (
     CorruptLogError,
@@ -120,6 +125,11 @@ from tidelog.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
+from tidelog.storage.log_validator import (
+    max_decompressed_bytes,
+    needs_validation,
+    validate_batch,
+)
 from tidelog.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -174,6 +184,12 @@ class LogConfig:
     flush_interval_messages: int = _NEVER  # flush.messages
     flush_interval_ms: int = _NEVER  # flush.ms
     max_message_bytes: int = 1048588  # max.message.bytes: max batch size
+    #: compression.type: ``producer`` keeps the client's codec; uncompressed, gzip, snappy,
+    #: lz4, zstd recompress leader appends (``tidelog.storage.log_validator``).
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1  # compression.gzip.level (KIP-390; -1: zlib's 6)
+    compression_lz4_level: int = 9  # compression.lz4.level
+    compression_zstd_level: int = 3  # compression.zstd.level
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
     #: Broker-level only (Kafka has no topic override): producer_state rule 5.
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
@@ -236,9 +252,21 @@ class FetchSlice:
         return data
 
 
+#: A future log's directory (Kafka's ``UnifiedLog.logFutureDirName``, KIP-113):
+#: ``<topic>-<partition>.<32 hex digits>-future`` (``tidelog.storage.future_log``).
+FUTURE_DIR_SUFFIX: Final = "-future"
+
+
 def parse_topic_partition(directory: Path) -> TopicPartition:
-    """``<topic>-<partition>`` directory name -> TopicPartition (Kafka's convention)."""
-    topic, sep, partition = directory.name.rpartition("-")
+    """``<topic>-<partition>`` directory name -> TopicPartition (Kafka's convention); a
+    future log's ``<topic>-<partition>.<uuid>-future`` names the same partition."""
+    name = directory.name
+    if name.endswith(FUTURE_DIR_SUFFIX):
+        stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+        if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+            raise ValueError(f"{directory} is not named <topic>-<partition>.<uuid>-future")
+        name = stem
+    topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{directory} is not named <topic>-<partition>")
     return TopicPartition(topic, int(partition))
@@ -550,6 +578,9 @@ class Log:
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
         #: past data that was replaced.
         self._truncations = 0
+        #: The lowest log end offset a truncation left since ``take_truncation_floor`` last
+        #: ran (-1 after a full truncation); a future log's copier cuts its copy there.
+        self._truncation_floor: int | None = None
         #: Called (under the log's lock) whenever a truncation LOWERS the recovery point; the
         #: LogManager rewrites recovery-point-offset-checkpoint there (rule 8).
         self._recovery_point_lowered: Callable[[], None] | None = None
@@ -872,6 +903,12 @@ class Log:
             )
             if not batches:
                 return self._empty_append_info()
+            if self._config.compression_type != "producer" or any(
+                b.attributes & 0x07 for b in batches
+            ):
+                records, batches, total, parallel_crc = self._validate_compressed(
+                    records, batches, parallel_crc=parallel_crc
+                )
             self._check_append_size(total)
             latest = self.leader_epoch_cache.latest_epoch()
             if latest is not None and leader_epoch < latest:
@@ -965,6 +1002,54 @@ class Log:
             return AppendInfo(
                 first_offset, offset - 1, max_timestamp, len(batches), num_records, total
             )
+
+    def _validate_compressed(
+        self, records: bytes | bytearray | memoryview, batches: list[_Batch], *, parallel_crc: bool
+    ) -> tuple[bytes | bytearray | memoryview, list[_Batch], int, bool]:
+        """Rule 1b: the leader's compressed batches, and every batch of a log whose
+        compression.type recompresses, go through ``tidelog.storage.log_validator`` (CRC-32C
+        first: what is decompressed is what the client sent). Returns the records to write
+        (rebuilt batches replacing their originals), their batches, their size, and whether
+        CRC-32Cs are still to be checked beside the write."""
+        compression_type = self._config.compression_type
+        deep = [b for b in batches if needs_validation(b.attributes, compression_type)]
+        if not deep:
+            return records, batches, batches[-1].position + batches[-1].size, parallel_crc
+        view = memoryview(records)
+        if parallel_crc:
+            _check_crcs(view, batches)
+        bound = max_decompressed_bytes(self._config.max_message_bytes)
+        config = self._config
+        levels = CompressionLevels(
+            gzip=config.compression_gzip_level,
+            lz4=config.compression_lz4_level,
+            zstd=config.compression_zstd_level,
+        )
+        rebuilt: dict[int, bytes] = {}
+        for b in deep:
+            new = validate_batch(
+                view[b.position : b.position + b.size],
+                compression_type=compression_type,
+                max_decompressed=bound,
+                position=b.position,
+                levels=levels,
+            )
+            if new is not None:
+                rebuilt[b.position] = new
+        if not rebuilt:
+            return records, batches, batches[-1].position + batches[-1].size, False
+        joined = b"".join(
+            rebuilt.get(b.position) or view[b.position : b.position + b.size] for b in batches
+        )
+        # Rule 1b's rebuilt batches may have grown past max.message.bytes (Kafka re-checks
+        # sizes after recompression); their CRC-32Cs are new, the others' were checked.
+        new_batches, total = _validate_batches(
+            joined,
+            max_message_bytes=self._config.max_message_bytes,
+            allow_partial_tail=False,
+            check_crc=False,
+        )
+        return joined, new_batches, total, False
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int
@@ -1408,7 +1493,22 @@ class Log:
                     return
                 self._lower_recovery_point(self.log_end_offset)
                 self._truncate_producer_state()
+                self._note_truncation(self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+
+    def _note_truncation(self, floor: int) -> None:
+        current = self._truncation_floor
+        self._truncation_floor = floor if current is None else min(current, floor)
+
+    def take_truncation_floor(self) -> int | None:
+        """The lowest log end offset any truncation left since the previous call (-1 when
+        the log was emptied by ``truncate_fully_and_start_at``), or None when nothing was
+        truncated; resets it. Everything below it is unchanged since the previous call,
+        which is what lets a copy of this log (a future log, ``tidelog.storage.
+        future_log``) keep what it copied below it and drop the rest."""
+        with self._lock:
+            floor, self._truncation_floor = self._truncation_floor, None
+            return floor
 
     def _truncate_producer_state(self) -> None:
         """After a tail truncation: drop snapshots beyond the new end; rebuild the state only
@@ -1431,6 +1531,7 @@ class Log:
 
     def _truncate_fully_locked(self, offset: int) -> None:
         self._truncations += 1
+        self._note_truncation(-1)
         for seg in self._segments:
             self._retire(seg)
         self._segments = []
@@ -1676,6 +1777,25 @@ class Log:
                 seg.delete_files()
             self._pending_deletes = []
             self._closed = True
+
+    def retire(self) -> None:
+        """Stop serving this log without closing its files: every later call refuses (or
+        does nothing) as on a closed log, but FetchSlices handed out before stay valid
+        (rule 6) until ``release_files``. A log replaced by its future log (a replica
+        moved to another log dir) is retired, its directory renamed away, and released
+        ``file.delete.delay.ms`` later; nothing is written to it any more."""
+        with self._lock:
+            self._closed = True
+
+    def release_files(self) -> None:
+        """Close the files of a retired log (no flush: it is about to be deleted)."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:
+                seg.close()
+            self._pending_deletes = []
 
     def close_without_flush(self) -> None:
         """Close the files without flushing (tests use it to simulate a crash)."""

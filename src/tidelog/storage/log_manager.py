@@ -15,12 +15,45 @@ Kafka's ``LogManager.truncateTo`` does), possibly while the periodic ``checkpoin
 worker thread; one lock serialises the writers, and each computes the values it writes
 while holding it, so a stale, higher recovery point can never be written after the lowered
 one.
+
+Moving a replica to another log dir (KIP-113; ``tidelog.storage.future_log`` copies it):
+``create_future_log`` makes ``<target>/<topic>-<partition>.<uuid>-future``; once the copy
+is exact, ``swap_future`` replaces the current log by it in the steps of ``FutureSwap``:
+
+  1. prepare: the future log gets the current log's start offset and producer snapshot,
+     is flushed and closed; the target dir's three checkpoint files are written with the
+     partition's entries (recovery point = log end offset, log start, HW). Its epoch cache
+     already matches: epochs are recorded from the batches on both sides, except one that
+     starts at the log end (a leader that has not written yet), which step 5 copies.
+  2. commit: ``swap-committed`` is written into the future dir (temp + fsync + rename +
+     directory fsync). This is the commit point: before it the current log is the replica,
+     from it on the future log is.
+  3. retire: the current log stops serving (its files stay open for FetchSlices already
+     handed out) and its directory is renamed ``<topic>-<partition>.<uuid>-delete``.
+  4. promote: the future dir is renamed ``<topic>-<partition>`` and the marker removed.
+  5. reopen: the log is opened from its new place and adopted; the source dir's
+     checkpoint files are rewritten without the partition; the old log's files are closed
+     and removed ``file.delete.delay.ms`` later.
+
+Start-up resolves what a crash left (``_resolve_moves``, before any log is loaded):
+
+  R1. A future dir without the marker (crashed before step 2): deleted; the current log
+      is the replica and the move is abandoned (Kafka resumes it; here the operator
+      repeats the request).
+  R2. A future dir with the marker (crashed after step 2, before 4): every
+      ``<topic>-<partition>`` of that partition in the other log dirs is deleted, then the
+      future dir is renamed and its marker removed (steps 3-4 redone).
+  R3. A ``<topic>-<partition>`` holding the marker (crashed between 4 and its removal): the
+      same partition's directories in the other log dirs are deleted, the marker removed.
+  ``*-delete`` dirs are removed as always. The checkpoint entries written in step 1 make
+  the promoted log load with its own recovery point and log start offset.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import threading
 import uuid
@@ -35,8 +68,17 @@ from tidelog.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
     PartitionMetadataFile,
+    fsync_directory,
+    write_atomically,
 )
 from tidelog.storage.errors import CorruptLogError, InconsistentTopicIdError, StorageError
+from tidelog.storage.future_log import (
+    SWAP_MARKER,
+    future_dir_name,
+    is_future_dir,
+    unique_of,
+    write_producer_snapshot,
+)
 from tidelog.storage.log import Log, LogConfig, parse_topic_partition
 
 logger = logging.getLogger(__name__)
@@ -63,8 +105,17 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         #: What each checkpoint file was last written with (under _checkpoint_lock).
         self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}
+        #: Future logs (KIP-113): replicas being copied into another log dir.
+        self._futures: dict[TopicPartition, Log] = {}
+        #: Logs replaced by their future log: (release time ms, log, its renamed directory).
+        self._retired: list[tuple[int, Log, Path]] = []
+        self._retired_lock = threading.Lock()
+        #: Where a partition not hosted yet is created (AlterReplicaLogDirs before hosting).
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+        self._resolve_moves()
+        for log_dir in self.log_dirs:
             self._load_dir(log_dir, now_ms)
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
@@ -79,6 +130,8 @@ class LogManager:
             if child.name.endswith("-delete"):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
+            if is_future_dir(child):
+                continue  # _resolve_moves left none it could not place
             try:
                 tp = parse_topic_partition(child)
             except ValueError:
@@ -162,7 +215,7 @@ class LogManager:
             if topic_id is not None and known is None:
                 self._write_topic_id(tp, log.directory, topic_id)
             return log
-        log_dir = min(
+        log_dir = self._preferred_dirs.pop(tp, None) or min(
             self.log_dirs,
             key=lambda d: sum(1 for owner in self._dir_of.values() if owner == d),
         )
@@ -179,7 +232,12 @@ class LogManager:
         self._topic_ids[tp] = topic_id
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Remove the partition's directory and forget its checkpoint entries."""
+        """Remove the partition's directory and forget its checkpoint entries (its future
+        log first: a crash in between leaves the current log, never a future alone)."""
+        self._preferred_dirs.pop(tp, None)
+        future = self.remove_future_log(tp)
+        if future is not None:
+            self.discard_future_log(future)
         log = self._logs.pop(tp, None)
         if log is not None:
             log.set_recovery_point_listener(None)
@@ -208,15 +266,7 @@ class LogManager:
             if tp in self._logs:
                 self._high_watermarks[tp] = hw
         for log_dir in self.log_dirs:
-            with self._checkpoint_lock:
-                tps, offline = self._members(log_dir)
-                hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
-                hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
-                starts = {tp: self._logs[tp].log_start_offset for tp in tps}
-                starts.update({tp: start for tp, (_, start, _) in offline.items()})
-                self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
-                self._write_recovery_points(log_dir, tps, offline)
-                self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+            self._write_dir_checkpoints(log_dir)
 
     def _members(
         self, log_dir: Path
@@ -235,12 +285,14 @@ class LogManager:
         log_dir: Path,
         tps: list[TopicPartition],
         offline: Mapping[TopicPartition, tuple[int, int, int | None]],
+        extra: Mapping[TopicPartition, tuple[int, int, int | None]] | None = None,
     ) -> None:
         # Read under _checkpoint_lock, so the values are at least as fresh as any lowering
         # that happened before this writer took the lock.
         logs = [(tp, self._logs.get(tp)) for tp in tps]
         recovery = {tp: log.recovery_point for tp, log in logs if log is not None}
         recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
+        recovery.update({tp: rp for tp, (rp, _, _) in (extra or {}).items()})
         self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
 
     def _write_checkpoint(self, path: Path, values: dict[TopicPartition, int]) -> None:
@@ -262,8 +314,10 @@ class LogManager:
     # ------------------------------------------------------------------ periodic work
 
     def maybe_flush_all(self, now_ms: int) -> int:
-        """``Log.maybe_flush`` on every log (may fsync: call from a worker thread)."""
+        """``Log.maybe_flush`` on every log (may fsync: call from a worker thread); also
+        removes the logs replaced by a future log ``file.delete.delay.ms`` ago."""
         self._now_ms = now_ms
+        self.release_retired(now_ms)
         return sum(1 for log in list(self._logs.values()) if log.maybe_flush(now_ms))
 
     def apply_retention(
@@ -278,7 +332,269 @@ class LogManager:
         )
 
     def close(self) -> None:
-        """Flush and close every log, then write the checkpoints (a clean shutdown)."""
+        """Flush and close every log, then write the checkpoints (a clean shutdown). Future
+        logs are closed unflushed: the next start deletes them (R1)."""
+        for future in self._futures.values():
+            future.release_files()
+        self._futures.clear()
+        self.release_retired(None)
         for log in self._logs.values():
             log.close()
         self.checkpoint({})
+
+    # ------------------------------------------------------------------ log dirs (KIP-113)
+
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        """The log dir holding ``tp``'s current log (offline ones included)."""
+        return self._dir_of.get(tp)
+
+    def future_log(self, tp: TopicPartition) -> Log | None:
+        return self._futures.get(tp)
+
+    def future_logs(self) -> Mapping[TopicPartition, Log]:
+        return dict(self._futures)
+
+    def set_preferred_log_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp`` in ``log_dir`` when it is created here (Kafka's
+        ``maybeUpdatePreferredLogDir``: AlterReplicaLogDirs for a replica not hosted yet)."""
+        if log_dir not in self.log_dirs:
+            raise StorageError(f"{log_dir} is not one of the log dirs")
+        self._preferred_dirs[tp] = log_dir
+
+    def create_future_log(self, tp: TopicPartition, log_dir: Path, *, now_ms: int) -> Log:
+        """An empty future log for ``tp`` in ``log_dir`` (another dir than its current log's),
+        starting at the current log's start offset, with its topic id."""
+        current = self._logs.get(tp)
+        if current is None:
+            raise StorageError(f"{tp} has no online log to copy")
+        if log_dir not in self.log_dirs or log_dir == self._dir_of.get(tp):
+            raise StorageError(f"{log_dir} is not another log dir of {tp}")
+        if tp in self._futures:
+            raise StorageError(f"{tp} already has a future log")
+        directory = log_dir / future_dir_name(tp, uuid.uuid4())
+        future = Log.open(
+            directory, current.config, now_ms=now_ms, log_start_offset=current.log_start_offset
+        )
+        try:
+            topic_id = self._topic_ids.get(tp)
+            if topic_id is not None:
+                PartitionMetadataFile(directory / PARTITION_METADATA).write(topic_id)
+        except BaseException:
+            self.discard_future_log(future)
+            raise
+        self._futures[tp] = future
+        return future
+
+    def remove_future_log(self, tp: TopicPartition) -> Log | None:
+        """Forget ``tp``'s future log and retire it (a copy still running in a worker
+        thread fails at its next call); the caller removes it with ``discard_future_log``."""
+        future = self._futures.pop(tp, None)
+        if future is not None:
+            future.retire()
+        return future
+
+    @staticmethod
+    def discard_future_log(future: Log) -> None:
+        """Close and delete a removed future log (blocking: rmtree)."""
+        future.release_files()
+        Log.remove_directory(future.directory)
+
+    def swap_future(self, tp: TopicPartition, *, high_watermark: int, now_ms: int) -> Log:
+        """Replace ``tp``'s current log by its future log (all steps of ``FutureSwap``);
+        returns the log now serving ``tp``. Call only once the copy is exact
+        (``FutureLogCopier.finish``), on the thread that appends to the current log."""
+        swap = FutureSwap(self, tp, high_watermark=high_watermark, now_ms=now_ms)
+        try:
+            swap.prepare()
+            swap.commit()
+        except BaseException:
+            swap.abort()
+            raise
+        swap.retire_current()
+        swap.promote()
+        return swap.reopen()
+
+    def release_retired(self, now_ms: int | None) -> int:
+        """Close and delete the logs replaced by future logs whose delay passed (all of them
+        when ``now_ms`` is None); returns how many. Blocking (rmtree)."""
+        with self._retired_lock:
+            due = [r for r in self._retired if now_ms is None or r[0] <= now_ms]
+            self._retired = [r for r in self._retired if r not in due]
+        for _, log, directory in due:
+            log.release_files()
+            shutil.rmtree(directory, ignore_errors=True)
+        return len(due)
+
+    def _retire_later(self, log: Log, directory: Path, now_ms: int) -> None:
+        with self._retired_lock:
+            self._retired.append((now_ms + log.config.file_delete_delay_ms, log, directory))
+
+    def _write_dir_checkpoints(
+        self,
+        log_dir: Path,
+        extra: Mapping[TopicPartition, tuple[int, int, int | None]] | None = None,
+    ) -> None:
+        """Write ``log_dir``'s three checkpoint files now, with ``extra`` partitions'
+        (recovery point, log start, HW) added (a future log about to become current)."""
+        with self._checkpoint_lock:
+            tps, offline = self._members(log_dir)
+            hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
+            hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
+            logs = [(tp, log) for tp in tps if (log := self._logs.get(tp)) is not None]
+            starts = {tp: log.log_start_offset for tp, log in logs}
+            starts.update({tp: start for tp, (_, start, _) in offline.items()})
+            for tp, (_, start, hw) in (extra or {}).items():
+                starts[tp] = start
+                if hw is not None:
+                    hws[tp] = hw
+            self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
+            self._write_recovery_points(log_dir, tps, offline, extra)
+            self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+
+    def _resolve_moves(self) -> None:
+        """R1-R3 of the module docstring, before anything is loaded."""
+        for log_dir in self.log_dirs:
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir() or child.name.endswith("-delete"):
+                    continue
+                try:
+                    tp = parse_topic_partition(child)
+                except ValueError:
+                    continue
+                committed = (child / SWAP_MARKER).exists()
+                if is_future_dir(child) and not committed:
+                    logger.warning(
+                        "deleting future log %s: the move of %s to %s did not finish before "
+                        "the broker stopped; repeat it if it is still wanted",
+                        child.name,
+                        tp,
+                        log_dir,
+                    )
+                    Log.remove_directory(child)
+                elif committed:
+                    self._finish_swap_at_start(tp, child, log_dir)
+
+    def _finish_swap_at_start(self, tp: TopicPartition, directory: Path, log_dir: Path) -> None:
+        """R2 / R3: ``directory`` (future or already renamed) holds the committed replica."""
+        for other in self.log_dirs:
+            stale = other / str(tp)
+            if other != log_dir and stale.exists():
+                logger.warning("%s moved to %s: deleting its old log %s", tp, log_dir, stale)
+                Log.remove_directory(stale)
+        target = log_dir / str(tp)
+        if directory != target:
+            if target.exists():
+                raise StorageError(f"{tp}: both {directory} and {target} exist in {log_dir}")
+            os.rename(directory, target)
+            fsync_directory(log_dir)
+        (target / SWAP_MARKER).unlink()
+        fsync_directory(target)
+        logger.info("%s: finished its move to %s after a restart", tp, log_dir)
+
+
+class FutureSwap:
+    """The steps of ``LogManager.swap_future`` (module docstring, steps 1-5), one method
+    each so that tests can stop between any two and restart from what is on disk."""
+
+    def __init__(
+        self, manager: LogManager, tp: TopicPartition, *, high_watermark: int, now_ms: int
+    ) -> None:
+        current = manager.get_log(tp)
+        future = manager.future_log(tp)
+        source = manager.log_dir_of(tp)
+        if current is None or future is None or source is None:
+            raise StorageError(f"{tp} has no current and future log to swap")
+        self.manager = manager
+        self.tp = tp
+        self.current = current
+        self.future = future
+        self.source_dir = source
+        self.target_dir = future.directory.parent
+        self.future_dir = future.directory
+        self.high_watermark = high_watermark
+        self.now_ms = now_ms
+        self.log_end_offset = current.log_end_offset
+        self.log_start_offset = current.log_start_offset
+        self._prepared = False
+        self._doomed: Path | None = None
+
+    def prepare(self) -> None:
+        """Step 1 (nothing is committed: a crash or an error leaves the current log)."""
+        current, future = self.current, self.future
+        if future.log_end_offset != self.log_end_offset:
+            raise StorageError(
+                f"{self.tp}: the future log ends at {future.log_end_offset}, the current "
+                f"one at {self.log_end_offset}"
+            )
+        if future.log_start_offset < self.log_start_offset:
+            future.delete_records_before(self.log_start_offset)
+        write_producer_snapshot(current, self.future_dir)
+        future.close()  # flushes; the snapshot at the log end is already there
+        self._prepared = True
+        self.manager._write_dir_checkpoints(
+            self.target_dir,
+            {self.tp: (self.log_end_offset, self.log_start_offset, self.high_watermark)},
+        )
+
+    def commit(self) -> None:
+        """Step 2: the commit point."""
+        write_atomically(
+            self.future_dir / SWAP_MARKER,
+            f"{self.tp} moved from {self.source_dir} at offset {self.log_end_offset}\n",
+        )
+
+    def abort(self) -> None:
+        """Before the commit point only: drop the future log, keep the current one."""
+        manager = self.manager
+        if manager.future_log(self.tp) is self.future:
+            manager.remove_future_log(self.tp)
+        manager.discard_future_log(self.future)
+        if self._prepared:
+            manager._write_dir_checkpoints(self.target_dir)
+
+    def retire_current(self) -> None:
+        """Step 3."""
+        self.current.retire()
+        self.manager._logs.pop(self.tp, None)
+        doomed = self.source_dir / f"{self.tp}.{unique_of(self.future_dir)}-delete"
+        os.rename(self.source_dir / str(self.tp), doomed)
+        fsync_directory(self.source_dir)
+        self._doomed = doomed
+
+    def promote(self) -> None:
+        """Step 4."""
+        target = self.target_dir / str(self.tp)
+        os.rename(self.future_dir, target)
+        fsync_directory(self.target_dir)
+        (target / SWAP_MARKER).unlink()
+        fsync_directory(target)
+
+    def reopen(self) -> Log:
+        """Step 5: the moved log, serving."""
+        manager = self.manager
+        log = Log.open(
+            self.target_dir / str(self.tp),
+            self.current.config,
+            now_ms=self.now_ms,
+            recovery_point=self.log_end_offset,
+            log_start_offset=self.log_start_offset,
+        )
+        # Log.open forgets epochs starting at the log end (as Kafka's load does); a leader
+        # that has not written in its epoch yet keeps it here, as the current log had it.
+        for entry in self.current.leader_epoch_cache.entries:
+            if entry.start_offset >= log.log_end_offset:
+                log.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        manager._futures.pop(self.tp, None)
+        manager._adopt(self.tp, log, self.target_dir)
+        manager._high_watermarks[self.tp] = self.high_watermark
+        manager._write_dir_checkpoints(self.source_dir)
+        assert self._doomed is not None, "retire_current runs before reopen"
+        manager._retire_later(self.current, self._doomed, self.now_ms)
+        logger.info(
+            "%s moved from %s to %s (log end offset %d)",
+            self.tp,
+            self.source_dir,
+            self.target_dir,
+            self.log_end_offset,
+        )
+        return log

@@ -20,7 +20,7 @@ def test_unknown_section_is_refused_with_the_list_of_sections(
     assert main(["bench", "--only", "produce,nope", "--output", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "unknown section(s): nope" in err
-    assert "limits, produce, e2e, transactions, peers, failover" in err
+    assert "limits, produce, compression, e2e, transactions, peers, failover" in err
     assert not (tmp_path / "results.json").exists()
 
 

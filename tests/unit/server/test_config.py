@@ -137,7 +137,10 @@ def test_topic_configs_validated_with_kafka_names() -> None:
         ({"retention.ms": "soon"}, "Invalid value soon for configuration retention.ms"),
         ({"segment.bytes": "1"}, "must be at least 14"),
         ({"cleanup.policy": "compact"}, "must be one of delete"),
-        ({"compression.type": "gzip"}, "must be one of producer"),
+        # Kafka 3.x's BrokerCompressionType has no "none", and names are case-sensitive.
+        ({"compression.type": "none"}, "must be one of uncompressed, zstd, lz4"),
+        ({"compression.type": "GZIP"}, "must be one of uncompressed"),
+        ({"compression.zstd.level": "23"}, "must be between -131072 and 22"),
         ({"no.such": "1"}, "Unknown topic config name: no.such"),
     ]:
         parsed, problem = validate_topic_configs(configs)
