@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
 from tidelog.controller.zk import ZkError
@@ -145,17 +145,9 @@ class ClusterApis(KafkaApis):
 
     def handle_leader_and_isr(self, header: RequestHeader, body: Any) -> HandlerResult:
         if self._refused(header, AclOperation.CLUSTER_ACTION):
-            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             return control.LeaderAndIsrResponse(
-                error_code=denied,
-                partition_errors=tuple(
-                    control.PartitionError(
-                        topic_name=ps.topic_name,
-                        partition_index=ps.partition_index,
-                        error_code=denied,
-                    )
-                    for ps in body.partition_states
-                ),
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                partition_errors=_all_refused(body.partition_states),
             )
         return _future(self.node.handle_leader_and_isr(body))
 
@@ -166,17 +158,9 @@ class ClusterApis(KafkaApis):
 
     def handle_stop_replica(self, header: RequestHeader, body: Any) -> HandlerResult:
         if self._refused(header, AclOperation.CLUSTER_ACTION):
-            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             return control.StopReplicaResponse(
-                error_code=denied,
-                partition_errors=tuple(
-                    control.PartitionError(
-                        topic_name=p.topic_name,
-                        partition_index=p.partition_index,
-                        error_code=denied,
-                    )
-                    for p in body.partitions
-                ),
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                partition_errors=_all_refused(body.partitions),
             )
         return self.node.handle_stop_replica(body)
 
@@ -701,6 +685,19 @@ class ClusterApis(KafkaApis):
             return self._respond(header, {"responses": results})
 
         return _future(run())
+
+
+def _all_refused(partitions: Iterable[Any]) -> tuple[control.PartitionError, ...]:
+    """CLUSTER_AUTHORIZATION_FAILED for every partition of a refused control request
+    (LeaderAndIsr, StopReplica: each partition answers, as in Kafka)."""
+    return tuple(
+        control.PartitionError(
+            topic_name=p.topic_name,
+            partition_index=p.partition_index,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        )
+        for p in partitions
+    )
 
 
 __all__ = ["ClusterApis"]
