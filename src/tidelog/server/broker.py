@@ -62,7 +62,7 @@ from tidelog.server.replica_manager import (
     now_ms,
     probe_log_dir,
 )
-from tidelog.server.request_context import RequestContext, set_request
+from tidelog.server.request_context import set_request
 from tidelog.server.sasl import SaslServerAuthenticator
 from tidelog.server.security import BrokerSecurity
 from tidelog.server.txn_admin import TxnAdmin
@@ -304,15 +304,7 @@ class Dispatcher:
 
     def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:
         client_host.set(conn.peer)  # for the group coordinator's member descriptions
-        set_request(
-            RequestContext(
-                conn.principal,
-                conn.client_host,
-                conn.listener_name,
-                conn.security_protocol,
-                header.client_id,
-            )
-        )
+        set_request(conn.request_context)
         handler = self._handlers.get(header.api_key)
         if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
             raise CloseConnection(f"API {header.api_name} is not served")

@@ -54,6 +54,7 @@ from typing import Protocol
 from tidelog.protocol.errors import FrameTooLargeError
 from tidelog.protocol.framing import FrameDecoder
 from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
+from tidelog.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,9 @@ class Connection(asyncio.Protocol):
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.principal: KafkaPrincipal = ANONYMOUS
+        #: Built on first use and again when the principal changes (TLS, SASL): the
+        #: dispatcher sets it for every request without building one per request.
+        self._context: RequestContext | None = None
         #: The peer's IP address without the port (ACL hosts match it).
         self.client_host = ""
         #: The SASL exchange still to complete (None: none needed, or done).
@@ -279,6 +283,7 @@ class Connection(asyncio.Protocol):
             if self._tls_principal is not None:
                 try:
                     self.principal = self._tls_principal(tls.sslobj)
+                    self._context = None
                 except Exception as exc:
                     log.warning(
                         "closing connection from %s: no principal from its certificate: %s",
@@ -487,9 +492,20 @@ class Connection(asyncio.Protocol):
     def _is_closing(self) -> bool:
         return self.closed or self._transport is None or self._transport.is_closing()
 
+    @property
+    def request_context(self) -> RequestContext:
+        """Who this connection's requests come from (``tidelog.server.request_context``)."""
+        context = self._context
+        if context is None:
+            context = self._context = RequestContext(
+                self.principal, self.client_host, self.listener_name, self.security_protocol
+            )
+        return context
+
     def authenticated(self, principal: KafkaPrincipal) -> None:
         """The SASL login succeeded (rule 6): requests of any size from now on."""
         self.principal = principal
+        self._context = None
         self.authenticator = None
         self._decoder.max_frame_bytes = self._max_request_bytes
 

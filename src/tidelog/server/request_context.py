@@ -21,7 +21,6 @@ class RequestContext:
     client_host: str
     listener_name: str
     security_protocol: str
-    client_id: str | None = None
 
 
 #: Outside any request (the broker's own tasks): the anonymous principal on no listener.

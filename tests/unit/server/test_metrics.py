@@ -40,6 +40,7 @@ from tidelog.server.metrics import (
 )
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+from tidelog.server.request_context import RequestContext
 
 # --- fake broker state -------------------------------------------------------------------
 
@@ -306,10 +307,7 @@ def test_the_dispatcher_counts_what_it_dispatches() -> None:
     conn = SimpleNamespace(
         peer="127.0.0.1:1",
         authenticator=None,
-        principal=ANONYMOUS,
-        client_host="127.0.0.1",
-        listener_name="PLAINTEXT",
-        security_protocol="PLAINTEXT",
+        request_context=RequestContext(ANONYMOUS, "127.0.0.1", "PLAINTEXT", "PLAINTEXT"),
     )
     assert dispatcher.dispatch(conn, frame) is None  # type: ignore[arg-type]
     assert handled == [7]
