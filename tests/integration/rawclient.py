@@ -4,6 +4,8 @@ server's version-independent builder, encoded by tidelog's codec."""
 from __future__ import annotations
 
 import socket
+import ssl
+from collections.abc import Mapping
 from typing import Any
 
 from kio.index import load_request_schema
@@ -20,11 +22,14 @@ FETCH_V = 12
 METADATA_V = 12
 
 
-class Raw:
-    """A bare connection: exact bytes out, frames in."""
+class RawSocket:
+    """A bare connection over any connected socket (plain or TLS): exact bytes out,
+    frames in."""
 
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=10)
+    client_id = "bad-input-test"
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.decoder = FrameDecoder(1 << 30)
         self.frames: list[bytes] = []
         self.correlation_id = 0
@@ -35,10 +40,10 @@ class Raw:
     def send_bytes(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def encode(self, api: ApiKey, version: int, data: dict[str, Any]) -> tuple[int, bytes]:
+    def encode(self, api: ApiKey, version: int, data: Mapping[str, Any]) -> tuple[int, bytes]:
         self.correlation_id += 1
-        body = build(load_request_schema(api, version), data)
-        header = RequestHeader(int(api), version, self.correlation_id, "bad-input-test")
+        body = build(load_request_schema(api, version), dict(data))
+        header = RequestHeader(int(api), version, self.correlation_id, self.client_id)
         return self.correlation_id, encode_request(header, body)
 
     def recv_frame(self, timeout: float = 10.0) -> bytes | None:
@@ -47,24 +52,31 @@ class Raw:
         while not self.frames:
             try:
                 data = self.sock.recv(1 << 20)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
                 return None
             if not data:
                 return None
             self.frames += self.decoder.feed(data)
         return self.frames.pop(0)
 
-    def call(self, api: ApiKey, version: int, data: dict[str, Any]) -> Any:
+    def call(self, api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
         correlation_id, frame = self.encode(api, version, data)
         self.send_bytes(frame)
         response = self.recv_frame()
-        assert response is not None, "broker closed the connection"
+        assert response is not None, f"the broker closed the connection instead of answering {api}"
         got_id, body = decode_response(api, version, response)
         assert got_id == correlation_id
         return body
 
     def is_closed_by_peer(self) -> bool:
         return self.recv_frame(timeout=10.0) is None
+
+
+class Raw(RawSocket):
+    """A bare plaintext connection to one broker process."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        super().__init__(socket.create_connection((broker.host, broker.port), timeout=10))
 
 
 def produce(raw: Raw, topic: str, partition: int, records: bytes, acks: int = 1) -> Any:

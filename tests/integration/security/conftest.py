@@ -36,15 +36,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_request_schema
 
 from tests.harness import wait_until
+from tests.integration.rawclient import RawSocket
 from tidelog.cli.launcher import LocalCluster
 from tidelog.protocol.apis import ApiKey
-from tidelog.protocol.codec import RequestHeader, decode_response, encode_request
-from tidelog.protocol.framing import FrameDecoder
 from tidelog.security.certs import generate_ca, issue_certificate, keystore_pem
-from tidelog.server.messages import build
 
 #: Brokers per mode (the brief: one is enough for ssl and sasl_plaintext).
 BROKERS = {"ssl": 1, "sasl_plaintext": 1, "sasl_ssl": 3}
@@ -390,23 +387,21 @@ def librdkafka_errors(
 # --- a bare connection ----------------------------------------------------------------------
 
 
-class RawConn:
+class RawConn(RawSocket):
     """One connection for exact bytes: Kafka frames from tidelog's codec, or anything."""
+
+    client_id = "security-test"
 
     def __init__(
         self, port: int, tls: ssl.SSLContext | None = None, *, timeout: float = 10.0
     ) -> None:
         raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         try:
-            self.sock: socket.socket = (
-                tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls is not None else raw
-            )
+            sock = tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls is not None else raw
         except BaseException:
             raw.close()
             raise
-        self.decoder = FrameDecoder(1 << 30)
-        self.frames: list[bytes] = []
-        self.correlation_id = 0
+        super().__init__(sock)
 
     def __enter__(self) -> RawConn:
         return self
@@ -418,36 +413,7 @@ class RawConn:
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def frame(self, api: ApiKey, version: int, data: Mapping[str, Any]) -> tuple[int, bytes]:
-        self.correlation_id += 1
-        body = build(load_request_schema(api, version), dict(data))
-        header = RequestHeader(int(api), version, self.correlation_id, "security-test")
-        return self.correlation_id, encode_request(header, body)
-
-    def recv_frame(self, timeout: float = 10.0) -> bytes | None:
-        """The next frame, or None once the broker closed the connection."""
-        self.sock.settimeout(timeout)
-        while not self.frames:
-            try:
-                data = self.sock.recv(1 << 20)
-            except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
-                return None
-            if not data:
-                return None
-            self.frames += self.decoder.feed(data)
-        return self.frames.pop(0)
-
-    def call(self, api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
-        correlation_id, frame = self.frame(api, version, data)
-        self.send_bytes(frame)
-        response = self.recv_frame()
-        assert response is not None, f"the broker closed the connection instead of answering {api}"
-        got_id, body = decode_response(api, version, response)
-        assert got_id == correlation_id
-        return body
+    frame = RawSocket.encode
 
     def closed_by_peer(self, timeout: float = 10.0) -> bool:
         """True when the broker closes the connection (after any frames still pending)."""
