@@ -204,19 +204,10 @@ class Dispatcher:
             )
         metrics = self._request_metrics
         started = time.perf_counter() if metrics is not None else 0.0
-        try:
-            header, body = decode_request(frame, self._supported)
-        except UnsupportedVersionError as exc:
-            if exc.header.api_key == ApiKey.API_VERSIONS:
-                # KIP-511: answer v0 with UNSUPPORTED_VERSION and our ranges; the client
-                # retries with a version it shares with us.
-                return Response([encode_api_versions_fallback(exc.header, self._supported)])
-            raise CloseConnection(
-                f"{exc} (client {exc.header.client_id!r}, correlation id "
-                f"{exc.header.correlation_id})"
-            ) from None
-        except InvalidRequestError as exc:
-            raise CloseConnection(str(exc)) from None
+        decoded = self._decode(frame)
+        if isinstance(decoded, Response):
+            return decoded
+        header, body = decoded
         gate = self._gate
         if gate is not None and gate.must_hold(conn, header.api_key, body):
             result: DispatchResult = self._hold(gate, conn, header, body)
@@ -225,6 +216,23 @@ class Dispatcher:
         if metrics is not None:
             metrics.record(header.api_key, body, result, started)
         return result
+
+    def _decode(self, frame: bytes, when: str = "") -> tuple[RequestHeader, Any] | Response:
+        """``decode_request`` with Kafka's answers to what it refuses: an ApiVersions of a
+        version we lack gets the KIP-511 v0 answer (UNSUPPORTED_VERSION and our ranges; the
+        client retries with a version it shares with us); anything else closes the
+        connection (``when`` says at which stage)."""
+        try:
+            return decode_request(frame, self._supported)
+        except UnsupportedVersionError as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                return Response([encode_api_versions_fallback(exc.header, self._supported)])
+            raise CloseConnection(
+                f"{exc} (client {exc.header.client_id!r}, correlation id "
+                f"{exc.header.correlation_id}){when}"
+            ) from None
+        except InvalidRequestError as exc:
+            raise CloseConnection(f"{exc}{when}") from None
 
     def _authenticate(
         self, conn: Connection, auth: SaslServerAuthenticator, frame: bytes
@@ -237,14 +245,10 @@ class Dispatcher:
             token = auth.raw_token(frame)  # raises CloseConnection on failure
             self._maybe_authenticated(conn, auth)
             return Response([_SIZE.pack(len(token)), token])
-        try:
-            header, body = decode_request(frame, self._supported)
-        except UnsupportedVersionError as exc:
-            if exc.header.api_key == ApiKey.API_VERSIONS:
-                return Response([encode_api_versions_fallback(exc.header, self._supported)])
-            raise CloseConnection(f"{exc} before SASL authentication") from None
-        except InvalidRequestError as exc:
-            raise CloseConnection(f"{exc} before SASL authentication") from None
+        decoded = self._decode(frame, " before SASL authentication")
+        if isinstance(decoded, Response):
+            return decoded
+        header, body = decoded
         conn.client_id = header.client_id
         if header.api_key == ApiKey.API_VERSIONS:
             return self._run(conn, header, body)
