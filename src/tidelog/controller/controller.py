@@ -64,7 +64,9 @@ from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
 from tidelog.aio import cancel_and_wait
-from tidelog.controller import decisions, znodes
+from tidelog.controller import decisions, zk_reassign, znodes
+from tidelog.controller.decisions import ReplicaAssignment
+from tidelog.controller.reassignment import ReassignmentResult, Reassignments
 from tidelog.controller.zk import (
     ControllerSeat,
     LiveBroker,
@@ -332,15 +334,6 @@ async def create_partitions(
 # -- the controller ------------------------------------------------------------------------------
 
 
-def _as_leader_and_isr(state: PartitionState) -> LeaderAndIsr:
-    return LeaderAndIsr(
-        leader=state.leader,
-        leader_epoch=int(state.leader_epoch),
-        isr=state.isr,
-        partition_epoch=int(state.partition_epoch),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class AlterPartitionResult:
     """The answer to one partition of an AlterPartition request."""
@@ -402,6 +395,8 @@ class Controller:
         #: them taken from outside the ISR (Kafka's ControllerStats; tidelog.server.metrics).
         self.leader_elections = 0
         self.unclean_leader_elections = 0
+        #: Partition reassignments (KIP-455; ``tidelog.controller.reassignment``).
+        self.reassignments = Reassignments(self)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -431,6 +426,11 @@ class Controller:
         self._watches.append(
             await self.zk.watch_log_dir_events(
                 lambda names: self._enqueue(self._on_log_dir_events) if names else None
+            )
+        )
+        self._watches.append(
+            await zk_reassign.watch_reassignment(
+                self.zk, lambda: self._enqueue(self.reassignments.on_zk_request)
             )
         )
 
@@ -609,6 +609,9 @@ class Controller:
         self._deleting.clear()
         await self._on_topic_deletions()
         await self._on_log_dir_events()
+        # Reassignments that were running (topic znodes) and asked for (the admin znode).
+        await self.reassignments.maybe_complete()
+        await self.reassignments.on_zk_request()
 
     async def _load_topics(self, topics: Iterable[str]) -> None:
         found = await self.zk.get_topic_assignments(topics)
@@ -764,7 +767,7 @@ class Controller:
         unclean = await self._unclean_allowed(tp.topic for tp in affected)
 
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
-            current = _as_leader_and_isr(state)
+            current = state.leader_and_isr()
             outcome: LeaderAndIsr | None = None
             gone = restarted.get(tp, frozenset())
             usable = electable - gone
@@ -810,7 +813,7 @@ class Controller:
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
             step = decisions.on_broker_startup(
                 self._replicas(tp),
-                _as_leader_and_isr(state),
+                state.leader_and_isr(),
                 live,
                 unclean_allowed=unclean[tp.topic],
             )
@@ -888,7 +891,7 @@ class Controller:
         electable = self._electable()
 
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
-            current = _as_leader_and_isr(state)
+            current = state.leader_and_isr()
             outcome: LeaderAndIsr | None = None
             # The leader first, so its successor is chosen from the ISR as it stands.
             offline = sorted(
@@ -1025,6 +1028,8 @@ class Controller:
         others = set(self._live) - started
         self._send_leader_and_isr(changed, to=others)
         self._send_update_metadata(changed, to=others)
+        # A reassignment waiting for a leader (its old one died) may end now.
+        await self.reassignments.maybe_complete()
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -1158,7 +1163,7 @@ class Controller:
                 return AlterPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             leader = self._live.get(proposal.leader_id)
             error, decided = decisions.alter_partition(
-                _as_leader_and_isr(current),
+                current.leader_and_isr(),
                 proposal,
                 self._replicas(tp),
                 # KIP-841: a replica joins only if it is live, not in a controlled shutdown
@@ -1173,7 +1178,7 @@ class Controller:
             )
             if error is not ErrorCode.NONE:
                 return AlterPartitionResult(error, current)
-            if decided == _as_leader_and_isr(current):
+            if decided == current.leader_and_isr():
                 return AlterPartitionResult(ErrorCode.NONE, current)  # already in force
             write = PartitionState(
                 leader=decided.leader,
@@ -1187,6 +1192,9 @@ class Controller:
                 self._states[tp] = result.state
                 # Kafka (ZK mode) tells everyone about the new ISR.
                 self._send_update_metadata([tp])
+                if self._is_reassigning(tp):
+                    # Its target replicas may all be in sync now (reassignment step 2).
+                    self._enqueue(lambda: self.reassignments.maybe_complete([tp]))
                 if decided.leader in self._offline_dirs:
                     # A leader kept for want of a clean successor (its log dir is offline)
                     # may now hand over to the replica that just joined. After our answer:
@@ -1253,7 +1261,7 @@ class Controller:
 
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
             step = decisions.on_controlled_shutdown(
-                self._replicas(tp), _as_leader_and_isr(state), broker_id, live, self._shutting_down
+                self._replicas(tp), state.leader_and_isr(), broker_id, live, self._shutting_down
             )
             return None if step is None else step[0]
 
@@ -1318,7 +1326,7 @@ class Controller:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             decided = decisions.elect_preferred_leader(
-                self._replicas(tp), _as_leader_and_isr(state), live
+                self._replicas(tp), state.leader_and_isr(), live
             )
             if isinstance(decided, ErrorCode):
                 errors[tp] = decided
@@ -1326,7 +1334,7 @@ class Controller:
                 movable.append(tp)
 
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
-            current = _as_leader_and_isr(state)
+            current = state.leader_and_isr()
             decided = decisions.elect_preferred_leader(self._replicas(tp), current, live)
             return (
                 None
@@ -1343,6 +1351,46 @@ class Controller:
             # Lost every CAS round, or the state changed under us so that it was not needed.
             errors[tp] = ErrorCode.NONE if tp in changed else ErrorCode.ELECTION_NOT_NEEDED
         return {tp: errors[tp] for tp in tps}
+
+    # -- partition reassignment (KIP-455; tidelog.controller.reassignment) -----------------
+
+    async def alter_partition_reassignments(
+        self, wanted: Mapping[TopicPartition, tuple[BrokerId, ...] | None]
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """AlterPartitionReassignments (API 45): per partition, a target (start or replace)
+        or None (cancel), processed in the controller's queue."""
+        future: asyncio.Future[dict[TopicPartition, ReassignmentResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        async def handle() -> None:
+            try:
+                result = await self.reassignments.alter(dict(wanted))
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        """ListPartitionReassignments (API 46): the partitions being reassigned among
+        ``partitions`` (None: all); None when this controller is not active."""
+        if self._seat is None:
+            return None
+        ongoing = self.reassignments.ongoing()
+        if partitions is None:
+            return ongoing
+        return {tp: ongoing[tp] for tp in partitions if tp in ongoing}
+
+    def _is_reassigning(self, tp: TopicPartition) -> bool:
+        current = self.reassignments.of(tp)
+        return current is not None and current.is_reassigning
 
     # -- auto.leader.rebalance.enable -------------------------------------------------------
 

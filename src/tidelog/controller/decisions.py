@@ -17,6 +17,9 @@ Every function takes the current state as values and returns the new state (or a
   clean successor stays with it (read-only) instead of going offline as in Kafka.
 - ``alter_partition`` — the AlterPartition (API 56) compare-and-set on ``partition_epoch``.
 - ``assign_replicas`` — rule 11 with Kafka's follower shift.
+- ``plan_reassignment`` / ``complete_reassignment`` — partition reassignment (KIP-455): the
+  replica set RS = TRS + ORS while new replicas catch up, and the state that ends it once
+  every target replica is in the ISR.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
 __all__ = [
     "Election",
     "LeaderAndIsr",
+    "ReplicaAssignment",
     "alter_partition",
     "apply_election",
     "assign_replicas",
+    "complete_reassignment",
     "elect_controlled_shutdown_leader",
     "elect_leader",
     "elect_preferred_leader",
@@ -41,6 +46,8 @@ __all__ = [
     "on_broker_startup",
     "on_controlled_shutdown",
     "on_log_dir_failure",
+    "plan_reassignment",
+    "reassignment_target_error",
 ]
 
 
@@ -340,3 +347,107 @@ def assign_replicas(
             replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n])
         result.append(replicas)
     return result
+
+
+# -- partition reassignment (KIP-455) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaAssignment:
+    """A partition's replicas during a reassignment (Kafka's ``ReplicaAssignment``).
+
+    ``replicas`` is the full set RS = TRS + ORS (target first, then the original replicas
+    that are leaving), ``adding`` = TRS - ORS, ``removing`` = ORS - TRS. Outside a
+    reassignment both are empty and ``replicas`` is the assignment.
+    """
+
+    replicas: tuple[BrokerId, ...]
+    adding: tuple[BrokerId, ...] = ()
+    removing: tuple[BrokerId, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def origin(self) -> tuple[BrokerId, ...]:
+        """ORS: the replicas before the reassignment (RS without the adding ones)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[BrokerId, ...]:
+        """TRS: the replicas once it completes (RS without the removing ones)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
+def plan_reassignment(current: ReplicaAssignment, target: Sequence[BrokerId]) -> ReplicaAssignment:
+    """Kafka's ``ReplicaAssignment.fromOriginAndTarget``. A reassignment replacing one in
+    progress starts from the first one's origin (the replicas added by the first and not
+    wanted by the second are then removed, as Kafka's ``reassignReplicas`` does)."""
+    origin = current.origin
+    target = tuple(target)
+    replicas = tuple(dict.fromkeys((*target, *origin)))
+    return ReplicaAssignment(
+        replicas=replicas,
+        adding=tuple(r for r in target if r not in origin),
+        removing=tuple(r for r in origin if r not in target),
+    )
+
+
+def reassignment_target_error(
+    target: Sequence[BrokerId], registered: Collection[BrokerId]
+) -> str | None:
+    """Kafka's checks of a new target (INVALID_REPLICA_ASSIGNMENT with these messages): not
+    empty, no broker twice, every broker registered."""
+    if not target:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(target)) != len(target):
+        return (
+            "Duplicate replica ids in partition reassignment replica list: "
+            f"{list(map(int, target))}"
+        )
+    if any(r < 0 for r in target):
+        return f"Invalid broker id in replica assignment: {list(map(int, target))}"
+    if any(r not in registered for r in target):
+        return (
+            "Replica assignment has brokers that are not alive. Replica list: "
+            f"{','.join(map(str, target))}, live broker list: "
+            f"{','.join(map(str, sorted(registered)))}"
+        )
+    return None
+
+
+def complete_reassignment(
+    assignment: ReplicaAssignment,
+    current: LeaderAndIsr,
+    live_brokers: Collection[BrokerId],
+) -> LeaderAndIsr | None:
+    """The partition state that ends a reassignment, or None while it cannot end yet.
+
+    It ends once every target replica is in the ISR (Kafka's ``isReassignmentComplete``).
+    The ISR becomes ISR ∩ TRS. The leader stays if it is a live target replica; else the
+    first target replica (in order) that is live and in the ISR leads (Kafka's
+    ``reassignPartitionLeaderElection``). The leader epoch is bumped whenever the leader
+    changes or replicas leave, so that a removed replica, still believing itself a follower
+    or a leader, is fenced (KIP-455; Kafka's KRaft ``PartitionChangeBuilder`` bumps on the
+    same condition). Each ISR member is kept (no record a producer saw acknowledged with
+    acks=all is lost: every target replica already has it, being in the ISR).
+    """
+    target = assignment.target
+    if not all(r in current.isr for r in target):
+        return None
+    new_isr = tuple(r for r in current.isr if r in target)
+    if current.leader in target and current.leader in live_brokers:
+        leader = current.leader
+    else:
+        candidates = [r for r in target if r in new_isr and r in live_brokers]
+        if not candidates:
+            return None
+        leader = candidates[0]
+    bump = leader != current.leader or bool(assignment.removing)
+    return LeaderAndIsr(
+        leader=leader,
+        leader_epoch=current.leader_epoch + (1 if bump else 0),
+        isr=new_isr,
+        partition_epoch=current.partition_epoch + 1,
+    )

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 from tidelog.errors import TidelogError
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, PartitionEpoch
+from tidelog.replication.partition import LeaderAndIsr
 
 # -- paths --------------------------------------------------------------------------------------
 
@@ -447,6 +448,15 @@ class PartitionState:
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_BROKER
+
+    def leader_and_isr(self) -> LeaderAndIsr:
+        """The state as the pure rules (``tidelog.controller.decisions``) take it."""
+        return LeaderAndIsr(
+            leader=self.leader,
+            leader_epoch=int(self.leader_epoch),
+            isr=self.isr,
+            partition_epoch=int(self.partition_epoch),
+        )
 
     def encode(self) -> bytes:
         obj: dict[str, Any] = {

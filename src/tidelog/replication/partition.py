@@ -296,11 +296,14 @@ class Partition:
             for r, rs in self.replica_states.items():
                 rs.reset(now_ms=now_ms, in_sync=r in isr_set)
         else:
-            # Same epoch, newer partition state (e.g. the controller removed a dead follower):
-            # keep follower progress; a smaller ISR may let the HW move.
+            # Same epoch, newer partition state (e.g. the controller removed a dead follower,
+            # or a reassignment added replicas): keep follower progress; a smaller ISR may
+            # let the HW move. Replicas no longer assigned are forgotten.
             for r in replicas:
                 if r != self.local_broker_id and r not in self.replica_states:
                     self.replica_states[r] = ReplicaState(broker_id=r)
+            for r in [r for r in self.replica_states if r not in replicas]:
+                del self.replica_states[r]
             self.maybe_increment_high_watermark(now_ms)
         return is_new_epoch
 

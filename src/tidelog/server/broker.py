@@ -54,6 +54,7 @@ from tidelog.server.metrics import (
 from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.process import keep_freed_memory
 from tidelog.server.readiness import ReadinessGate
+from tidelog.server.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
 from tidelog.server.replica_manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
@@ -153,6 +154,8 @@ CLUSTER_APIS = SERVED_APIS | {
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
     ApiKey.DESCRIBE_QUORUM,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS,
 }
 
 
@@ -396,6 +399,7 @@ class Broker:
                 ApiKey.FETCH: (4, 16),
                 ApiKey.ELECT_LEADERS: (0, 2),
                 ApiKey.DESCRIBE_QUORUM: (0, 2),
+                **REASSIGNMENT_API_VERSIONS,
             },
         )
         self.node = ClusterNode(
@@ -407,6 +411,7 @@ class Broker:
         self._open_security(clustered=True)
         self._open_transactions(self.node.generate_producer_id)
         self._open_log_dirs()
+        self.apis.handlers.update(ReassignmentApis(self.apis, self.node).handlers())
         if self.config.metrics_listener is not None:
             self.request_metrics = RequestMetrics(self.supported)
         self.dispatcher = Dispatcher(

@@ -94,6 +94,7 @@ from tidelog.server.replica_manager import (
     effective_topic_config,
     now_ms,
 )
+from tidelog.server.stray_replicas import stray_logs
 from tidelog.storage.producer_id import ProducerIdManager
 
 #: First and longest wait between AlterPartition attempts for one change (rule 5a).
@@ -808,6 +809,9 @@ class ClusterNode:
         self._controller_conn_lock = asyncio.Lock()
         #: Topics whose config overrides were read from ZooKeeper.
         self._configs_loaded: set[str] = set()
+        #: The registration (broker epoch) whose first UpdateMetadata was checked for stray
+        #: replicas (``tidelog.server.stray_replicas``).
+        self._strays_checked_for = -1
         self._config_changed = asyncio.Event()
         self._config_watch: Watch | None = None
         replica_manager.alter_partition_sink = self.propose
@@ -1319,7 +1323,27 @@ class ClusterNode:
             await self._topic_config(topic)
         # A whole view for this registration: clients may be answered (readiness rule 2).
         self.readiness.applied_update_metadata(request.broker_epoch)
+        if self._strays_checked_for != request.broker_epoch:
+            self._strays_checked_for = request.broker_epoch
+            self._delete_stray_logs()
         return control.UpdateMetadataResponse()
+
+    def _delete_stray_logs(self) -> None:
+        """``tidelog.server.stray_replicas``: replicas moved away while this broker was down."""
+        rm = self.replica_manager
+        strays, unknown = stray_logs(
+            rm.log_manager.all_logs(),
+            self.metadata.partitions,
+            self.metadata.topics,
+            rm.partitions,
+            self.broker_id,
+        )
+        for tp in strays:
+            log.warning("deleting the stray replica %s: this broker is not one of its replicas", tp)
+        if strays:
+            rm.delete_partitions(strays)
+        if unknown:
+            log.warning("logs of topics the controller does not know: %s", unknown[:10])
 
     def handle_stop_replica(
         self, request: control.StopReplicaRequest
@@ -1337,11 +1361,11 @@ class ClusterNode:
                 deleted.append(tp)
             errors.append(_perror(tp, ErrorCode.NONE))
         if deleted:
+            # Only the replicas: the topic may live on (a reassignment moved them away). A
+            # deleted topic leaves the metadata cache with the UpdateMetadata that follows
+            # (leader LEADER_DURING_DELETE), on the same ordered channel.
             self.replica_manager.delete_partitions(deleted)
-            for topic in {tp.topic for tp in deleted}:
-                self.metadata.remove_topic(topic)
-                self._configs_loaded.discard(topic)
-                log.info("deleted the replicas of topic %s", topic)
+            log.info("deleted the replicas %s", ", ".join(map(str, deleted[:10])))
         return control.StopReplicaResponse(partition_errors=tuple(errors))
 
     # -- ISR changes (rules 4, 5) --------------------------------------------------------

@@ -1,0 +1,274 @@
+"""Partition reassignment (KIP-455) on three real brokers, asked with kafka-python's
+KafkaAdminClient (AlterPartitionReassignments / ListPartitionReassignments) or through
+``/admin/reassign_partitions`` in ZooKeeper, while confluent-kafka produces with acks=all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import TopicPartition as KTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import (
+    InvalidReplicationAssignmentError,
+    NoReassignmentInProgressError,
+    UnknownTopicOrPartitionError,
+)
+from kazoo.client import KazooClient
+
+from tests.harness import BrokerCluster, wait_until
+from tests.integration.cluster.helpers import BackgroundProducer, consume_all
+
+pytestmark = pytest.mark.integration
+
+
+def create_assigned(
+    cluster: BrokerCluster,
+    name: str,
+    assignment: list[list[int]],
+    config: dict[str, str] | None = None,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                name,
+                num_partitions=len(assignment),
+                replica_assignment=assignment,
+                config=config or {},
+            )
+        ]
+    )
+    futures[name].result(timeout=30)
+    for p in range(len(assignment)):
+        cluster.wait_for_leader(name, p)
+
+
+def kadmin(cluster: BrokerCluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+
+
+def wait_reassigned(
+    cluster: BrokerCluster, topic: str, targets: dict[int, list[int]], timeout: float = 90.0
+) -> None:
+    """Until no partition of ``topic`` is listed as reassigning and every partition's
+    replicas are its target, in every live broker's metadata."""
+    admin = kadmin(cluster)
+    try:
+
+        def done() -> bool:
+            ongoing = admin.list_partition_reassignments(
+                [KTopicPartition(topic, p) for p in targets]
+            )
+            if ongoing:
+                return False
+            return all(
+                list(cluster.partition(topic, p, via=b).replicas) == target
+                for b in cluster.alive
+                for p, target in targets.items()
+            )
+
+        wait_until(done, timeout, f"reassignment of {topic} to {targets}", interval=0.3)
+    finally:
+        admin.close()
+
+
+def has_log(broker_dir: Path, topic: str, partition: int) -> bool:
+    return any(broker_dir.glob(f"**/{topic}-{partition}"))
+
+
+def test_move_a_partition_under_an_acks_all_producer(cluster: BrokerCluster) -> None:
+    """[0, 1] -> [1, 2]: 2 joins, leadership leaves 0, 0's replica is deleted; no
+    acknowledged record is lost and the producer sees no error."""
+    create_assigned(cluster, "mv", [[0, 1]])
+    with BackgroundProducer(cluster.bootstrap, "mv") as producer:
+        producer.wait_for_acks(300)
+        admin = kadmin(cluster)
+        try:
+            result = admin.alter_partition_reassignments({KTopicPartition("mv", 0): [1, 2]})
+            assert result == {KTopicPartition("mv", 0): None}
+        finally:
+            admin.close()
+        wait_reassigned(cluster, "mv", {0: [1, 2]})
+        producer.wait_for_acks(300)
+    assert not producer.failed, producer.failed[:3]
+    p = cluster.partition("mv")
+    assert p.leader_id in (1, 2)
+    assert set(p.isr) == {1, 2}
+    consumed = consume_all(cluster.bootstrap, "mv", len(producer.acked))
+    assert set(producer.acked) <= set(consumed)
+    wait_until(
+        lambda: not has_log(cluster.broker(0).log_dir, "mv", 0),
+        30,
+        "the removed replica's log to be deleted",
+    )
+    assert has_log(cluster.broker(2).log_dir, "mv", 0)
+
+
+def test_list_shows_a_running_reassignment_and_cancel_restores_the_replicas(
+    cluster: BrokerCluster,
+) -> None:
+    probe = kadmin(cluster)
+    try:
+        controller = int(probe.describe_cluster()["controller_id"])
+    finally:
+        probe.close()
+    # The added replica's broker is paused (still registered): it cannot catch up, so the
+    # reassignment stays running. It is not the controller, and the admin client only
+    # knows the other two brokers.
+    paused = next(b for b in (2, 1, 0) if b != controller)
+    a, b = (x for x in (0, 1, 2) if x != paused)
+    create_assigned(cluster, "cx", [[a, b]])
+    cluster.broker(paused).pause()
+    admin = KafkaAdminClient(
+        bootstrap_servers=",".join(cluster.broker(x).bootstrap for x in (a, b)),
+        request_timeout_ms=30000,
+    )
+    try:
+        tp = KTopicPartition("cx", 0)
+        assert admin.alter_partition_reassignments({tp: [b, paused]}) == {tp: None}
+        ongoing = admin.list_partition_reassignments([tp])
+        assert ongoing == {
+            tp: {"replicas": [b, paused, a], "adding_replicas": [paused], "removing_replicas": [a]}
+        }
+        assert admin.list_partition_reassignments() == ongoing
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert admin.list_partition_reassignments() == {}
+        # Cancelling twice: nothing is running any more.
+        assert admin.alter_partition_reassignments({tp: None}) == {
+            tp: NoReassignmentInProgressError
+        }
+    finally:
+        cluster.broker(paused).resume()
+        admin.close()
+    wait_until(
+        lambda: all(
+            sorted(cluster.partition("cx", via=x).replicas) == sorted([a, b])
+            and set(cluster.partition("cx", via=x).isr) == {a, b}
+            for x in cluster.brokers
+        ),
+        30,
+        "every broker's metadata to show the original replicas",
+    )
+
+
+def test_bad_reassignments_get_kafkas_errors(cluster: BrokerCluster) -> None:
+    create_assigned(cluster, "bad", [[0, 1]])
+    admin = kadmin(cluster)
+    try:
+        tp = KTopicPartition("bad", 0)
+        assert admin.alter_partition_reassignments(
+            {
+                tp: [1, 1],
+                KTopicPartition("bad", 5): [0, 1],
+                KTopicPartition("nope", 0): [0, 1],
+            }
+        ) == {
+            tp: InvalidReplicationAssignmentError,
+            KTopicPartition("bad", 5): UnknownTopicOrPartitionError,
+            KTopicPartition("nope", 0): UnknownTopicOrPartitionError,
+        }
+        assert admin.alter_partition_reassignments({tp: [0, 9]}) == {
+            tp: InvalidReplicationAssignmentError
+        }
+        assert admin.alter_partition_reassignments({tp: None}) == {
+            tp: NoReassignmentInProgressError
+        }
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()
+    assert list(cluster.partition("bad").replicas) == [0, 1]
+
+
+def test_zookeeper_reassign_partitions_znode_is_carried_out_and_removed(
+    cluster: BrokerCluster, zk_connect: str
+) -> None:
+    create_assigned(cluster, "zk", [[0], [1]], {"min.insync.replicas": "1"})
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=30)
+    try:
+        body = {
+            "version": 1,
+            "partitions": [
+                {"topic": "zk", "partition": 0, "replicas": [2, 1]},
+                {"topic": "zk", "partition": 1, "replicas": [1, 0]},
+            ],
+        }
+        zk.create("/admin/reassign_partitions", json.dumps(body).encode(), makepath=True)
+        wait_reassigned(cluster, "zk", {0: [2, 1], 1: [1, 0]})
+        wait_until(
+            lambda: zk.exists("/admin/reassign_partitions") is None,
+            30,
+            "the znode to be deleted once every partition moved",
+        )
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_brokers_killed_during_reassignments_lose_nothing(cluster: BrokerCluster) -> None:
+    """Three partitions rotate their replicas while the controller, then a leader of a
+    moving partition, are SIGKILLed and restarted: every reassignment completes, every
+    acknowledged record is readable, the producer sees no error."""
+    create_assigned(cluster, "fk", [[0, 1], [1, 2], [2, 0]])
+    targets = {0: [1, 2], 1: [2, 0], 2: [0, 1]}
+    with BackgroundProducer(cluster.bootstrap, "fk", interval_s=0.002) as producer:
+        producer.wait_for_acks(1000)
+        admin = kadmin(cluster)
+        try:
+            controller = admin.describe_cluster()["controller_id"]
+            result = admin.alter_partition_reassignments(
+                {KTopicPartition("fk", p): t for p, t in targets.items()}
+            )
+            assert set(result.values()) == {None}
+        finally:
+            admin.close()
+        victim = cluster.broker(int(controller))
+        victim.kill()
+        producer.wait_for_acks(200)
+        victim.start()
+        cluster.wait_for_live(3)
+        leader = cluster.wait_for_leader("fk", 1)
+        second = cluster.broker(leader)
+        second.kill()
+        producer.wait_for_acks(200)
+        second.start()
+        cluster.wait_for_live(3)
+        wait_reassigned(cluster, "fk", targets, timeout=120)
+        producer.wait_for_acks(200)
+    assert not producer.failed, producer.failed[:3]
+    acked = set(producer.acked)
+    consumed: set[bytes] = set()
+    for p in targets:
+        consumed |= set(read_partition(cluster, "fk", p))
+    missing = acked - consumed
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
+    for p, target in targets.items():
+        for broker in cluster.brokers:
+            if broker.broker_id not in target:
+                wait_until(
+                    lambda b=broker, q=p: not has_log(b.log_dir, "fk", q),
+                    60,
+                    f"broker {broker.broker_id}'s replica of fk-{p} to be deleted",
+                )
+
+
+def read_partition(cluster: BrokerCluster, topic: str, partition: int) -> list[bytes]:
+    """Every record of one partition, up to its high watermark."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        _low, high = consumer.get_watermark_offsets(CTopicPartition(topic, partition), timeout=30)
+    finally:
+        consumer.close()
+    return consume_all(cluster.bootstrap, topic, high, partition=partition)
