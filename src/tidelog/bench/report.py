@@ -107,6 +107,21 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"{_f(v.get('stored_bytes_per_record'), 0)} | {_load_s(r)} |"
             )
         out.append("")
+    if cl := section("cleaner"):
+        out += [
+            "## Log cleaner (storage API, one clean)",
+            "",
+            "| workload | MB before | MB after | clean s | MB/s cleaned | records/s | load |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in cl:
+            v = r["values"]
+            out.append(
+                f"| {r['workload']} | {_f(v['bytes_before'] / 1e6)} | {_f(v['bytes_after'] / 1e6)} "
+                f"| {_f(v['clean_s'])} | {_f(v['mb_per_s'])} | {_f(v['records_per_s'], 0)} "
+                f"| {_load_s(r)} |"
+            )
+        out.append("")
     if cu := section("catch-up"):
         out += [
             "## Consumer catch-up over the produce backlog",

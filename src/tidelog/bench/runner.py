@@ -29,6 +29,7 @@ SECTIONS = (
     "transactions",
     "peers",
     "failover",
+    "cleaner",
     "security",
 )
 
@@ -211,6 +212,10 @@ def run(options: Options) -> int:
             )
             if own_tmp:
                 remove_data(work / "failover")
+        if "cleaner" in options.sections:
+            from tidelog.bench import cleaner
+
+            r.section("cleaner", lambda: cleaner.cleaner_rows(work / "cleaner", r.say))
         if "security" in options.sections:
             from tidelog.bench import security
 

@@ -22,6 +22,7 @@ SECTION_NAMES = (
     "transactions",
     "peers",
     "failover",
+    "cleaner",
     "security",
 )
 

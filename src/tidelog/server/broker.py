@@ -68,6 +68,7 @@ from tidelog.server.sasl import SaslServerAuthenticator
 from tidelog.server.security import BrokerSecurity
 from tidelog.server.txn_admin import TxnAdmin
 from tidelog.server.txn_coordinator import TransactionCoordinator
+from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -356,6 +357,8 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         default_log_config = log_config_for(effective_topic_config(config, {}), config)
         self.log_manager = LogManager(config.log_dirs, default_log_config, now_ms=now_ms())
+        #: Log compaction (tidelog.storage.cleaner), run by ``_cleaner_loop``.
+        self.log_cleaner = LogCleaner(cleaner_config(config))
         self.replica_manager = ReplicaManager(config, self.log_manager)
         if config.get_str("zookeeper.connect"):
             self._open_cluster()
@@ -487,6 +490,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._checkpoint_loop()))
         self._tasks.append(asyncio.create_task(self._retention_loop()))
         self._tasks.append(asyncio.create_task(self._flush_loop()))
+        if self.log_cleaner.config.enable:
+            self._tasks.append(asyncio.create_task(self._cleaner_loop()))
         self._tasks.append(asyncio.create_task(self._log_dir_probe_loop()))
         self._tasks.append(asyncio.create_task(self._idle_connections_loop()))
         self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
@@ -584,6 +589,24 @@ class Broker:
                 continue
             if deleted:
                 log.info("retention deleted %d segment(s)", deleted)
+
+    async def _cleaner_loop(self) -> None:
+        """Kafka's cleaner thread: clean the dirtiest compacted log in a worker thread
+        (``tidelog.storage.cleaner`` rule 7); sleep ``log.cleaner.backoff.ms`` when no log
+        needs it."""
+        backoff = self.log_cleaner.config.backoff_ms / 1000
+        while True:
+            try:
+                stats = await asyncio.to_thread(
+                    self.log_cleaner.clean_once,
+                    dict(self.log_manager.all_logs()),
+                    self.replica_manager.high_watermarks(),
+                    now_ms(),
+                )
+            except Exception:  # the cleaner marks a failing log; this loop must go on
+                log.exception("log cleaning failed")
+                stats = None
+            await asyncio.sleep(backoff if stats is None or not stats.complete else 0)
 
     async def _flush_loop(self) -> None:
         # flush.ms / flush.messages: fsync may block, so it runs in a worker thread
@@ -702,3 +725,14 @@ async def run_broker(config: BrokerConfig) -> int:
 
 
 __all__ = ["Broker", "Dispatcher", "run_broker"]
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings (``log.cleaner.threads=0`` disables it)."""
+    return CleanerConfig(
+        enable=config.get_bool("log.cleaner.enable") and config.get_int("log.cleaner.threads") > 0,
+        backoff_ms=config.get_int("log.cleaner.backoff.ms"),
+        dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
+        io_buffer_load_factor=float(config.values["log.cleaner.io.buffer.load.factor"]),  # type: ignore[arg-type]
+        max_io_bytes_per_second=float(config.values["log.cleaner.io.max.bytes.per.second"]),  # type: ignore[arg-type]
+    )

@@ -17,6 +17,7 @@ message instead of raising so the handler can answer INVALID_CONFIG (40).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,11 @@ from pathlib import Path
 from typing import Final
 
 from tidelog.errors import ConfigError
+from tidelog.server.replication_quota import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    throttled_replicas_parser,
+)
 from tidelog.storage import page_cache
 from tidelog.storage.compression import COMPRESSION_TYPES
 
@@ -51,6 +57,26 @@ def _parse_bool(raw: str) -> bool:
 
 def _parse_str(raw: str) -> str:
     return raw.strip()
+
+
+def _parse_double(raw: str) -> float:
+    value = float(raw.strip())
+    if not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
+
+
+def _cleanup_policy(raw: str) -> str:
+    """Kafka's ``cleanup.policy``: a LIST of ``delete`` and ``compact`` (kafka-configs'
+    ``[compact,delete]`` is CLI syntax; the broker sees ``compact,delete``)."""
+    items = [item.strip() for item in raw.strip().split(",")]
+    if not raw.strip() or any(item not in ("delete", "compact") for item in items):
+        raise ValueError("must be a list of delete and compact")
+    return ",".join(dict.fromkeys(items))
+
+
+def _ratio(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "must be between 0.0 and 1.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,8 +275,25 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "log.retention.hours": _k(_parse_int, 168, _minus_one_or_at_least(-1)),
     "log.retention.bytes": _k(_parse_int, -1, _minus_one_or_at_least(0)),
     "log.retention.check.interval.ms": _k(_parse_int, 300000, _at_least(1)),
+    # Log compaction (tidelog.storage.cleaner); the log.cleaner.* topic defaults.
+    "log.cleanup.policy": _k(_cleanup_policy, "delete"),
+    "log.cleaner.enable": _k(_parse_bool, True),
+    "log.cleaner.min.cleanable.ratio": _k(_parse_double, 0.5, _ratio),
+    "log.cleaner.delete.retention.ms": _k(_parse_int, 86400000, _at_least(0)),
+    "log.cleaner.min.compaction.lag.ms": _k(_parse_int, 0, _at_least(0)),
+    "log.cleaner.max.compaction.lag.ms": _k(_parse_int, LONG_MAX, _at_least(1)),
+    "log.cleaner.backoff.ms": _k(_parse_int, 15000, _at_least(0)),
+    "log.cleaner.threads": _k(_parse_int, 1, _at_least(0)),
+    "log.cleaner.dedupe.buffer.size": _k(_parse_int, 134217728, _at_least(1024)),
+    "log.cleaner.io.buffer.load.factor": _k(_parse_double, 0.9, _ratio),
+    "log.cleaner.io.max.bytes.per.second": _k(_parse_double, 1.7976931348623157e308),
     # KIP-113: how fast replicas move between log dirs (tidelog.server.alter_log_dirs).
     "replica.alter.log.dirs.io.max.bytes.per.second": _k(_parse_int, LONG_MAX, _at_least(1)),
+    # KIP-73 replication throttles (tidelog.server.replication_quota); the rates are dynamic.
+    "leader.replication.throttled.rate": _k(_parse_int, LONG_MAX, _at_least(0)),
+    "follower.replication.throttled.rate": _k(_parse_int, LONG_MAX, _at_least(0)),
+    "replication.quota.window.num": _k(_parse_int, 11, _at_least(1)),
+    "replication.quota.window.size.seconds": _k(_parse_int, 1, _at_least(1)),
     "producer.id.expiration.ms": _k(_parse_int, 86400000, _at_least(1)),
     # tidelog's own: the newest bytes of each log kept in the page cache, the rest written
     # back and dropped (tidelog.storage.page_cache); -1 leaves it to the kernel, as Kafka.
@@ -280,6 +323,12 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "offsets.topic.num.partitions": _k(_parse_int, 50, _at_least(1)),
     "offsets.topic.replication.factor": _k(_parse_int, 3, _between(1, 32767)),
     "offsets.commit.timeout.ms": _k(_parse_int, 5000, _at_least(1)),
+    # Offset expiry (KIP-211; tidelog.server.group_coordinator) and the topic's segments.
+    "offsets.retention.minutes": _k(_parse_int, 10080, _at_least(1)),
+    "offsets.retention.check.interval.ms": _k(_parse_int, 600000, _at_least(1)),
+    "offsets.topic.segment.bytes": _k(_parse_int, 104857600, _at_least(1)),
+    # tidelog's own test knob: offsets.retention.minutes in milliseconds (-1: unset).
+    "tidelog.offsets.retention.ms": _k(_parse_int, -1, _minus_one_or_at_least(1)),
     # Transactions (KIP-98; tidelog.server.txn_coordinator).
     "transaction.state.log.num.partitions": _k(_parse_int, 50, _at_least(1)),
     "transaction.state.log.replication.factor": _k(_parse_int, 3, _between(1, 32767)),
@@ -322,6 +371,10 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     "sasl.server.max.receive.size": _k(_parse_int, 524288, _at_least(1)),
     # Authorization.
     "authorizer.class.name": _k(_parse_str, ""),
+    # KIP-108 / KIP-133 policies, as Python classes (tidelog.server.policies).
+    "create.topic.policy.class.name": _k(_parse_str, ""),
+    "alter.config.policy.class.name": _k(_parse_str, ""),
+    "tidelog.policy.min.replication.factor": _k(_parse_int, 2),
     "super.users": _k(_parse_str, ""),
     "allow.everyone.if.no.acl.found": _k(_parse_bool, False),
     # ZooKeeper: whether the znodes the broker creates are closed to others, and its digest
@@ -344,7 +397,6 @@ IGNORED_KEYS: Final = frozenset(
         # KIP-368 re-authentication is not built: sessions last as long as the connection.
         "connections.max.reauth.ms",
         "queued.max.requests",
-        "log.cleaner.enable",
     }
 )
 
@@ -562,7 +614,11 @@ class BrokerConfig:
         """The topic-level config every topic starts from, derived from broker keys."""
         flush_ms = self.get_int("log.flush.interval.ms")
         return {
-            "cleanup.policy": "delete",
+            "cleanup.policy": self.get_str("log.cleanup.policy"),
+            "min.cleanable.dirty.ratio": self.values["log.cleaner.min.cleanable.ratio"],
+            "delete.retention.ms": self.get_int("log.cleaner.delete.retention.ms"),
+            "min.compaction.lag.ms": self.get_int("log.cleaner.min.compaction.lag.ms"),
+            "max.compaction.lag.ms": self.get_int("log.cleaner.max.compaction.lag.ms"),
             "compression.type": self.get_str("compression.type"),
             "compression.gzip.level": self.get_int("compression.gzip.level"),
             "compression.lz4.level": self.get_int("compression.lz4.level"),
@@ -579,6 +635,8 @@ class BrokerConfig:
             "flush.messages": self.get_int("log.flush.interval.messages"),
             "flush.ms": LONG_MAX if flush_ms == -1 else flush_ms,
             "message.timestamp.type": "CreateTime",
+            LEADER_THROTTLED_REPLICAS: "",
+            FOLLOWER_THROTTLED_REPLICAS: "",
         }
 
 
@@ -731,10 +789,14 @@ def _enum(*allowed: str) -> Callable[[str], object]:
 
 
 #: Topic configs tidelog applies, by Kafka's topic-level name. Values Kafka knows but
-#: tidelog cannot honour (compaction, LogAppendTime) are
+#: tidelog cannot honour (LogAppendTime) are
 #: refused with INVALID_CONFIG rather than silently ignored.
 TOPIC_KEYS: Final[Mapping[str, _Key]] = {
-    "cleanup.policy": _k(_enum("delete"), "delete"),
+    "cleanup.policy": _k(_cleanup_policy, "delete"),
+    "min.cleanable.dirty.ratio": _k(_parse_double, 0.5, _ratio),
+    "delete.retention.ms": _k(_parse_int, 86400000, _at_least(0)),
+    "min.compaction.lag.ms": _k(_parse_int, 0, _at_least(0)),
+    "max.compaction.lag.ms": _k(_parse_int, LONG_MAX, _at_least(1)),
     "compression.type": _k(_compression_type, "producer"),
     "compression.gzip.level": _k(_parse_int, -1, _minus_one_or_between(1, 9)),
     "compression.lz4.level": _k(_parse_int, 9, _between(1, 17)),
@@ -751,6 +813,9 @@ TOPIC_KEYS: Final[Mapping[str, _Key]] = {
     "flush.messages": _k(_parse_int, LONG_MAX, _at_least(1)),
     "flush.ms": _k(_parse_int, LONG_MAX, _at_least(0)),
     "message.timestamp.type": _k(_enum("CreateTime"), "CreateTime"),
+    # KIP-73: the replicas throttled while they lead / follow (partition:broker list or *).
+    LEADER_THROTTLED_REPLICAS: _k(throttled_replicas_parser(LEADER_THROTTLED_REPLICAS), ""),
+    FOLLOWER_THROTTLED_REPLICAS: _k(throttled_replicas_parser(FOLLOWER_THROTTLED_REPLICAS), ""),
 }
 
 

@@ -11,9 +11,10 @@ Rules (Kafka's ``ConfigHelper``/``DynamicBrokerConfig``, KIP-226, KIP-133 config
    (value null, ``is_sensitive`` true), in the entry and in every synonym.
 4. A broker key is read-only unless tidelog applies it without a restart (``dynamic``): the
    topic defaults Kafka's ``DynamicLogConfig`` reconfigures, plus
-   ``producer.id.expiration.ms``. Keys Kafka can reconfigure but tidelog cannot apply
-   (thread pools, listeners, keystores) stay read-only, and an alteration of them is refused
-   with Kafka's "Cannot update these configs dynamically". Topic keys are never read-only.
+   ``producer.id.expiration.ms`` and the KIP-73 replication throttle rates. Keys Kafka can
+   reconfigure but tidelog cannot apply (thread pools, listeners, keystores) stay read-only,
+   and an alteration of them is refused with Kafka's "Cannot update these configs
+   dynamically". Topic keys are never read-only.
 5. Synonyms: a topic key's broker default comes from ``TOPIC_SYNONYMS`` (Kafka's
    ``ServerTopicConfigSynonyms``), each broker key expanding to its own synonym list
    (``broker_synonyms``: ``log.retention.ms`` > ``.minutes`` > ``.hours``, ``log.roll.ms`` >
@@ -153,8 +154,43 @@ BROKER_DOCS: Final[Mapping[str, ConfigDoc]] = {
         T.LONG, "Each partition log is cut back to this size (-1: no limit).", dynamic=True
     ),
     "log.retention.check.interval.ms": _d(T.LONG, "How often segments are checked for deletion."),
+    "log.cleanup.policy": _d(
+        T.LIST, "The default cleanup.policy: delete, compact or both.", dynamic=True
+    ),
+    "log.cleaner.enable": _d(T.BOOLEAN, "Whether the log cleaner compacts compacted topics."),
+    "log.cleaner.min.cleanable.ratio": _d(
+        T.DOUBLE, "The default min.cleanable.dirty.ratio.", dynamic=True
+    ),
+    "log.cleaner.delete.retention.ms": _d(
+        T.LONG, "The default delete.retention.ms (tombstones kept).", dynamic=True
+    ),
+    "log.cleaner.min.compaction.lag.ms": _d(
+        T.LONG, "The default min.compaction.lag.ms.", dynamic=True
+    ),
+    "log.cleaner.max.compaction.lag.ms": _d(
+        T.LONG, "The default max.compaction.lag.ms.", dynamic=True
+    ),
+    "log.cleaner.backoff.ms": _d(T.LONG, "How long the cleaner sleeps when nothing is dirty."),
+    "log.cleaner.threads": _d(T.INT, "Cleaner threads; tidelog runs one (0: no cleaning)."),
+    "log.cleaner.dedupe.buffer.size": _d(
+        T.LONG, "Memory for the cleaner's key map (24 bytes a key, as Kafka)."
+    ),
+    "log.cleaner.io.buffer.load.factor": _d(T.DOUBLE, "How full the cleaner's key map may get."),
+    "log.cleaner.io.max.bytes.per.second": _d(
+        T.DOUBLE, "Bytes a second the cleaner reads and writes at most."
+    ),
     "replica.alter.log.dirs.io.max.bytes.per.second": _d(
         T.LONG, "Bytes a second replicas moving between log dirs copy at most.", dynamic=True
+    ),
+    "leader.replication.throttled.rate": _d(
+        T.LONG, "Bytes a second this broker sends to throttled followers at most.", dynamic=True
+    ),
+    "follower.replication.throttled.rate": _d(
+        T.LONG, "Bytes a second this broker fetches for throttled replicas at most.", dynamic=True
+    ),
+    "replication.quota.window.num": _d(T.INT, "Samples the replication throttle rates span."),
+    "replication.quota.window.size.seconds": _d(
+        T.INT, "The length of one replication throttle sample, in seconds."
     ),
     "producer.id.expiration.ms": _d(
         T.INT, "A producer id idle for this long is forgotten.", dynamic=True
@@ -206,6 +242,14 @@ BROKER_DOCS: Final[Mapping[str, ConfigDoc]] = {
     "offsets.topic.num.partitions": _d(T.INT, "Partitions of __consumer_offsets."),
     "offsets.topic.replication.factor": _d(T.SHORT, "Replication factor of __consumer_offsets."),
     "offsets.commit.timeout.ms": _d(T.INT, "How long an offset commit waits for replication."),
+    "offsets.retention.minutes": _d(
+        T.INT, "How long an empty group's (or unsubscribed topic's) offsets are kept."
+    ),
+    "offsets.retention.check.interval.ms": _d(T.LONG, "How often expired offsets are removed."),
+    "offsets.topic.segment.bytes": _d(T.INT, "segment.bytes of __consumer_offsets."),
+    "tidelog.offsets.retention.ms": _d(
+        T.LONG, "Test knob: offsets.retention.minutes in milliseconds; -1 (default) unset."
+    ),
     "transaction.state.log.num.partitions": _d(T.INT, "Partitions of __transaction_state."),
     "transaction.state.log.replication.factor": _d(
         T.SHORT, "Replication factor of __transaction_state."
@@ -253,6 +297,15 @@ BROKER_DOCS: Final[Mapping[str, ConfigDoc]] = {
     "sasl.jaas.config": _d(T.PASSWORD, "JAAS login module settings (may hold passwords)."),
     "sasl.server.max.receive.size": _d(T.INT, "The largest frame before a SASL login is done."),
     "authorizer.class.name": _d(T.STRING, "The ACL authorizer (empty: everything allowed)."),
+    "create.topic.policy.class.name": _d(
+        T.CLASS, "A Python CreateTopicPolicy, package.module.Class (tidelog.server.policies)."
+    ),
+    "alter.config.policy.class.name": _d(
+        T.CLASS, "A Python AlterConfigPolicy, package.module.Class (tidelog.server.policies)."
+    ),
+    "tidelog.policy.min.replication.factor": _d(
+        T.INT, "The minimum of tidelog.server.policies.MinReplicationFactorPolicy."
+    ),
     "super.users": _d(T.STRING, "Principals every ACL check allows, ';'-separated."),
     "allow.everyone.if.no.acl.found": _d(
         T.BOOLEAN, "Whether a resource without ACLs is open to everyone."
@@ -282,12 +335,19 @@ IGNORED_DOCS: Final[Mapping[str, ConfigDoc]] = {
     "socket.receive.buffer.bytes": _d(T.INT, "Accepted for compatibility; the OS's buffers."),
     "connections.max.reauth.ms": _d(T.LONG, "Accepted for compatibility; no re-authentication."),
     "queued.max.requests": _d(T.INT, "Accepted for compatibility; not used."),
-    "log.cleaner.enable": _d(T.BOOLEAN, "Accepted for compatibility; no compaction."),
 }
 
 #: Rule 1: every topic key.
 TOPIC_DOCS: Final[Mapping[str, ConfigDoc]] = {
-    "cleanup.policy": _d(T.LIST, "What happens to old segments: delete (compaction is not built)."),
+    "cleanup.policy": _d(
+        T.LIST, "What happens to old segments: delete, compact (latest value per key) or both."
+    ),
+    "min.cleanable.dirty.ratio": _d(
+        T.DOUBLE, "The dirty share of the log at which the cleaner compacts it."
+    ),
+    "delete.retention.ms": _d(T.LONG, "How long tombstones and markers outlive compaction."),
+    "min.compaction.lag.ms": _d(T.LONG, "The least time a record stays uncompacted."),
+    "max.compaction.lag.ms": _d(T.LONG, "The longest a record stays uncompacted."),
     "compression.type": _d(T.STRING, "Compression of the topic's stored batches."),
     "compression.gzip.level": _d(T.INT, "The gzip level when the broker compresses."),
     "compression.lz4.level": _d(T.INT, "The lz4 level when the broker compresses."),
@@ -306,12 +366,22 @@ TOPIC_DOCS: Final[Mapping[str, ConfigDoc]] = {
     "flush.messages": _d(T.LONG, "Records appended before the log is fsynced."),
     "flush.ms": _d(T.LONG, "The longest unflushed data waits for fsync."),
     "message.timestamp.type": _d(T.STRING, "Which timestamp records keep: CreateTime."),
+    "leader.replication.throttled.replicas": _d(
+        T.LIST, "Replicas throttled while they lead: partitionId:brokerId,... or *."
+    ),
+    "follower.replication.throttled.replicas": _d(
+        T.LIST, "Replicas throttled while they follow: partitionId:brokerId,... or *."
+    ),
 }
 
 #: Rule 5: a topic key's broker synonym (Kafka's ``ServerTopicConfigSynonyms``), expanded
 #: by ``broker_synonyms``.
 TOPIC_SYNONYMS: Final[Mapping[str, str]] = {
     "cleanup.policy": "log.cleanup.policy",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "compression.type": "compression.type",
     "compression.gzip.level": "compression.gzip.level",
     "compression.lz4.level": "compression.lz4.level",

@@ -25,6 +25,9 @@ watermark live in ``tidelog.replication``; this module only sequences IO around 
    (ENOSPC, EDQUOT) is probed (``probe_log_dir``: free space above a margin and a small
    write + fsync) and comes back through ``mark_log_dir_online``; after any other error it
    stays offline until the broker restarts, as in Kafka.
+6. Replication throttles (KIP-73, ``tidelog.server.replication_quota``): a follower's fetch
+   gets no data for a leader-throttled partition while that follower is out of the ISR and
+   the leader rate is exceeded, and such a partition does not count towards ``min_bytes``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config import LONG_MAX, BrokerConfig
 from tidelog.server.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replication_quota import (
+    FOLLOWER_THROTTLED_RATE,
+    LEADER_THROTTLED_RATE,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    ReplicationQuotas,
+)
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
@@ -115,6 +125,11 @@ def log_config_for(
         compression_gzip_level=get("compression.gzip.level"),
         compression_lz4_level=get("compression.lz4.level"),
         compression_zstd_level=get("compression.zstd.level"),
+        cleanup_policy=str(topic_config["cleanup.policy"]),
+        min_cleanable_dirty_ratio=float(topic_config["min.cleanable.dirty.ratio"]),  # type: ignore[arg-type]
+        delete_retention_ms=get("delete.retention.ms"),
+        min_compaction_lag_ms=get("min.compaction.lag.ms"),
+        max_compaction_lag_ms=get("max.compaction.lag.ms"),
         producer_id_expiration_ms=(
             broker_config.get_int("producer.id.expiration.ms")
             if broker_config is not None
@@ -195,6 +210,13 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.failed_isr_updates = 0
+        #: KIP-73 replication throttles (``tidelog.server.replication_quota``): the leader
+        #: side is applied in ``read``, the follower side by the cluster's fetchers.
+        self.replication_quotas = ReplicationQuotas(
+            config.broker_id,
+            window_num=config.get_int(WINDOW_NUM),
+            window_size_s=config.get_int(WINDOW_SIZE_SECONDS),
+        )
 
     def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
         """The answer for a partition this broker does not host (Kafka's
@@ -279,6 +301,7 @@ class ReplicaManager:
         )
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(tp.topic, topic_config)
         if existing is not None:
             partition = existing.partition
             partition.min_insync_replicas = min_isr
@@ -333,6 +356,7 @@ class ReplicaManager:
         )
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(tp.topic, topic_config)
         if existing is not None:
             partition = existing.partition
             partition.min_insync_replicas = min_isr
@@ -361,6 +385,7 @@ class ReplicaManager:
         new_config = log_config_for(topic_config, self.config)
         min_isr = topic_config["min.insync.replicas"]
         assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(topic, topic_config)
         for tp, hosted in self.partitions.items():
             if tp.topic == topic:
                 hosted.log.update_config(new_config)
@@ -485,6 +510,8 @@ class ReplicaManager:
         budget = max_bytes
         got_any = False
         committed = isolation_level == READ_COMMITTED and replica_id < 0
+        quota = self.replication_throttles().leader if replica_id >= 0 else None
+        throttled_bytes = 0
         for request in requests:
             hosted = self.partitions.get(request.tp)
             if hosted is None:
@@ -498,7 +525,10 @@ class ReplicaManager:
             records = None
             aborted = None
             error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
-            if error == ErrorCode.NONE and (budget > 0 or not got_any):
+            held = quota is not None and quota.should_throttle(
+                request.tp, in_sync=replica_id in hosted.partition.isr
+            )
+            if error == ErrorCode.NONE and (budget > 0 or not got_any) and not held:
                 try:
                     records = the_log.read(
                         request.fetch_offset,
@@ -511,10 +541,25 @@ class ReplicaManager:
             if records is not None:
                 got_any = True
                 budget -= records.length
+                if quota is not None and quota.is_throttled(request.tp):
+                    throttled_bytes += records.length
                 if committed:
                     aborted = the_log.collect_aborted_transactions(request.fetch_offset, lso)
             results.append(FetchResult(error, hw, the_log.log_start_offset, records, lso, aborted))
+        if quota is not None:
+            quota.record(throttled_bytes)
         return results
+
+    def replication_throttles(self) -> ReplicationQuotas:
+        """The replication quotas at the live broker rates: a dynamic config replaces
+        ``config.values`` (``dynamic_config`` rule 2), so a changed rate applies at the next
+        fetch without a restart."""
+        quotas = self.replication_quotas
+        quotas.update_rates(
+            leader=self.config.get_int(LEADER_THROTTLED_RATE),
+            follower=self.config.get_int(FOLLOWER_THROTTLED_RATE),
+        )
+        return quotas
 
     def fetch(
         self,
@@ -660,6 +705,7 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         accumulated = 0
+        quota = self._manager.replication_throttles().leader if self._replica_id >= 0 else None
         for request in self._requests:
             hosted = self._manager.partitions.get(request.tp)
             if hosted is None:
@@ -684,7 +730,10 @@ class DelayedFetch(DelayedOperation):
                     )
                 except KafkaError:
                     return self.force_complete()
-                if piece is not None:
+                held = quota is not None and quota.should_throttle(
+                    request.tp, in_sync=self._replica_id in hosted.partition.isr
+                )
+                if piece is not None and not held:
                     accumulated += piece.length
         if accumulated >= self._min_bytes:
             return self.force_complete()

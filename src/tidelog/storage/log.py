@@ -1,4 +1,5 @@
-"""One partition's log on disk (Kafka's UnifiedLog + LocalLog, without compaction).
+"""One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
+``tidelog.storage.cleaner``).
 
 Theory of operation
 -------------------
@@ -116,6 +117,7 @@ from tidelog.protocol.records import (
     parse_header,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
+from tidelog.storage.cleaner import complete_swaps
 from tidelog.storage.compression import CompressionLevels
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import (
@@ -127,6 +129,7 @@ from tidelog.storage.errors import (
 from tidelog.storage.index import OFFSET_ENTRY_SIZE
 from tidelog.storage.log_validator import (
     max_decompressed_bytes,
+    missing_key,
     needs_validation,
     validate_batch,
 )
@@ -197,6 +200,22 @@ class LogConfig:
     #: of the log left in the page cache; older ones are written back and dropped from it
     #: (``tidelog.storage.page_cache``). -1 leaves the page cache to the kernel, as Kafka.
     page_cache_keep_bytes: int = -1
+    #: cleanup.policy: "delete", "compact" or "compact,delete" (``tidelog.storage.cleaner``).
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones, markers)
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = _NEVER  # max.compaction.lag.ms
+
+    @property
+    def compact(self) -> bool:
+        """Whether the cleaner compacts this log (its offsets may then have gaps)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention.ms / retention.bytes delete old segments."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def max_index_entries(self) -> int:
@@ -295,6 +314,7 @@ def _validate_batches(
     max_message_bytes: int | None,
     allow_partial_tail: bool,
     check_crc: bool = True,
+    cleaned: bool = False,
 ) -> tuple[list[_Batch], int]:
     """Check every batch (rule 1); returns the batches and the bytes they cover.
 
@@ -302,7 +322,8 @@ def _validate_batches(
     limit) is ignored instead of rejected; followers only. Any framing problem is reported
     by ``parse_header`` itself so the messages match the protocol layer's.
     ``check_crc=False`` leaves the CRC-32Cs to the caller (``_check_crcs`` or a ``_CrcJob``
-    running beside the write, rule 1a).
+    running beside the write, rule 1a). ``cleaned``: batches of a compacted log may hold
+    fewer records than their offset range (``tidelog.storage.cleaner``).
     """
     batches: list[_Batch] = []
     view = memoryview(records)
@@ -327,7 +348,7 @@ def _validate_batches(
             raise RecordTooLargeError(
                 f"batch at byte {pos} is {size} bytes, above max.message.bytes {max_message_bytes}"
             )
-        if delta < 0 or count != delta + 1:
+        if delta < 0 or count > delta + 1 or (count != delta + 1 and not cleaned):
             raise CorruptRecordBatchError(
                 f"batch at byte {pos} declares {count} records but last offset delta {delta}"
             )
@@ -610,6 +631,7 @@ class Log:
         """
         directory.mkdir(parents=True, exist_ok=True)
         parse_topic_partition(directory)
+        complete_swaps(directory)  # a cleaner's crash-safe swap (tidelog.storage.cleaner)
         for leftover in directory.iterdir():
             if leftover.name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
                 leftover.unlink()
@@ -639,7 +661,7 @@ class Log:
             for seg in segments:
                 # Before recovery, whose truncation of a torn tail also cuts this index.
                 seg.txn_index.load()
-            epoch_starts = cls._recover(segments, recovery_point)
+            epoch_starts = cls._recover(segments, recovery_point, gaps=config.compact)
         except BaseException:
             for s in segments:
                 s.close()
@@ -686,8 +708,13 @@ class Log:
         return log
 
     @staticmethod
-    def _recover(segments: list[LogSegment], recovery_point: int) -> list[tuple[int, int, int]]:
-        """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts."""
+    def _recover(
+        segments: list[LogSegment], recovery_point: int, *, gaps: bool = False
+    ) -> list[tuple[int, int, int]]:
+        """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts.
+
+        ``gaps`` (a compacted log): a segment may end before the next one starts (its last
+        batches were cleaned away, or a follower fetched past them), as in Kafka."""
         epoch_starts: list[tuple[int, int, int]] = []
         i = 0
         while i < len(segments):
@@ -703,6 +730,7 @@ class Log:
                 # A rebuilt index below the recovery point re-validates the whole segment.
                 verify_from_offset=seg.base_offset if below else recovery_point,
                 full=not index_ok or seg.base_offset >= recovery_point,
+                gaps=gaps,
             )
             epoch_starts += result.epoch_starts
             if result.error is not None:
@@ -716,6 +744,8 @@ class Log:
                     )
                 seg.truncate_at(result.valid_size, result.next_offset)
                 upper = None  # nothing after a torn batch survives
+            if upper is not None and seg.next_offset < upper and (gaps or upper <= recovery_point):
+                seg.next_offset = upper  # offsets cleaned away (tidelog.storage.cleaner)
             if upper is not None and seg.next_offset != upper:
                 if seg.next_offset < recovery_point:
                     raise CorruptLogError(
@@ -926,6 +956,11 @@ class Log:
             max_timestamp = -1
             producer_batches: list[ProducerBatch] | None = None
             client = origin is AppendOrigin.CLIENT
+            compact = self._config.compact
+            bound = max_decompressed_bytes(self._config.max_message_bytes)
+            if compact and parallel_crc:
+                _check_crcs(view, batches)  # what is decoded for its keys is what was sent
+                parallel_crc = False
             for batch in batches:
                 if client and batch.attributes & _CONTROL_FLAG:
                     # Kafka's LogValidator: control records come from the broker only (KIP-98).
@@ -940,6 +975,19 @@ class Log:
                         error_message="control records are not allowed to be appended by clients",
                     )
                 pos = batch.position
+                if compact and not batch.attributes & _CONTROL_FLAG:
+                    problem = missing_key(view[pos : pos + batch.size], bound)
+                    if problem is not None:
+                        return AppendInfo(
+                            -1,
+                            -1,
+                            -1,
+                            0,
+                            0,
+                            0,
+                            error=ErrorCode.INVALID_RECORD,
+                            error_message=f"{problem} in topic partition {self.topic_partition}.",
+                        )
                 pieces.append(_STAMP.pack(offset, batch.size - LOG_OVERHEAD, leader_epoch))
                 pieces.append(view[pos + _STAMP.size : pos + batch.size])
                 if batch.producer_id >= 0:  # the only cost for non-idempotent batches
@@ -1063,8 +1111,13 @@ class Log:
         with self._lock:
             self._check_open()
             parallel_crc = _can_check_beside(records)
+            gaps = self._config.compact
             batches, total = _validate_batches(
-                records, max_message_bytes=None, allow_partial_tail=True, check_crc=not parallel_crc
+                records,
+                max_message_bytes=None,
+                allow_partial_tail=True,
+                check_crc=not parallel_crc,
+                cleaned=gaps,
             )
             if not batches:
                 return self._empty_append_info()
@@ -1079,7 +1132,9 @@ class Log:
             latest = -1 if latest is None else latest
             view = memoryview(records)
             for batch in batches:
-                if batch.base_offset != expected:
+                # A compacted leader's batches may skip offsets (cleaned away); Kafka's
+                # followers accept any increasing offsets.
+                if batch.base_offset != expected and not (gaps and batch.base_offset > expected):
                     raise UnexpectedAppendOffsetError(
                         f"{self.topic_partition}: follower batch starts at offset "
                         f"{batch.base_offset}, expected {expected}",
@@ -1334,6 +1389,12 @@ class Log:
                 if fetch_offset < seg.next_offset:
                     extent = seg.read_extent(fetch_offset, max_bytes, max_offset, min_one_batch)
                     if extent is None:
+                        if i + 1 < len(self._segments) and seg.find_batch(fetch_offset) is None:
+                            # Its batches from fetch_offset on were cleaned away: the next
+                            # segment's first batch follows (tidelog.storage.cleaner).
+                            fetch_offset = self._segments[i + 1].base_offset
+                            i += 1
+                            continue
                         return None
                     position, length, first_offset = extent
                     return FetchSlice(seg.fd, position, length, first_offset)
@@ -1487,6 +1548,8 @@ class Log:
                 if found is not None:
                     position, header = found
                     active.truncate_at(position, header.base_offset)
+                elif active.next_offset > offset:
+                    active.next_offset = offset  # its batches end in a compaction gap
                 if self.log_end_offset < self._log_start_offset:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
@@ -1577,6 +1640,43 @@ class Log:
         self._bases = [offset]
         self._dir_dirty = True
 
+    # ------------------------------------------------------------------ compaction
+
+    def segments_for_cleaning(self) -> tuple[list[LogSegment], int, dict[int, int]]:
+        """A copy of the segment list, the truncation generation and each producer id's
+        last offset, for the cleaner (``tidelog.storage.cleaner``): segments below the
+        active one do not change while the generation holds."""
+        with self._lock:
+            self._check_open()
+            producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
+            return list(self._segments), self._truncations, producers
+
+    def replace_segments(
+        self, old: list[LogSegment], generation: int, install: Callable[[], LogSegment]
+    ) -> bool:
+        """Replace ``old`` (consecutive segments below the active one) by the segment
+        ``install`` opens, as one step for readers (the cleaner's swap, its rule 6): the old
+        files are renamed ``*.deleted`` first (rule 6). False, ``install`` not called, when
+        the log was closed, truncated or lost one of them meanwhile."""
+        with self._lock:
+            if self._closed or generation != self._truncations:
+                return False
+            i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), -1)
+            if (
+                i < 0
+                or self._segments[i : i + len(old)] != old
+                or i + len(old) >= len(self._segments)
+            ):
+                return False
+            for seg in old:
+                self._retire(seg)
+            new = install()
+            self._segments[i : i + len(old)] = [new]
+            self._bases[i : i + len(old)] = [new.base_offset]
+            if self._cache_previous in old:
+                self._cache_previous = None
+            return True
+
     # ------------------------------------------------------------------ retention
 
     def delete_records_before(self, offset: int) -> None:
@@ -1605,13 +1705,13 @@ class Log:
             self._now_ms = now_ms
             config = self._config
             deleted = 0
-            if config.retention_ms >= 0:
+            if config.retention_ms >= 0 and config.delete:
 
                 def expired(seg: LogSegment, upper: int) -> bool:
                     return now_ms - _largest_timestamp(seg) > config.retention_ms
 
                 deleted += self._delete_segments(expired, high_watermark)
-            if config.retention_bytes >= 0:
+            if config.retention_bytes >= 0 and config.delete:
                 excess = self.size_bytes - config.retention_bytes
 
                 def too_big(seg: LogSegment, upper: int) -> bool:

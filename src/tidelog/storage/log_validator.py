@@ -162,3 +162,26 @@ def rebuild_batch(
     crc = crc32c.crc32c(payload, crc)
     _CRC.pack_into(header, 17, crc)
     return bytes(header) + payload
+
+
+#: Kafka's message for a keyless record sent to a compacted topic (INVALID_RECORD).
+MISSING_KEY: Final = "Compacted topic cannot accept message without key"
+
+
+def missing_key(batch: bytes | memoryview, max_decompressed: int) -> str | None:
+    """``MISSING_KEY`` when a record of ONE whole data batch for a compacted topic has a
+    null key (Kafka's ``LogValidator.validateKey``: the leader refuses the append with
+    INVALID_RECORD), else None. Raises ``CorruptRecordBatchError`` for a body that does not
+    hold its records (compressed ones were checked by ``validate_batch`` already)."""
+    view = memoryview(batch)
+    (attributes,) = _ATTRIBUTES.unpack_from(view, _ATTRIBUTES_AT)
+    (count,) = _RECORDS_COUNT.unpack_from(view, _RECORDS_COUNT_AT)
+    try:
+        body = decompress(
+            attributes & _COMPRESSION_MASK, view[BATCH_HEADER_SIZE:], max_bytes=max_decompressed
+        )
+        if any(record.key is None for record in iter_records(bytes(body), count)):
+            return MISSING_KEY
+    except (CodecError, RecordFormatError) as exc:
+        raise CorruptRecordBatchError(f"batch is malformed: {exc}") from None
+    return None

@@ -10,7 +10,10 @@ Invariants:
     written past ``size`` (``write_unpublished``) while their CRCs are still being checked,
     and become part of the segment (``publish``) only once they passed, or are cut off again
     (``discard_unpublished``);
-  * batches follow each other without gaps: each base offset is the previous ``next_offset``;
+  * batches follow each other in offset order: each base offset is at least the previous
+    ``next_offset``, and equal to it unless the log is compacted (``tidelog.storage.cleaner``
+    removes records and whole batches, keeping the others' offsets, as Kafka's cleaner);
+    a cleaned batch may hold fewer records than its offset range;
   * ``next_offset`` is one past the last offset in the segment (``base_offset`` if empty);
   * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``);
   * aborted-transaction entries have their marker below ``next_offset`` (a truncation drops
@@ -41,6 +44,9 @@ LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
+#: A segment the cleaner is writing, and one it finished (``tidelog.storage.cleaner``).
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
 _FIRST_HEADER_CHUNK: Final = 8 * 1024
@@ -156,7 +162,7 @@ class LogSegment:
         last = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, -1)
 
-    def scan(self, *, verify_from_offset: int, full: bool) -> ScanResult:
+    def scan(self, *, verify_from_offset: int, full: bool, gaps: bool = False) -> ScanResult:
         """Walk the batches to the end of the file, rebuilding the indexes as appends would.
 
         ``full``: start at byte 0 with empty indexes; otherwise resume at the last offset index
@@ -164,6 +170,8 @@ class LogSegment:
         >= ``verify_from_offset`` get the full check (framing, magic, offset continuity,
         monotonic epoch, record count, CRC-32C); earlier ones only framing. The walk stops at
         the first failure; the caller decides whether to truncate (``truncate_at``) or refuse.
+        Checked batches must continue exactly where the previous one ended and hold a record
+        per offset unless ``gaps`` (a compacted log); earlier ones may skip offsets.
         """
         start_pos = 0
         entry_off = self.base_offset
@@ -202,13 +210,18 @@ class LogSegment:
             if isinstance(header, str):
                 result.error = header
                 break
-            if expected is not None and header.base_offset != expected:
+            strict = not gaps and header.last_offset >= verify_from_offset
+            if expected is not None and (
+                header.base_offset < expected or (strict and header.base_offset != expected)
+            ):
                 result.error = (
                     f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
                 )
                 break
-            if header.last_offset_delta < 0 or header.records_count != (
-                header.last_offset_delta + 1
+            if (
+                header.last_offset_delta < 0
+                or header.records_count > header.last_offset_delta + 1
+                or (strict and header.records_count != header.last_offset_delta + 1)
             ):
                 result.error = (
                     f"batch at byte {pos} has {header.records_count} records but last offset "

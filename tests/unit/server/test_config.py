@@ -136,7 +136,8 @@ def test_topic_configs_validated_with_kafka_names() -> None:
     for configs, fragment in [
         ({"retention.ms": "soon"}, "Invalid value soon for configuration retention.ms"),
         ({"segment.bytes": "1"}, "must be at least 14"),
-        ({"cleanup.policy": "compact"}, "must be one of delete"),
+        ({"cleanup.policy": "compact,shred"}, "must be a list of delete and compact"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "must be between 0.0 and 1.0"),
         # Kafka 3.x's BrokerCompressionType has no "none", and names are case-sensitive.
         ({"compression.type": "none"}, "must be one of uncompressed, zstd, lz4"),
         ({"compression.type": "GZIP"}, "must be one of uncompressed"),

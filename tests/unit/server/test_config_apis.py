@@ -480,9 +480,10 @@ def test_topic_incremental_operations(apis: KafkaApis) -> None:
         None,
     )
     assert apis.metadata.topics["u"].configs == {"cleanup.policy": "delete"}
-    assert incremental(apis, TOPIC, "u", [("cleanup.policy", OP_APPEND, "compact")]) == (
+    assert incremental(apis, TOPIC, "u", [("cleanup.policy", OP_APPEND, "shred")]) == (
         E.INVALID_CONFIG,
-        "Invalid value delete,compact for configuration cleanup.policy: must be one of delete",
+        "Invalid value delete,shred for configuration cleanup.policy: "
+        "must be a list of delete and compact",
     )
     assert incremental(apis, TOPIC, "u", [("retention.ms", OP_APPEND, "1")]) == (
         E.INVALID_CONFIG,
