@@ -479,6 +479,9 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    #: Caught up to the leader's high watermark at the last fetch (Kafka's
+    #: ``isReplicaInSync``): the follower throttle never holds such a partition back.
+    in_sync: bool = False
 
 
 @dataclass(slots=True)
@@ -625,7 +628,10 @@ class LeaderFetcher:
             return progressed
         max_bytes = self.node.config.get_int("replica.fetch.max.bytes")
         requests = {}
+        quota = rm.replication_throttles().follower  # KIP-73 (replication_quota rule 4)
         for tp, st in fetching.items():
+            if quota.should_throttle(tp, in_sync=st.in_sync):
+                continue
             hosted = rm.partitions[tp]
             requests[tp] = ClientFetchPartition(
                 fetch_offset=hosted.log.log_end_offset,
@@ -633,6 +639,8 @@ class LeaderFetcher:
                 current_leader_epoch=st.leader_epoch,
                 log_start_offset=hosted.log.log_start_offset,
             )
+        if not requests:
+            return progressed
         results = await client.fetch(
             requests,
             max_wait_ms=self.node.config.get_int("replica.fetch.wait.max.ms"),
@@ -685,6 +693,9 @@ class LeaderFetcher:
                         fst.truncating = True
                         continue
                     progressed = True
+                    if quota.is_throttled(tp):
+                        quota.record(len(result.records))
+                fst.in_sync = hosted.log.log_end_offset >= result.high_watermark
                 hosted.partition.update_follower_high_watermark(
                     log_end_offset=hosted.log.log_end_offset,
                     leader_high_watermark=result.high_watermark,

@@ -10,7 +10,10 @@ runtime (``config_docs.DYNAMIC_BROKER_KEYS``). Rules:
    replica manager, cluster node); a change replaces its ``values`` with the merged view,
    as Kafka's ``KafkaConfig.updateCurrentConfig`` swaps its current config, so everything
    that reads a key reads the live value. Components that copied a value at start-up are
-   told through ``listeners`` (topic log configs, the controller's unclean default).
+   told through ``listeners`` (topic log configs, the controller's unclean default). The
+   KIP-73 replication throttle rates (``leader.replication.throttled.rate``,
+   ``follower.replication.throttled.rate``) need no listener: the replica manager reads
+   them at every replica fetch (``ReplicaManager.replication_throttles``).
 3. A dynamic entry that is unknown, not dynamic here, or invalid is logged and ignored (a
    Kafka broker sharing the ZooKeeper may have written it); the rest apply.
 4. ``check_alteration`` answers an alteration of an entity's whole dynamic config before

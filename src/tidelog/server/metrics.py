@@ -353,6 +353,16 @@ class BrokerCollector(Collector):
             f"({mbean}FailedIsrUpdatesPerSec)",
             rm.failed_isr_updates,
         )
+        for side, quota in (
+            ("Leader", rm.replication_quotas.leader),
+            ("Follower", rm.replication_quotas.follower),
+        ):
+            yield _gauge(
+                f"kafka_server_{side.lower()}replication_byte_rate",
+                f"Bytes a second moved for throttled replicas, {side.lower()} side, KIP-73 "
+                f"(kafka.server:type={side}Replication,name=byte-rate)",
+                quota.rate(),
+            )
         yield _gauge(
             "kafka_log_logmanager_offlinelogdirectorycount",
             "Log dirs offline after a write error "

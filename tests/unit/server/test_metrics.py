@@ -40,6 +40,7 @@ from tidelog.server.metrics import (
 )
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+from tidelog.server.replication_quota import ReplicationQuotas
 from tidelog.server.request_context import RequestContext
 
 # --- fake broker state -------------------------------------------------------------------
@@ -78,6 +79,7 @@ def fake_replica_manager() -> SimpleNamespace:
         isr_shrinks=4,
         isr_expands=3,
         failed_isr_updates=1,
+        replication_quotas=ReplicationQuotas(0),
     )
 
 
@@ -227,7 +229,7 @@ def test_every_metric_has_help_naming_its_kafka_mbean_and_a_kafka_style_name() -
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
     ours = [f for f in families if not f.name.startswith("process_")]
-    assert len(ours) == 25
+    assert len(ours) == 27
     for family in ours:
         assert family.name.startswith("kafka_"), family.name
         assert family.name == family.name.lower()
