@@ -38,6 +38,27 @@ timeout. Static members (``group.instance.id``, KIP-345) keep their identity acr
 restarts: a join with a known instance id and no member id replaces the old member id (the
 old one is fenced: FENCED_INSTANCE_ID) and, when nothing else changed in a Stable group,
 gets the current assignment without a rebalance.
+
+Offset expiry (Kafka's ``GroupMetadata.removeExpiredOffsets`` and
+``GroupMetadataManager.cleanupGroupMetadata``, KIP-211), ``remove_expired_offsets`` run by
+the coordinator every ``offsets.retention.check.interval.ms``:
+
+6. An offset committed with an explicit expire timestamp (OffsetCommit v2-v4
+   ``retention_time_ms``) expires at that time, whatever the group does. Otherwise:
+7. Empty group that used the group protocol (protocol type set): every offset expires once
+   the retention has passed since the group became Empty (its ``state_timestamp_ms``, kept
+   in the group metadata record; unknown, e.g. an old record: since the offset's commit).
+8. Group that never used the group protocol (no protocol type: a standalone consumer with
+   ``assign()``, or known only from its offsets): each offset expires once the retention
+   has passed since its commit.
+9. Stable ``consumer`` group whose subscriptions can be read: only offsets of topics no
+   member subscribes to expire, retention counted from their commit. Any other group with
+   members keeps everything.
+10. Never expired: an offset with an OffsetCommit in flight (appended, not yet replicated:
+    Kafka's ``pendingOffsetCommits``) and transactional offsets still pending.
+11. A group left Empty with no offsets (committed, in flight or pending) is Dead and
+    removed; the caller writes its group tombstone when it had a generation (Kafka skips
+    generation 0: such a group only stored offsets).
 """
 
 from __future__ import annotations
@@ -146,6 +167,20 @@ class Effects:
 
     def __bool__(self) -> bool:
         return bool(self.joins or self.syncs or self.group_records)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredOffsets:
+    """What one expiry round removed from memory, for the caller to tombstone."""
+
+    #: group id -> partitions whose offsets expired.
+    offsets: dict[str, list[TopicPartition]]
+    #: Groups that became Dead and were removed, with their generation then.
+    dead_groups: dict[str, int]
+
+    @property
+    def count(self) -> int:
+        return sum(len(tps) for tps in self.offsets.values())
 
 
 @dataclass(slots=True)
@@ -261,6 +296,8 @@ class GroupManager:
         self.offsets: dict[str, dict[TopicPartition, LoggedOffset]] = {}
         #: Transactional offsets awaiting their marker (txn_offsets rule 1).
         self.pending_txn = PendingTxnOffsets()
+        #: Plain commits appended but not yet replicated, per group and partition (rule 10).
+        self.pending_commits: dict[str, dict[TopicPartition, int]] = {}
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -275,7 +312,12 @@ class GroupManager:
         sessions restarted at ``now_ms`` (Kafka schedules every heartbeat afresh on load).
         A group known only from its (committed or pending) offsets comes back Empty."""
         for group_id, rec in groups.items():
-            group = Group(group_id, generation_id=rec.generation_id, state_timestamp_ms=now_ms)
+            # The record's state timestamp (when an Empty group became empty: rule 7).
+            group = Group(
+                group_id,
+                generation_id=rec.generation_id,
+                state_timestamp_ms=rec.current_state_timestamp_ms,
+            )
             group.protocol_type = rec.protocol_type or None
             group.protocol_name = rec.protocol_name
             group.leader_id = rec.leader_id
@@ -319,6 +361,7 @@ class GroupManager:
         self.groups.clear()
         self.offsets.clear()
         self.pending_txn = PendingTxnOffsets()
+        self.pending_commits.clear()
         return effects
 
     # --- JoinGroup -------------------------------------------------------------------------
@@ -782,6 +825,92 @@ class GroupManager:
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: o.value for tp, o in self.offsets.get(group_id, {}).items()}
 
+    def prepare_offset_commit(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
+        """A plain OffsetCommit of ``tps`` was appended; until ``offset_commit_done`` they
+        are not expired (rule 10, Kafka's ``prepareOffsetCommit``)."""
+        by_tp = self.pending_commits.setdefault(group_id, {})
+        for tp in tps:
+            by_tp[tp] = by_tp.get(tp, 0) + 1
+
+    def offset_commit_done(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
+        """The commit ``prepare_offset_commit`` announced is replicated or failed."""
+        by_tp = self.pending_commits.get(group_id)
+        if by_tp is None:
+            return
+        for tp in tps:
+            left = by_tp.get(tp, 0) - 1
+            if left > 0:
+                by_tp[tp] = left
+            else:
+                by_tp.pop(tp, None)
+        if not by_tp:
+            del self.pending_commits[group_id]
+
+    # --- offset expiry (rules 6-11) --------------------------------------------------------
+
+    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> ExpiredOffsets:
+        """One expiry round: expired offsets leave memory, Empty groups without offsets
+        die; what went is returned for the caller to tombstone."""
+        expired: dict[str, list[TopicPartition]] = {}
+        dead: dict[str, int] = {}
+        for group_id, group in list(self.groups.items()):
+            gone = self._expired_offsets(group, now_ms, retention_ms)
+            if gone:
+                by_tp = self.offsets[group_id]
+                for tp in gone:
+                    del by_tp[tp]
+                if not by_tp:
+                    del self.offsets[group_id]
+                expired[group_id] = gone
+            if (
+                group.state == GroupState.EMPTY
+                and not group.pending_members
+                and not self._has_offsets(group_id)
+            ):
+                group.transition(GroupState.DEAD, now_ms)
+                del self.groups[group_id]
+                dead[group_id] = group.generation_id
+        return ExpiredOffsets(expired, dead)
+
+    def _has_offsets(self, group_id: str) -> bool:
+        return (
+            bool(self.offsets.get(group_id))
+            or group_id in self.pending_commits
+            or group_id in self.pending_txn.groups()
+        )
+
+    def _expired_offsets(
+        self, group: Group, now_ms: int, retention_ms: int
+    ) -> list[TopicPartition]:
+        by_tp = self.offsets.get(group.group_id)
+        if not by_tp:
+            return []
+        since_empty = -1
+        subscribed: set[str] = set()
+        if group.state == GroupState.EMPTY and group.protocol_type:
+            since_empty = group.state_timestamp_ms  # rule 7
+        elif group.state == GroupState.STABLE and group.protocol_type == "consumer":
+            topics = group.subscribed_topics()  # rule 9
+            if topics is None:
+                return []
+            subscribed = topics
+        elif group.protocol_type or group.members:
+            return []  # a group with members mid-rebalance, or of another protocol
+        in_flight = self.pending_commits.get(group.group_id, {})
+        gone = []
+        for tp, logged in by_tp.items():
+            if tp.topic in subscribed or tp in in_flight:
+                continue
+            value = logged.value
+            if value.expire_timestamp_ms >= 0:  # rule 6
+                if now_ms >= value.expire_timestamp_ms:
+                    gone.append(tp)
+                continue
+            base = since_empty if since_empty >= 0 else value.commit_timestamp_ms
+            if now_ms - base >= retention_ms:
+                gone.append(tp)
+        return gone
+
     # --- transactional offsets (KIP-98, KIP-447; see tidelog.coordinator.txn_offsets) ----
 
     def validate_txn_commit(
@@ -874,6 +1003,7 @@ class GroupManager:
 
 __all__ = [
     "Effects",
+    "ExpiredOffsets",
     "Group",
     "GroupConfig",
     "GroupManager",

@@ -6,7 +6,10 @@ versions, big-endian, strings with an int16 length, bytes with an int32 length):
 
 - offset commit, key version 0/1: ``group string, topic string, partition int32``;
   value version 3: ``offset int64, leader_epoch int32, metadata string,
-  commit_timestamp int64`` (versions 1 and 0 are read too);
+  commit_timestamp int64``; a commit with an explicit expire timestamp (OffsetCommit v2-v4
+  ``retention_time_ms``) is written as version 1, the only one with a field for it:
+  ``offset int64, metadata string, commit_timestamp int64, expire_timestamp int64``
+  (Kafka does the same; versions 0 and 2 are read too);
 - group metadata, key version 2: ``group string``; value version 3: ``protocol_type string,
   generation int32, protocol nullable string, leader nullable string,
   current_state_timestamp int64, members [member_id string, group_instance_id nullable string,
@@ -47,6 +50,9 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp_ms: int = -1
+    #: Explicit expiry (OffsetCommit v2-v4 ``retention_time_ms``, KIP-211's old semantics);
+    #: -1: none, the broker's ``offsets.retention.minutes`` rules apply.
+    expire_timestamp_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,14 @@ def group_key(group_id: str) -> bytes:
 
 
 def offset_value(value: OffsetAndMetadata) -> bytes:
+    if value.expire_timestamp_ms >= 0:
+        return (
+            _I16.pack(1)
+            + _I64.pack(value.offset)
+            + _string(value.metadata)
+            + _I64.pack(value.commit_timestamp_ms)
+            + _I64.pack(value.expire_timestamp_ms)
+        )
     return (
         _I16.pack(OFFSET_VALUE_VERSION)
         + _I64.pack(value.offset)
@@ -238,7 +252,8 @@ def decode_offset_value(raw: bytes) -> OffsetAndMetadata:
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
     commit_ts = r.i64()
-    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts)
+    expire_ts = r.i64() if version == 1 else -1
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts, expire_ts)
 
 
 def decode_group_value(raw: bytes) -> GroupRecord:

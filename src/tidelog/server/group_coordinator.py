@@ -31,18 +31,38 @@ Theory of operation (Kafka's GroupCoordinator + GroupMetadataManager, classic pr
    OffsetFetch v7+ with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT (88) for a
    partition a transaction holds.
 
-The internal topic keeps everything (``retention.ms=-1``): tidelog has no log cleaner, so
-Kafka's compaction is not there to bound it. Not done (docs/groups.md): ``offsets.retention.ms``
-expiry, compaction, the KIP-848 consumer protocol.
+6. Offset expiry (KIP-211, Kafka's ``cleanupGroupMetadata``). Every
+   ``offsets.retention.check.interval.ms`` (default 10 minutes) each loaded manager removes
+   the offsets whose retention passed (``offsets.retention.minutes``, default 7 days;
+   tidelog's test knob ``tidelog.offsets.retention.ms`` overrides it when set): all of an
+   Empty group's once it has been empty that long, a standalone consumer's by commit time,
+   a Stable consumer group's only for topics it no longer subscribes to; an offset
+   committed with OffsetCommit v2-v4 ``retention_time_ms`` at its own expire time; never an
+   offset whose commit is in flight or a transaction's pending one (rules 6-11 of
+   ``tidelog.coordinator.group``). They leave memory at once and their tombstones are
+   appended in the same step (acks=all; a failure is logged: the next leader replays the
+   records and expires them again). An Empty group left without offsets is removed, with a
+   group tombstone when it had a generation. One line per round: "Removed N expired offsets
+   in X milliseconds." The clock (``clock``) is injectable for tests.
+7. Compaction. ``__consumer_offsets`` is created with ``cleanup.policy=compact`` and
+   ``segment.bytes`` = ``offsets.topic.segment.bytes`` (Kafka's offsetsTopicConfigs), so
+   the log cleaner keeps the last record per key and, after ``delete.retention.ms``, drops
+   tombstones: the partition stays bounded by the live groups and offsets. A load therefore
+   reads a log with offset gaps and possibly missing tombstones; the replay needs neither
+   (the last record per key wins). A topic created before (``cleanup.policy=delete``,
+   ``retention.ms=-1``) keeps its config, as in Kafka; ``kafka-configs --alter`` changes it.
+   Not done: the KIP-848 consumer protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidelog.client.records import Record, build_batch, decode_records
@@ -88,10 +108,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-#: Kafka's offsets.topic.segment.bytes.
-OFFSETS_SEGMENT_BYTES = 104857600
 #: How often leadership is re-checked and the managers' timers run.
 TICK_S = 0.1
+#: Expiry tombstones per appended batch (each well under ``max.message.bytes`` together).
+_TOMBSTONES_PER_BATCH = 1000
 #: The address of the client whose request is being handled (set by the dispatcher).
 client_host: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
@@ -114,6 +134,13 @@ class _Loaded:
     leader_epoch: int
 
 
+def _tombstones_written(p: int, future: asyncio.Future[ErrorCode]) -> None:
+    """Expiry tombstones are not retried: the next leader replays the offsets and expires
+    them again (Kafka appends them with acks=0)."""
+    if not future.cancelled() and future.result() != ErrorCode.NONE:
+        log.warning("expired offsets' tombstones in partition %d: %s", p, future.result().name)
+
+
 def _host_of(peer: str) -> str:
     return "/" + peer.rsplit(":", 1)[0] if peer else ""
 
@@ -134,6 +161,17 @@ class GroupCoordinator:
             max_size=config.get_int("group.max.size"),
         )
         self.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms")
+        retention_ms = config.get_int("tidelog.offsets.retention.ms")
+        #: Kafka's offsets.retention.minutes; tidelog's ms override (a test knob) first.
+        self.offsets_retention_ms = (
+            retention_ms
+            if retention_ms > 0
+            else config.get_int("offsets.retention.minutes") * 60_000
+        )
+        self.retention_check_interval_ms = config.get_int("offsets.retention.check.interval.ms")
+        #: The coordinator's clock (ms): timestamps, timers and expiry; tests replace it.
+        self.clock: Callable[[], int] = now_ms
+        self._next_expiry_check_ms = -1
         self.loaded: dict[int, _Loaded] = {}
         self._joins: dict[str, Callable[[JoinResult], None]] = {}
         self._syncs: dict[str, Callable[[SyncResult], None]] = {}
@@ -145,7 +183,8 @@ class GroupCoordinator:
             replication_key="offsets.topic.replication.factor",
             # compression.type: Kafka's offsetsTopicConfigs (the broker default does not apply).
             config={
-                "segment.bytes": str(OFFSETS_SEGMENT_BYTES),
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
                 "retention.ms": "-1",
                 "compression.type": "producer",
             },
@@ -185,7 +224,7 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(TICK_S)
             try:
-                self.maintain(now_ms())
+                self.maintain(self.clock())
             except Exception:  # a bug here must not stop the timers of every group
                 log.exception("group coordinator maintenance failed")
 
@@ -198,6 +237,35 @@ class GroupCoordinator:
             loaded = self._manager_of_partition(p)
             if loaded is not None:
                 self._apply(p, loaded.tick(now))
+        if self._next_expiry_check_ms < 0:
+            # Kafka schedules the first round one interval after start-up.
+            self._next_expiry_check_ms = now + self.retention_check_interval_ms
+        elif now >= self._next_expiry_check_ms:
+            self._next_expiry_check_ms = now + self.retention_check_interval_ms
+            self.cleanup_group_metadata(now)
+
+    def cleanup_group_metadata(self, now: int) -> int:
+        """One expiry round over every loaded partition (rule 6): expired offsets and
+        dead groups leave memory and their tombstones are appended. Returns how many
+        offsets expired."""
+        removed = 0
+        for p, loaded in list(self.loaded.items()):
+            expired = loaded.manager.remove_expired_offsets(now, self.offsets_retention_ms)
+            entries: list[tuple[bytes, bytes | None]] = [
+                (offset_key(group_id, tp), None)
+                for group_id, tps in expired.offsets.items()
+                for tp in tps
+            ]
+            for group_id, generation in expired.dead_groups.items():
+                log.info("Group %s transitioned to Dead in generation %d", group_id, generation)
+                if generation > 0:  # Kafka: a generation-0 group only stored offsets
+                    entries.append((group_key(group_id), None))
+            removed += expired.count
+            for start in range(0, len(entries), _TOMBSTONES_PER_BATCH):
+                _, future = self._append(p, entries[start : start + _TOMBSTONES_PER_BATCH])
+                future.add_done_callback(functools.partial(_tombstones_written, p))
+        log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock() - now)
+        return removed
 
     # --- partitions: load, unload ----------------------------------------------------------
 
@@ -225,7 +293,7 @@ class GroupCoordinator:
             self._unload(p)
         manager = GroupManager(self.group_config)
         replay = self._read_partition(p)
-        manager.load(replay.groups, replay.committed(), now_ms(), replay.pending)
+        manager.load(replay.groups, replay.committed(), self.clock(), replay.pending)
         self.loaded[p] = _Loaded(manager, epoch)
         count = len(manager.groups)
         log.info("loaded %s-%d at leader epoch %d: %d groups", OFFSETS_TOPIC, p, epoch, count)
@@ -308,7 +376,7 @@ class GroupCoordinator:
         number: the log does not sequence-check a coordinator's transactional batch."""
         batch = build_batch(
             [Record(value=value, key=key) for key, value in entries],
-            base_timestamp_ms=now_ms(),
+            base_timestamp_ms=self.clock(),
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             base_sequence=-1,
@@ -481,7 +549,7 @@ class GroupCoordinator:
         if manager is None:  # the empty group id
             return response(JoinResult(ErrorCode.INVALID_GROUP_ID, member_id))
         p = _p
-        now = now_ms()
+        now = self.clock()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def done(r: JoinResult) -> None:
@@ -529,7 +597,7 @@ class GroupCoordinator:
             protocol_type=getattr(body, "protocol_type", None),
             protocol_name=getattr(body, "protocol_name", None),
             assignments={str(a.member_id): bytes(a.assignment) for a in body.assignments},
-            now_ms=now_ms(),
+            now_ms=self.clock(),
         )
         if result is not None:
             self._apply(p, effects)
@@ -560,7 +628,7 @@ class GroupCoordinator:
                 int(body.generation_id),
                 str(body.member_id),
                 getattr(body, "group_instance_id", None),
-                now_ms(),
+                self.clock(),
             )
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
@@ -580,7 +648,7 @@ class GroupCoordinator:
         p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         member_errors: list[ErrorCode] = []
         if manager is not None:
-            error, member_errors, effects = manager.leave_group(group_id, members, now_ms())
+            error, member_errors, effects = manager.leave_group(group_id, members, self.clock())
             self._apply(p, effects)
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
@@ -623,7 +691,7 @@ class GroupCoordinator:
                 generation,
                 str(body.member_id or ""),
                 getattr(body, "group_instance_id", None),
-                now_ms(),
+                self.clock(),
             )
         elif not group_id:
             error = ErrorCode.INVALID_GROUP_ID
@@ -709,9 +777,14 @@ class GroupCoordinator:
         if error != ErrorCode.NONE or manager is None:
             denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             return response({(n, i): denied if n in refused else error for n, i, _ in requested})
-        now = now_ms()
+        now = self.clock()
         errors: dict[tuple[str, int], ErrorCode] = {}
         values: dict[TopicPartition, OffsetAndMetadata] = {}
+        # OffsetCommit v2-v4 ``retention_time_ms``: an explicit expire time (Kafka's
+        # expireTimestamp = now + retention; -1, the default, is none).
+        retention = getattr(body, "retention_time", None) if producer is None else None
+        retention_ms = -1 if retention is None else int(retention / timedelta(milliseconds=1))
+        expire_ms = now + retention_ms if retention_ms >= 0 else -1
         topics = self.apis.metadata.topics
         for name, index, part in requested:
             if refused and name in refused:
@@ -731,6 +804,7 @@ class GroupCoordinator:
                 int(getattr(part, "committed_leader_epoch", -1)),
                 metadata,
                 now,
+                expire_ms,
             )
         if not values:
             return response(errors)
@@ -741,12 +815,16 @@ class GroupCoordinator:
         log_offset, appended = self._append(p, entries, producer_id, producer_epoch)
         if producer is not None and log_offset >= 0:
             manager.add_txn_offsets(group_id, producer_id, values, log_offset)
+        elif producer is None and log_offset >= 0:
+            manager.prepare_offset_commit(group_id, values)  # not expired while in flight
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def written(f: asyncio.Future[ErrorCode]) -> None:
             code = f.result()
             loaded = self.loaded.get(p)
             if loaded is not None and loaded.manager is manager:
+                if producer is None and log_offset >= 0:
+                    manager.offset_commit_done(group_id, values)
                 if producer is None and code == ErrorCode.NONE:
                     manager.apply_offsets(group_id, values, log_offset)
                 elif producer is not None and code != ErrorCode.NONE and log_offset >= 0:
@@ -849,7 +927,7 @@ class GroupCoordinator:
         states = {s.lower() for s in (getattr(body, "states_filter", None) or ())}
         types = {t.lower() for t in (getattr(body, "types_filter", None) or ())}
         groups = []
-        self.maintain(now_ms())
+        self.maintain(self.clock())
         for loaded in self.loaded.values():
             for group in loaded.manager.groups.values():
                 if states and group.state.value.lower() not in states:
@@ -973,7 +1051,7 @@ class GroupCoordinator:
                     self._lookup(group_id) if group_id else (-1, None, ErrorCode.INVALID_GROUP_ID)
                 )
                 if manager is not None:
-                    error, tps = manager.delete_group(group_id, now_ms())
+                    error, tps = manager.delete_group(group_id, self.clock())
                     if error == ErrorCode.NONE:
                         entries: list[tuple[bytes, bytes | None]] = [
                             (offset_key(group_id, tp), None) for tp in tps

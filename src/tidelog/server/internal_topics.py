@@ -9,6 +9,12 @@ Rules:
   2. Every write is acks=all through the ordinary replication path: the caller is told the
      outcome only once the high watermark passed the batch (or the error that ended the
      wait), mapped by ``error_map`` to what the coordinator's clients understand.
+  3. Both topics are compacted (``cleanup.policy=compact``, Kafka's offsetsTopicConfigs and
+     TransactionLog's): their state is the last record per key, so the log cleaner
+     (``tidelog.storage.cleaner``) bounds them. A topic created earlier keeps its config
+     (Kafka does not alter an existing internal topic either).
+  4. A load replays whatever the log holds from its start: after compaction batches and
+     offsets have gaps (``replay_batches`` skips them, also a gap at a segment's end).
 """
 
 from __future__ import annotations
@@ -79,7 +85,13 @@ def replay_batches(the_log: Log) -> Iterator[tuple[BatchHeader, bytes, int]]:
     while position < end:
         chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
         if chunk is None:
-            return
+            # A compacted segment may end in a gap (its last batches cleaned away): go on
+            # at the next segment (rule 4).
+            later = [b for b in the_log.segment_base_offsets if b > position]
+            if not later:
+                return
+            position = min(later)
+            continue
         data = chunk.read_bytes()
         next_position = position
         for at, header in iter_batches(data):
@@ -144,7 +156,8 @@ class InternalTopicCreator:
         self.name = name
         self.partitions_key = partitions_key
         self.replication_key = replication_key
-        self.config = dict(config)
+        #: Rule 3: compacted unless the caller says otherwise.
+        self.config = {"cleanup.policy": "compact", **config}
         self._creating: asyncio.Task[None] | None = None
 
     async def ensure(self, timeout_s: float = 5.0) -> int:
