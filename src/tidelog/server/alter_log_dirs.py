@@ -41,8 +41,22 @@ A move (``_Move``) is one asyncio task on the event loop:
      that space back, so only the move fails. An error after the swap's commit point leaves
      the partition unserved in a dir taken offline; the next start finishes the swap
      (``tidelog.storage.log_manager`` R2/R3).
-  d. A broker restart abandons moves in progress (start-up rule R1 deletes their future
-     logs); Kafka resumes them. Repeat the request.
+  d. A broker restart resumes moves in progress, as Kafka's does. A clean shutdown stops
+     each move after its round (the future log is kept, flushed by ``LogManager.close``);
+     a crash leaves it as it was. At start-up ``LogManager`` loads the future logs it
+     finds (its rule R1, after their own crash recovery) and keeps them registered, so
+     DescribeLogDirs lists them (``is_future_key`` true, with their lag) from the start.
+     Once the partition is hosted again (as leader or follower: a standalone broker hosts
+     its partitions before this manager starts, a cluster member when the controller's
+     LeaderAndIsr arrives), its move resumes: a ``FutureLogCopier`` made with
+     ``resumed=True`` first keeps of the future log only what still matches the current
+     log (future_log rule 6, Kafka's epoch truncation of the future replica), then rules
+     a-c go on as for a new move. A loaded future log waiting for its partition is checked
+     every ``RESUME_POLL_S`` (a task that runs only while one waits); it is deleted, with
+     a warning, when its partition's or its own log dir is offline then, and with the
+     partition when it is deleted (StopReplica, or a topic gone at a standalone start).
+     AlterReplicaLogDirs naming another dir for it replaces it (rule 2), naming its dir
+     resumes it at once.
 
 ``describe_log_dirs(partitions)`` answers DescribeLogDirs: per configured log dir (absolute
 path) its error (KAFKA_STORAGE_ERROR when offline, nothing else then), the volume's total
@@ -87,6 +101,10 @@ MAX_DIR_NAME: Final = 255
 #: ``<topic>-<partition>`` + ``.<32 hex digits>-future``.
 _FUTURE_NAME_EXTRA: Final = 1 + 32 + len("-future")
 IO_MAX_BYTES_KEY: Final = "replica.alter.log.dirs.io.max.bytes.per.second"
+#: How often a future log loaded at start-up checks whether its partition is hosted (d).
+RESUME_POLL_S: Final = 0.2
+#: How long a shutdown waits for a move's round to end before cancelling it (d).
+STOP_WAIT_S: Final = 10.0
 
 
 @dataclass(slots=True, eq=False)
@@ -99,6 +117,8 @@ class _Move:
     task: asyncio.Task[None] | None = None
     #: Set by ``abandon``: the task stops at its next step and deletes the future log.
     abandoned: bool = False
+    #: Set by ``stop`` (a shutdown): the task stops at its next step, the future log stays.
+    stopping: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -113,6 +133,18 @@ class ReplicaAlterLogDirsManager:
         #: Moves that ended (swapped or failed) since start: what tests and logs look at.
         self.completed = 0
         self.failed = 0
+        #: Moves resumed from a future log loaded at start-up (rule d).
+        self.resumed = 0
+        #: Rule d's task, while a loaded future log waits for its partition to be hosted.
+        self._resumer: asyncio.Task[None] | None = None
+        #: Deletions of future logs dropped by rule d, in worker threads.
+        self._discards: set[asyncio.Task[None]] = set()
+        self._stopped = False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # made outside the event loop: its owner calls ``resume_hosted`` there
+        self.resume_hosted()  # a broker's start: the moves of partitions hosted already
 
     # --- AlterReplicaLogDirs -------------------------------------------------------------
 
@@ -142,6 +174,12 @@ class ReplicaAlterLogDirsManager:
             log.info("%s: moving to %s instead of %s", tp, target, moving.target)
             self.abandon(tp)
             moving = None
+        waiting = self._waiting_future(tp)
+        if waiting is not None and waiting.directory.parent != target:
+            log.info("%s: moving to %s instead of %s", tp, target, waiting.directory.parent)
+            self._drop_waiting(tp, "replaced by a move to another log dir")
+        elif waiting is not None and hosted is not None and self._resume(tp) is not None:
+            return ErrorCode.NONE  # rule 4: the target of its (resumed) move
         if hosted is None:
             if self.log_manager.get_log(tp) is None:
                 self.log_manager.set_preferred_log_dir(tp, target)
@@ -165,17 +203,101 @@ class ReplicaAlterLogDirsManager:
         except StorageError as exc:
             log.warning("%s: cannot move to %s: %s", tp, target, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR
-        copier = FutureLogCopier(hosted.log, future, now_ms=now_ms())
-        move = _Move(tp, target, hosted.log, future, copier)
+        self._start(tp, hosted.log, future, resumed=False)
+        log.info("%s: moving from %s to %s", tp, rm.log_dir_of(hosted), target)
+        return ErrorCode.NONE
+
+    def _start(self, tp: TopicPartition, current: Log, future: Log, *, resumed: bool) -> _Move:
+        copier = FutureLogCopier(current, future, now_ms=now_ms(), resumed=resumed)
+        move = _Move(tp, future.directory.parent, current, future, copier)
         self._moves[tp] = move
         move.task = asyncio.get_running_loop().create_task(
             self._run(move), name=f"alter-log-dir {tp}"
         )
-        log.info("%s: moving from %s to %s", tp, rm.log_dir_of(hosted), target)
-        return ErrorCode.NONE
+        return move
 
     def moving(self, tp: TopicPartition) -> bool:
         return tp in self._moves
+
+    # --- moves resumed after a restart (rule d) ------------------------------------------
+
+    def _waiting_future(self, tp: TopicPartition) -> Log | None:
+        """``tp``'s future log loaded at start-up whose move has not resumed yet."""
+        return None if tp in self._moves else self.log_manager.future_log(tp)
+
+    def waiting(self) -> list[TopicPartition]:
+        """Partitions whose loaded future log waits for them to be hosted."""
+        return [tp for tp in self.log_manager.future_logs() if tp not in self._moves]
+
+    def resume_hosted(self) -> int:
+        """Resume the move of every waiting future log whose partition is hosted now, drop
+        those whose log dirs are offline (rule d); returns how many resumed. Starts the
+        task that checks again while some still wait. On the event loop thread."""
+        if self._stopped:
+            return 0
+        count = sum(1 for tp in self.waiting() if self._resume(tp) is not None)
+        if self.waiting() and (self._resumer is None or self._resumer.done()):
+            self._resumer = asyncio.get_running_loop().create_task(
+                self._resume_when_hosted(), name="alter-log-dir resumer"
+            )
+        return count
+
+    async def _resume_when_hosted(self) -> None:
+        while self.waiting() and not self._stopped:
+            await asyncio.sleep(RESUME_POLL_S)
+            for tp in self.waiting():
+                self._resume(tp)
+
+    def _resume(self, tp: TopicPartition) -> _Move | None:
+        rm = self.replica_manager
+        future = self._waiting_future(tp)
+        hosted = rm.partitions.get(tp)
+        if future is None or hosted is None or hosted.log is not self.log_manager.get_log(tp):
+            return None
+        target = future.directory.parent
+        if rm.is_offline(tp) or target in rm.offline_log_dirs:
+            self._drop_waiting(tp, "a log dir of the partition is offline")
+            return None
+        if target == rm.log_dir_of(hosted):
+            self._drop_waiting(tp, "it is in the log dir of the current log")
+            return None
+        if future.config != hosted.log.config:
+            future.update_config(hosted.log.config)
+        move = self._start(tp, hosted.log, future, resumed=True)
+        self.resumed += 1
+        log.info(
+            "%s: resuming its move from %s to %s after a restart (the future log ends at "
+            "%d, %d offsets behind)",
+            tp,
+            rm.log_dir_of(hosted),
+            target,
+            future.log_end_offset,
+            move.copier.lag,
+        )
+        return move
+
+    def _drop_waiting(self, tp: TopicPartition, why: str) -> None:
+        future = self.log_manager.remove_future_log(tp)
+        if future is None:
+            return
+        log.warning(
+            "%s: deleting its future log in %s, the move is abandoned: %s",
+            tp,
+            future.directory.parent,
+            why,
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._discard(future), name=f"alter-log-dir discard {tp}"
+        )
+        self._discards.add(task)
+        task.add_done_callback(self._discards.discard)
+
+    @staticmethod
+    async def _discard(future: Log) -> None:
+        try:
+            await asyncio.to_thread(LogManager.discard_future_log, future)
+        except OSError as exc:  # its dir is offline: the next start-up removes it
+            log.warning("cannot delete the future log %s: %s", future.directory, exc)
 
     async def wait(self, tp: TopicPartition) -> None:
         """Until ``tp``'s move in progress (if any) ended."""
@@ -194,12 +316,21 @@ class ReplicaAlterLogDirsManager:
             self.log_manager.remove_future_log(tp)
 
     async def stop(self) -> None:
-        """Broker shutdown: abandon every move and wait for their tasks."""
-        tasks = [m.task for m in self._moves.values() if m.task is not None]
-        for tp in list(self._moves):
-            self.abandon(tp)
-        for task in tasks:
-            task.cancel()
+        """Broker shutdown: stop every move after its round, keeping its future log for
+        the next start (rule d), and wait for their tasks."""
+        self._stopped = True
+        if self._resumer is not None:
+            self._resumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resumer
+        moves = list(self._moves.values())
+        tasks = [m.task for m in moves if m.task is not None] + list(self._discards)
+        for move in moves:
+            move.stopping = True
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+            for task in late:
+                task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -209,17 +340,19 @@ class ReplicaAlterLogDirsManager:
     def _still_wanted(self, move: _Move) -> bool:
         rm = self.replica_manager
         hosted = rm.partitions.get(move.tp)
-        if move.abandoned or hosted is None or hosted.log is not move.current:
+        if move.abandoned or move.stopping or hosted is None or hosted.log is not move.current:
             return False
         if self.log_manager.future_log(move.tp) is not move.future:
             return False
         return not (rm.is_offline(move.tp) or move.target in rm.offline_log_dirs)
 
     async def _run(self, move: _Move) -> None:
-        swapped = False
+        swapped = kept = False
         try:
             swapped = await self._copy_and_swap(move)
+            kept = not swapped and move.stopping
         except asyncio.CancelledError:
+            kept = move.stopping
             raise
         except ValueError:
             pass  # a log was closed under the copy: the partition went away
@@ -236,6 +369,10 @@ class ReplicaAlterLogDirsManager:
                 del self._moves[move.tp]
             if swapped:
                 self.completed += 1
+            elif kept and not move.abandoned:
+                log.info(
+                    "%s: move to %s stops here, resumes at the next start", move.tp, move.target
+                )
             else:
                 self.failed += 1
                 if not move.abandoned:

@@ -12,7 +12,9 @@
   topic. A partition named twice is answered for
   the last dir naming it, as Kafka's map does (the earlier move is replaced by the later).
 
-Both are answered at once: a move runs in the background after its answer.
+Both are answered at once: a move runs in the background after its answer, and goes on
+after a broker restart (``tidelog.server.alter_log_dirs`` rule d); meanwhile
+DescribeLogDirs lists its future log with ``is_future_key`` true.
 """
 
 from __future__ import annotations

@@ -38,6 +38,20 @@ Rules of the copy (``FutureLogCopier``):
      producer state as a snapshot at the log end offset (e.g. a transaction still open
      whose first batch is below the log start, expiry already applied).
 
+  6. A future log reloaded after a restart (``LogManager`` start-up rule R1) is resumed,
+     as Kafka's ``ReplicaAlterLogDirsThread`` resumes from the future log's end after
+     truncating it by leader epoch: the truncation history of rule 3 died with the old
+     process, and the current log may itself have lost an unflushed tail, been truncated
+     as a follower and refilled. Before its first round a resumed copier
+     (``resumed=True``) keeps of the future log only what it can prove: offsets below
+     the current log's end when the copier was made (the broker appends to it only
+     after that, so nothing the future holds above it can be the current log's), and
+     below the first offset where the two epoch caches disagree (KIP-101/279: a batch's
+     leader epoch and offset name its contents and everything below it). Then the last
+     batch kept must be byte for byte the current log's at the same offset; while it is
+     not, it is dropped (at most ``MAX_RESUME_STEPS`` batches, then the copy starts
+     again from rule 2). Rule 1 holds again and the rounds go on from there.
+
 Like Kafka's future replica, a transaction that began below the current log's start
 offset and was aborted above it leaves the future log's aborted-transaction index
 without its start (the batches before the start are not copied).
@@ -68,6 +82,9 @@ READ_CHUNK_BYTES: Final = 1 << 20
 #: Reads in a row that fail without progress before the copy gives up (a read racing with
 #: a truncation fails once; the same failure again and again means a damaged log).
 MAX_FAILED_READS: Final = 16
+#: Batches a resumed copy drops one by one when its tail differs (rule 6) before it
+#: starts over instead.
+MAX_RESUME_STEPS: Final = 64
 
 
 class FutureLogError(StorageError):
@@ -123,12 +140,17 @@ class FutureLogCopier:
     ``finish`` must run on the thread that appends to and truncates ``current``, and never
     at the same time as ``copy``."""
 
-    def __init__(self, current: Log, future: Log, *, now_ms: int) -> None:
+    def __init__(self, current: Log, future: Log, *, now_ms: int, resumed: bool = False) -> None:
+        """``resumed``: ``future`` was reloaded from disk after a restart (rule 6); make
+        the copier on the thread that appends to ``current``, before it appends again."""
         self.current = current
         self.future = future
         self._now_ms = now_ms
         self._failed_reads = 0
-        # Truncations before the copy began do not matter: nothing was copied yet.
+        #: Rule 6: the current log's end when a resumed copy began (None: checked already).
+        self._resume_limit: int | None = current.log_end_offset if resumed else None
+        # Truncations before the copy began do not matter: nothing was copied yet (or, when
+        # resumed, rule 6 checks what was).
         current.take_truncation_floor()
 
     @property
@@ -149,6 +171,9 @@ class FutureLogCopier:
         if now_ms is not None:
             self._now_ms = now_ms
         current, future = self.current, self.future
+        if self._resume_limit is not None:
+            self._check_resumed(self._resume_limit)
+            self._resume_limit = None
         self._reconcile()
         copied = 0
         while copied < max_bytes:
@@ -227,6 +252,67 @@ class FutureLogCopier:
                 "current log's"
             )
 
+    # ------------------------------------------------------------------ rule 6
+
+    def _check_resumed(self, limit: int) -> None:
+        """Rule 6: keep of a reloaded future log only the prefix it shares with the
+        current log. Reads of the current log may race with the event loop's truncations;
+        those leave a floor that the next ``_reconcile`` applies."""
+        current, future = self.current, self.future
+        tp = current.topic_partition
+        before = future.log_end_offset
+        keep = min(before, limit, self._epochs_agree_below(limit))
+        if keep < future.log_end_offset:
+            future.truncate_to(max(keep, 0))
+        for _ in range(MAX_RESUME_STEPS):
+            leo = future.log_end_offset
+            if leo <= max(future.log_start_offset, current.log_start_offset):
+                break  # nothing comparable is left; rule 2 places the copy
+            theirs = future.read(leo - 1, 1)
+            try:
+                mine = current.read(leo - 1, 1)
+            except OffsetOutOfRangeError:
+                mine = None
+            if (
+                theirs is not None
+                and mine is not None
+                and mine.first_offset == theirs.first_offset
+                and mine.read_bytes() == theirs.read_bytes()
+            ):
+                break
+            future.truncate_to(theirs.first_offset if theirs is not None else leo - 1)
+        else:
+            logger.warning(
+                "%s: the reloaded future log differs from the current log in its last %d "
+                "batches; copying it again from the start",
+                tp,
+                MAX_RESUME_STEPS,
+            )
+            future.truncate_fully_and_start_at(self._start_base())
+        logger.info(
+            "%s: resuming its copy into %s at offset %d (reloaded up to %d, current log end %d)",
+            tp,
+            future.directory.parent,
+            future.log_end_offset,
+            before,
+            limit,
+        )
+
+    def _epochs_agree_below(self, limit: int) -> int:
+        """The first offset below ``limit`` at which the two logs' epoch caches name
+        different leader epochs (``limit`` when none; only offsets both logs hold count)."""
+        current, future = self.current, self.future
+        low = max(current.log_start_offset, future.log_start_offset)
+        high = min(limit, future.log_end_offset, current.log_end_offset)
+        if high <= low:
+            return high
+        mine, theirs = current.leader_epoch_cache, future.leader_epoch_cache
+        starts = {e.start_offset for e in (*mine.entries, *theirs.entries)}
+        for offset in sorted({low} | {s for s in starts if low < s < high}):
+            if mine.epoch_for_offset(offset) != theirs.epoch_for_offset(offset):
+                return offset
+        return high
+
     # ------------------------------------------------------------------ rules 2 and 3
 
     def _reconcile(self) -> None:
@@ -273,6 +359,7 @@ class FutureLogCopier:
 
 __all__ = [
     "MAX_FAILED_READS",
+    "MAX_RESUME_STEPS",
     "READ_CHUNK_BYTES",
     "SWAP_MARKER",
     "FutureLogCopier",

@@ -37,9 +37,15 @@ is exact, ``swap_future`` replaces the current log by it in the steps of ``Futur
 
 Start-up resolves what a crash left (``_resolve_moves``, before any log is loaded):
 
-  R1. A future dir without the marker (crashed before step 2): deleted; the current log
-      is the replica and the move is abandoned (Kafka resumes it; here the operator
-      repeats the request).
+  R1. A future dir without the marker (stopped or crashed before step 2): the current log
+      is the replica; the future log is loaded after the current logs (recovered from
+      offset 0: it has no checkpoint entries) and registered as ``tp``'s future log, and
+      the move resumes once the partition is hosted (``tidelog.server.alter_log_dirs``,
+      future_log rule 6), as Kafka's LogManager loads ``-future`` dirs as future replicas.
+      It is deleted, with a warning, when there is nothing to move it for: no online
+      current log of ``tp`` in another log dir, another future dir of ``tp`` (a move
+      replaced by another one just before the stop: which was wanted last is unknown),
+      a topic id other than the current log's, or a log that cannot be opened.
   R2. A future dir with the marker (crashed after step 2, before 4): every
       ``<topic>-<partition>`` of that partition in the other log dirs is deleted, then the
       future dir is renamed and its marker removed (steps 3-4 redone).
@@ -117,6 +123,7 @@ class LogManager:
         self._resolve_moves()
         for log_dir in self.log_dirs:
             self._load_dir(log_dir, now_ms)
+        self._load_future_logs(now_ms)
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
@@ -333,9 +340,9 @@ class LogManager:
 
     def close(self) -> None:
         """Flush and close every log, then write the checkpoints (a clean shutdown). Future
-        logs are closed unflushed: the next start deletes them (R1)."""
+        logs are flushed and closed too: the next start resumes their moves (R1)."""
         for future in self._futures.values():
-            future.release_files()
+            future.close()
         self._futures.clear()
         self.release_retired(None)
         for log in self._logs.values():
@@ -387,10 +394,17 @@ class LogManager:
 
     def remove_future_log(self, tp: TopicPartition) -> Log | None:
         """Forget ``tp``'s future log and retire it (a copy still running in a worker
-        thread fails at its next call); the caller removes it with ``discard_future_log``."""
+        thread fails at its next call); the caller removes it with ``discard_future_log``.
+        Its directory is renamed ``*-delete`` at once, so that a restart before the removal
+        does not resume a move that was abandoned (R1)."""
         future = self._futures.pop(tp, None)
         if future is not None:
-            future.retire()
+            future.retire()  # waits for a round's append in progress: nothing writes after
+            try:
+                os.rename(future.directory, _abandoned(future.directory))
+                fsync_directory(future.directory.parent)
+            except OSError as exc:
+                logger.warning("%s: cannot rename its future log away: %s", tp, exc)
         return future
 
     @staticmethod
@@ -398,6 +412,7 @@ class LogManager:
         """Close and delete a removed future log (blocking: rmtree)."""
         future.release_files()
         Log.remove_directory(future.directory)
+        shutil.rmtree(_abandoned(future.directory), ignore_errors=True)
 
     def swap_future(self, tp: TopicPartition, *, high_watermark: int, now_ms: int) -> Log:
         """Replace ``tp``'s current log by its future log (all steps of ``FutureSwap``);
@@ -461,18 +476,67 @@ class LogManager:
                     tp = parse_topic_partition(child)
                 except ValueError:
                     continue
-                committed = (child / SWAP_MARKER).exists()
-                if is_future_dir(child) and not committed:
-                    logger.warning(
-                        "deleting future log %s: the move of %s to %s did not finish before "
-                        "the broker stopped; repeat it if it is still wanted",
-                        child.name,
-                        tp,
-                        log_dir,
-                    )
-                    Log.remove_directory(child)
-                elif committed:
+                if (child / SWAP_MARKER).exists():
                     self._finish_swap_at_start(tp, child, log_dir)
+                # A future dir without the marker waits for _load_future_logs (R1).
+
+    def _load_future_logs(self, now_ms: int) -> None:
+        """R1: the future logs of moves that did not finish, once the current logs are
+        loaded."""
+        found: dict[TopicPartition, list[Path]] = {}
+        for log_dir in self.log_dirs:
+            for child in sorted(log_dir.iterdir()):
+                if child.is_dir() and is_future_dir(child):
+                    try:
+                        found.setdefault(parse_topic_partition(child), []).append(child)
+                    except ValueError:
+                        continue  # not named as Kafka names future logs: not ours
+        for tp, directories in found.items():
+            why = self._future_unwanted(tp, directories)
+            if why is None:
+                try:
+                    future = Log.open(directories[0], self._logs[tp].config, now_ms=now_ms)
+                except (StorageError, OSError) as exc:
+                    why = f"it cannot be loaded: {exc}"
+                else:
+                    self._futures[tp] = future
+                    logger.info(
+                        "%s: loaded its future log in %s (log end offset %d); the move "
+                        "resumes when the partition is hosted",
+                        tp,
+                        directories[0].parent,
+                        future.log_end_offset,
+                    )
+                    continue
+            for directory in directories:
+                logger.warning(
+                    "%s: deleting its future log %s, the move to %s is abandoned: %s",
+                    tp,
+                    directory.name,
+                    directory.parent,
+                    why,
+                )
+                try:
+                    Log.remove_directory(directory)
+                except OSError as exc:  # a failing disk: ignored now, removed at a later start
+                    logger.error("%s: cannot delete %s: %s", tp, directory, exc)
+
+    def _future_unwanted(self, tp: TopicPartition, directories: list[Path]) -> str | None:
+        """Why R1 deletes ``tp``'s future dirs instead of loading one, or None."""
+        if len(directories) > 1:
+            return "the partition has more than one future log"
+        if tp not in self._logs:
+            return "the partition has no online log here to move"
+        if self._dir_of[tp] == directories[0].parent:
+            return "it is in the log dir of the current log"
+        try:
+            future_id = PartitionMetadataFile(directories[0] / PARTITION_METADATA).read()
+        except (StorageError, OSError) as exc:
+            return f"its partition.metadata cannot be read: {exc}"
+        current_id = self._topic_ids.get(tp)
+        if future_id is not None and current_id is not None and future_id != current_id:
+            return f"it belongs to topic id {future_id}, the current log to {current_id}"
+        return None
 
     def _finish_swap_at_start(self, tp: TopicPartition, directory: Path, log_dir: Path) -> None:
         """R2 / R3: ``directory`` (future or already renamed) holds the committed replica."""
@@ -490,6 +554,11 @@ class LogManager:
         (target / SWAP_MARKER).unlink()
         fsync_directory(target)
         logger.info("%s: finished its move to %s after a restart", tp, log_dir)
+
+
+def _abandoned(future_dir: Path) -> Path:
+    """Where ``remove_future_log`` renames a future log (removed at start-up if left)."""
+    return future_dir.with_name(f"{future_dir.name}.abandoned-delete")
 
 
 class FutureSwap:

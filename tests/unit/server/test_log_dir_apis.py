@@ -1,7 +1,7 @@
 """DescribeLogDirs (35) and AlterReplicaLogDirs (34) on one broker with two log dirs
 (``tidelog.server.log_dir_apis`` and ``tidelog.server.alter_log_dirs``): sizes and lags,
-errors as Kafka answers them, the cluster ACL checks, and moves that run while the
-partition keeps taking produces."""
+errors as Kafka answers them, the cluster ACL checks, moves that run while the
+partition keeps taking produces, and moves resumed after a crash or a clean restart."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kio.index import load_request_schema
 
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
 from tidelog.security.acls import (
@@ -45,6 +45,7 @@ from tidelog.server.replica_manager import (
     now_ms,
 )
 from tidelog.server.request_context import RequestContext, set_request
+from tidelog.storage.future_log import FutureLogCopier
 from tidelog.storage.log_manager import LogManager
 
 TOPIC = "t"
@@ -358,3 +359,230 @@ def test_cluster_acls_are_required(node: Node) -> None:
         assert alter(node, here) == ErrorCode.NONE
 
     run(inside)
+
+
+# --- moves resumed after a restart (alter_log_dirs rule d) ------------------------------------
+
+
+def reopen_node(node: Node, **extra: str) -> Node:
+    """The broker restarted over the same log dirs; its partitions are not hosted yet (in a
+    cluster they are when the controller's LeaderAndIsr arrives: ``host_all``)."""
+    a, b = node.dirs
+    config = load_broker_config({"log.dirs": f"{a},{b}", **extra})
+    logs = LogManager([a, b], log_config_for(effective_topic_config(config, {})), now_ms=now_ms())
+    apis = KafkaApis(config, MetadataStore(a), ReplicaManager(config, logs), {})
+    mover = ReplicaAlterLogDirsManager(config, apis.replica_manager)
+    return Node(apis, mover, dict(LogDirApis(apis, mover).handlers()), (a, b))
+
+
+def host_all(node: Node) -> None:
+    node.apis.load_topics(node.rm.log_manager.high_watermarks())
+
+
+def crash(node: Node) -> None:
+    """What a SIGKILL leaves: the files as they are, nothing flushed or checkpointed."""
+    lm = node.rm.log_manager
+    for the_log in [*lm.all_logs().values(), *lm.future_logs().values()]:
+        the_log.close_without_flush()
+
+
+async def until_moved(node: Node, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while node.mover.waiting() or node.mover.moving(TP):
+        assert asyncio.get_running_loop().time() < deadline, "the resumed move did not end"
+        await asyncio.sleep(0.02)
+
+
+def test_a_half_copied_move_resumes_after_a_crash_once_the_partition_is_hosted(
+    tmp_path: Path,
+) -> None:
+    first = make_node(tmp_path)
+    source = first.rm.partitions[TP].log.directory.parent
+    target = next(d for d in first.dirs if d != source)
+    expected = [b"before-%05d-" % i + b"." * 200 for i in range(400)]
+    for value in expected:
+        first.produce(value)
+    current = first.rm.partitions[TP].log
+    future = first.rm.log_manager.create_future_log(TP, target, now_ms=now_ms())
+    FutureLogCopier(current, future, now_ms=now_ms()).copy(30_000)
+    half = future.log_end_offset
+    assert 0 < half < current.log_end_offset
+    first.rm.log_manager.checkpoint(first.rm.high_watermarks())
+    crash(first)
+
+    node = reopen_node(first)
+
+    async def inside() -> None:
+        node.mover.resume_hosted()  # what the broker's start does (it has a loop already)
+        # Loaded as TP's future log before anything is hosted: DescribeLogDirs lists it.
+        assert node.mover.waiting() == [TP]
+        assert not node.mover.moving(TP)
+        state = where(node)
+        assert [fut for _, _, fut in state[os.path.abspath(target)]] == [True]
+        [(_, lag, _)] = state[os.path.abspath(target)]
+        assert lag == current.log_end_offset - half
+        assert [fut for _, _, fut in state[os.path.abspath(source)]] == [False]
+        await asyncio.sleep(0.3)
+        assert node.mover.waiting() == [TP]  # still waiting for its partition
+        host_all(node)  # the LeaderAndIsr after the restart
+        for i in range(10):
+            value = b"after-%05d" % i
+            node.produce(value)
+            expected.append(value)
+        await until_moved(node)
+
+    run(inside)
+    assert (node.mover.resumed, node.mover.completed, node.mover.failed) == (1, 1, 0)
+    hosted = node.rm.partitions[TP]
+    assert hosted.log.directory == target / str(TP)
+    assert node.values() == expected
+    assert where(node) == {os.path.abspath(target): [(hosted.log.size_bytes, 0, False)]}
+    assert not (source / str(TP)).exists()
+    assert not list(target.glob("*-future"))
+    node.rm.log_manager.close()
+
+
+def test_a_clean_shutdown_keeps_the_move_and_the_next_start_resumes_it(tmp_path: Path) -> None:
+    slow = {"replica.alter.log.dirs.io.max.bytes.per.second": "65536"}
+    first = make_node(tmp_path, **slow)
+    source = first.rm.partitions[TP].log.directory.parent
+    target = next(d for d in first.dirs if d != source)
+    expected = [b"v%05d-" % i + b"." * 200 for i in range(400)]
+    for value in expected:
+        first.produce(value)
+
+    async def move_then_stop() -> None:
+        assert alter(first, target) == ErrorCode.NONE
+        await asyncio.sleep(0.3)
+        assert first.mover.moving(TP)
+        await first.mover.stop()
+
+    run(move_then_stop)
+    assert first.mover.failed == 0
+    first.rm.log_manager.checkpoint(first.rm.high_watermarks())
+    first.rm.log_manager.close()
+    [future_dir] = target.glob(f"{TP}.*-future")
+
+    node = reopen_node(first)
+    host_all(node)  # a standalone broker hosts its partitions before the mover starts
+
+    async def inside() -> None:
+        assert node.mover.resume_hosted() == 1
+        assert node.mover.moving(TP)
+        assert alter(node, target) == ErrorCode.NONE  # the same move: nothing new
+        await until_moved(node)
+
+    run(inside)
+    assert (node.mover.resumed, node.mover.completed) == (1, 1)
+    assert node.rm.partitions[TP].log.directory == target / str(TP)
+    assert not future_dir.exists()
+    assert node.values() == expected
+    node.rm.log_manager.close()
+
+
+def test_a_loaded_future_log_is_dropped_when_its_dir_is_offline_or_its_partition_deleted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = make_node(tmp_path)
+    tps = [TP, TopicPartition(TOPIC, 1)]
+    for tp in tps:
+        for i in range(50):
+            first.produce(b"%d" % i, tp)
+    lm = first.rm.log_manager
+    targets = {}
+    for tp in tps:
+        here = first.rm.partitions[tp].log.directory.parent
+        targets[tp] = next(d for d in first.dirs if d != here)
+        future = lm.create_future_log(tp, targets[tp], now_ms=now_ms())
+        FutureLogCopier(first.rm.partitions[tp].log, future, now_ms=now_ms()).copy(1000)
+    lm.checkpoint(first.rm.high_watermarks())
+    crash(first)
+
+    node = reopen_node(first)
+
+    async def inside() -> None:
+        node.mover.resume_hosted()
+        assert sorted(node.mover.waiting()) == tps
+        # TP's target dir fails before TP is hosted again; partition 1 is deleted.
+        node.rm.mark_log_dir_offline(targets[TP], OSError(errno.EIO, "I/O error"))
+        host_all(node)
+        node.rm.delete_partitions([tps[1]])
+        await asyncio.sleep(1.0)
+        assert node.mover.waiting() == []
+        assert not node.mover.moving(TP)
+
+    with caplog.at_level("WARNING"):
+        run(inside)
+    assert node.mover.resumed == 0
+    assert "deleting its future log" in caplog.text
+    assert "offline" in caplog.text
+    assert not list(node.dirs[0].glob("*-future"))
+    assert not list(node.dirs[1].glob("*-future"))
+    assert node.rm.partitions[TP].log.log_end_offset == 50
+    node.rm.log_manager.close()
+
+
+def _stamped(value: bytes, base_offset: int, epoch: int) -> bytes:
+    """A leader's batch as a follower receives it (base offset and partition leader epoch
+    stamped; both outside the CRC-32C)."""
+    batch = bytearray(build_batch([Record(value=value)]))
+    batch[0:8] = base_offset.to_bytes(8, "big")
+    batch[12:16] = epoch.to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_a_move_resumes_on_a_follower_whose_log_was_truncated_and_refilled(
+    tmp_path: Path,
+) -> None:
+    """In a cluster the partition comes back as a follower; its fetcher truncates the log
+    below what the future log had copied and refills it from the new leader (a new epoch)
+    before the move resumes: the future log keeps only what still matches."""
+    first = make_node(tmp_path)
+    source = first.rm.partitions[TP].log.directory.parent
+    target = next(d for d in first.dirs if d != source)
+    for i in range(400):
+        first.produce(b"old-%05d-" % i + b"." * 200)
+    current = first.rm.partitions[TP].log
+    future = first.rm.log_manager.create_future_log(TP, target, now_ms=now_ms())
+    FutureLogCopier(current, future, now_ms=now_ms()).copy(60_000)
+    half = future.log_end_offset
+    assert 100 < half < 400
+    crash(first)
+
+    node = reopen_node(first)
+    info = node.apis.metadata.topics[TOPIC]
+
+    async def inside() -> None:
+        node.mover.resume_hosted()
+        assert node.mover.waiting() == [TP]
+        node.rm.make_follower(
+            TP,
+            info.topic_id,
+            node.apis.topic_config(info),
+            leader=BrokerId(1),
+            leader_epoch=5,
+            partition_epoch=3,
+            replicas=[BrokerId(0), BrokerId(1)],
+            isr=[BrokerId(1)],
+        )
+        the_log = node.rm.partitions[TP].log
+        the_log.truncate_to(half - 50)  # what the fetcher's OffsetsForLeaderEpoch decided
+        for i in range(120):
+            value = b"new-%05d" % i
+            the_log.append_as_follower(_stamped(value, the_log.log_end_offset, 5), now_ms=now_ms())
+        await until_moved(node)
+
+    run(inside)
+    assert (node.mover.resumed, node.mover.completed, node.mover.failed) == (1, 1, 0)
+    moved = node.rm.partitions[TP].log
+    assert moved.directory == target / str(TP)
+    values: dict[int, bytes | None] = {}
+    while (offset := len(values)) < moved.log_end_offset:
+        for rec in decode_records(moved.read_records(offset, 1 << 20)):
+            values.setdefault(rec.offset, rec.value)
+    assert list(values) == list(range(moved.log_end_offset))
+    assert list(values.values()) == [b"old-%05d-" % i + b"." * 200 for i in range(half - 50)] + [
+        b"new-%05d" % i for i in range(120)
+    ]
+    assert [e.epoch for e in moved.leader_epoch_cache.entries][-1] == 5
+    node.rm.log_manager.close()

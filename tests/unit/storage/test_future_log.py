@@ -1,6 +1,7 @@
 """Moving a replica between log dirs (KIP-113): the future log's copy (tidelog.storage.
-future_log rules 1-5), the swap (log_manager steps 1-5) and the start-up rules R1-R3 after a
-crash between any two steps."""
+future_log rules 1-5), the swap (log_manager steps 1-5), the start-up rules R1-R3 after a
+crash between any two steps, and a move resumed after a restart (R1, rule 6), crashed again
+between any two steps."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tidelog.model import TopicPartition
+from tidelog.protocol.records import iter_batches
+from tidelog.storage import future_log
 from tidelog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -267,12 +270,24 @@ def test_crash_after_each_step_restarts_with_exactly_one_replica(
     committed = STEPS.index(last_step) >= STEPS.index("commit")
     expected_dir = b if committed else a
     assert recovered.directory == expected_dir / str(TP)
-    other = a if committed else b
+    assert not (recovered.directory / SWAP_MARKER).exists()
+    assert state(recovered) == before
+    if not committed:
+        # R1: the future log is loaded, and its move resumes and completes (rule 6).
+        [future_dir] = b.glob(f"{TP}.*-future")
+        resumed = again.future_log(TP)
+        assert resumed is not None
+        assert resumed.directory == future_dir
+        copy_all(FutureLogCopier(recovered, resumed, now_ms=NOW, resumed=True))
+        recovered = again.swap_future(TP, high_watermark=0, now_ms=NOW)
+        expected_dir = b
+        assert recovered.directory == b / str(TP)
+        assert state(recovered, restarted=True) == before
+        assert again.release_retired(None) == 1
+    other = a if expected_dir == b else b
     assert not [p for p in other.iterdir() if p.name.startswith(str(TP))]
     assert not list(b.glob("*-future"))
-    assert not (recovered.directory / SWAP_MARKER).exists()
     assert again.future_logs() == {}
-    assert state(recovered) == before
     assert again.topic_id(TP) == TOPIC_ID
     # The replica takes writes where it ended up, and a second restart agrees.
     recovered.append_as_leader(build_batch(2, seed=77), leader_epoch=5, now_ms=NOW)
@@ -363,3 +378,219 @@ def test_preferred_log_dir_places_a_new_partition(tmp_path: Path) -> None:
     manager.set_preferred_log_dir(TopicPartition("other", 1), a)
     assert manager.get_or_create_log(TopicPartition("other", 1), CONFIG).directory.parent == a
     manager.close()
+
+
+# --- a move resumed after a restart (R1, future_log rule 6) -----------------------------------
+
+
+def is_prefix(future: Log, current: Log) -> bool:
+    """Rule 1: the future log's batches are the current log's, byte for byte."""
+    start = max(future.log_start_offset, current.log_start_offset)
+    kept = read_all(future, start)
+    return kept == read_all(current, start)[: len(kept)]
+
+
+def half_copied(tmp_path: Path, *, torn: int = 0) -> tuple[LogManager, Log, int]:
+    """A move that copied part of ``filled``'s log, then a crash; ``torn`` bytes of the future
+    log's last segment lost with it (an unflushed tail). Returns the restarted manager, its
+    current log and the offset the copy had reached."""
+    _, b = dirs(tmp_path)
+    manager, log = filled(tmp_path)
+    future = manager.create_future_log(TP, b, now_ms=NOW)
+    FutureLogCopier(log, future, now_ms=NOW).copy(12_000, now_ms=NOW)
+    reached = future.log_end_offset
+    assert 0 < reached < log.log_end_offset
+    last = max(future.directory.glob("*.log"))
+    crash(manager)
+    if torn:
+        with last.open("r+b") as f:
+            f.truncate(last.stat().st_size - torn)
+    again = open_manager(tmp_path)
+    current = again.get_log(TP)
+    assert current is not None
+    return again, current, reached
+
+
+def test_half_copied_future_log_is_loaded_and_its_move_completes_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    a, b = dirs(tmp_path)
+    manager, current, reached = half_copied(tmp_path, torn=7)
+    future = manager.future_log(TP)
+    assert future is not None
+    assert future.directory.parent == b
+    assert current.directory.parent == a
+    # The torn batch was dropped by the future log's own recovery; the rest was kept.
+    assert 0 < future.log_end_offset < reached
+    assert is_prefix(future, current)
+    # The restarted broker appends before the copy resumes (the partition is served).
+    current.append_as_leader(build_batch(3, seed=4000), leader_epoch=3, now_ms=NOW)
+    copier = FutureLogCopier(current, future, now_ms=NOW, resumed=True)
+    copier.copy(1, now_ms=NOW)  # the rule 6 check, then one batch
+    assert future.log_end_offset > reached - 10  # resumed where it was, not from the start
+    copy_all(copier)
+    before = state(current)
+    moved = manager.swap_future(TP, high_watermark=0, now_ms=NOW)
+    assert moved.directory == b / str(TP)
+    assert state(moved) == before
+    manager.close()
+
+
+@pytest.mark.parametrize("new_epoch", [True, False])
+def test_a_resumed_copy_keeps_only_what_the_current_log_still_holds(
+    tmp_path: Path, new_epoch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 6: while the broker was down the current log lost the tail the future log had
+    copied and took other batches at those offsets, under a new leader epoch (a follower
+    refilled by its new leader: the epochs find the cut, no batch-by-batch step needed) or
+    the same one (a standalone leader that lost an unflushed tail and took new produces:
+    only the bytes differ, found stepping back one batch at a time)."""
+    if new_epoch:
+        monkeypatch.setattr(future_log, "MAX_RESUME_STEPS", 1)
+    manager, current, reached = half_copied(tmp_path)
+    future = manager.future_log(TP)
+    assert future is not None
+    assert future.log_end_offset == reached
+    held = current.read(reached - 20, 1)
+    assert held is not None
+    cut = held.first_offset
+    current.truncate_to(cut)
+    epoch = 7 if new_epoch else current.leader_epoch_cache.latest_epoch()
+    assert epoch is not None
+    while current.log_end_offset < reached + 8:
+        seed = 600 + current.log_end_offset
+        current.append_as_follower(_stamped(current.log_end_offset, epoch, seed=seed), now_ms=NOW)
+    copier = FutureLogCopier(current, future, now_ms=NOW, resumed=True)
+    copier.copy(1, now_ms=NOW)
+    # Everything from the cut was dropped (then one batch copied again), nothing below it.
+    assert cut <= future.log_end_offset <= cut + 4
+    assert is_prefix(future, current)
+    copy_all(copier)
+    before = state(current)
+    assert state(manager.swap_future(TP, high_watermark=0, now_ms=NOW)) == before
+    manager.close()
+
+
+def test_a_future_log_left_beyond_the_current_log_end_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The current log lost more than the future log did: the future log's batches past the
+    current end when the copy resumed are not the current log's, whatever their epochs say
+    (cut at once: no batch-by-batch step needed)."""
+    monkeypatch.setattr(future_log, "MAX_RESUME_STEPS", 1)
+    manager, current, reached = half_copied(tmp_path)
+    future = manager.future_log(TP)
+    assert future is not None
+    held = current.read(reached - 30, 1)
+    assert held is not None
+    current.truncate_to(held.first_offset)
+    limit = current.log_end_offset
+    copier = FutureLogCopier(current, future, now_ms=NOW, resumed=True)
+    # Appended after the copier was made, in the same epoch and with the same batch
+    # boundaries as the future log's stale batches: neither epochs nor boundaries differ.
+    stale = [h for _, h in iter_batches(read_all(future, limit))]
+    assert len(stale) > 3
+    assert {h.partition_leader_epoch for h in stale} == {current.leader_epoch_cache.latest_epoch()}
+    for i, header in enumerate(stale):
+        n = header.next_offset - header.base_offset
+        epoch = header.partition_leader_epoch
+        current.append_as_leader(build_batch(n, seed=3000 + i), leader_epoch=epoch, now_ms=NOW)
+    assert current.log_end_offset == reached
+    copier.copy(1, now_ms=NOW)
+    assert limit <= future.log_end_offset <= stale[0].next_offset
+    copy_all(copier)
+    before = state(current)
+    assert state(manager.swap_future(TP, high_watermark=0, now_ms=NOW)) == before
+    manager.close()
+
+
+@pytest.mark.parametrize("last_step", STEPS[1:])
+def test_crash_during_a_resumed_move_after_each_step(tmp_path: Path, last_step: str) -> None:
+    """A crash mid-copy, a restart that resumes the move, and a second crash after each
+    step of the resumed move: one replica, every record at its offset, and (before the
+    commit point) the move resumes again and completes."""
+    a, b = dirs(tmp_path)
+    manager, current, _ = half_copied(tmp_path, torn=3)
+    future = manager.future_log(TP)
+    assert future is not None
+    current.append_as_leader(build_batch(5, seed=5000), leader_epoch=3, now_ms=NOW)
+    copy_all(FutureLogCopier(current, future, now_ms=NOW, resumed=True))
+    before = state(current, restarted=True)
+    swap = FutureSwap(manager, TP, high_watermark=current.log_end_offset, now_ms=NOW)
+    for step in STEPS[2 : STEPS.index(last_step) + 1]:
+        getattr(swap, step)()
+    crash(manager)
+
+    third = open_manager(tmp_path)
+    recovered = third.get_log(TP)
+    assert recovered is not None
+    committed = STEPS.index(last_step) >= STEPS.index("commit")
+    assert recovered.directory == (b if committed else a) / str(TP)
+    assert state(recovered) == before
+    if committed:
+        assert third.future_logs() == {}
+    else:
+        again = third.future_log(TP)
+        assert again is not None
+        copy_all(FutureLogCopier(recovered, again, now_ms=NOW, resumed=True))
+        recovered = third.swap_future(TP, high_watermark=0, now_ms=NOW)
+        assert state(recovered, restarted=True) == before
+        third.release_retired(None)
+    assert recovered.directory == b / str(TP)
+    assert not [p for p in a.iterdir() if p.name.startswith(str(TP))]
+    assert not list(b.glob("*-future"))
+    third.close()
+
+
+def test_future_logs_with_nothing_to_move_are_deleted_at_start(tmp_path: Path) -> None:
+    """R1's exceptions: a second future log of the same partition (both go: which move was
+    wanted last is unknown), and a future log whose partition has no log here."""
+    a, b = dirs(tmp_path)
+    manager, log = filled(tmp_path)
+    future = manager.create_future_log(TP, b, now_ms=NOW)
+    FutureLogCopier(log, future, now_ms=NOW).copy(5000, now_ms=NOW)
+    orphan_tp = TopicPartition("gone", 3)
+    orphan = Log.open(b / f"{orphan_tp}.{uuid.uuid4().hex}-future", CONFIG, now_ms=NOW)
+    orphan.append_as_leader(build_batch(2, seed=1), leader_epoch=0, now_ms=NOW)
+    crash(manager)
+    orphan.close()
+    (a / f"{TP}.{uuid.uuid4().hex}-future").mkdir()
+    again = open_manager(tmp_path)
+    assert again.future_logs() == {}
+    assert not list(a.glob("*-future"))
+    assert not list(b.glob("*-future"))
+    kept = again.get_log(TP)
+    assert kept is not None
+    assert kept.directory.parent == a
+    again.close()
+
+
+def test_an_abandoned_future_log_is_not_resumed_after_a_crash(tmp_path: Path) -> None:
+    """``remove_future_log`` renames the directory away at once: a crash before the
+    deletion does not bring back a move that was given up."""
+    _, b = dirs(tmp_path)
+    manager, log = filled(tmp_path)
+    future = manager.create_future_log(TP, b, now_ms=NOW)
+    FutureLogCopier(log, future, now_ms=NOW).copy(5000, now_ms=NOW)
+    assert manager.remove_future_log(TP) is future
+    assert not list(b.glob("*-future"))
+    crash(manager)
+    future.release_files()
+    again = open_manager(tmp_path)
+    assert again.future_logs() == {}
+    assert not [p for p in b.iterdir() if p.name.startswith(str(TP))]
+    again.close()
+
+
+def test_a_clean_close_keeps_the_future_log_for_the_next_start(tmp_path: Path) -> None:
+    _, b = dirs(tmp_path)
+    manager, log = filled(tmp_path)
+    future = manager.create_future_log(TP, b, now_ms=NOW)
+    FutureLogCopier(log, future, now_ms=NOW).copy(5000, now_ms=NOW)
+    reached = future.log_end_offset
+    manager.close()
+    again = open_manager(tmp_path)
+    reloaded = again.future_log(TP)
+    assert reloaded is not None
+    assert reloaded.log_end_offset == reached
+    again.close()
