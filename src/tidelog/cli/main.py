@@ -27,6 +27,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.configs",
     "tidelog.cli.bench",
     "tidelog.cli.dump_log",
+    "tidelog.cli.reassign",
+    "tidelog.cli.brokers",
 )
 
 
