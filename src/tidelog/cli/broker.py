@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: the server is heavy, and every `tidelog` command builds this parser.
     from tidelog.server.broker import run_broker  # noqa: PLC0415
     from tidelog.server.config import load_broker_config_file, parse_override  # noqa: PLC0415
+    from tidelog.server.policies import Policies  # noqa: PLC0415
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         overrides = [parse_override(item) for item in args.override]
         config = load_broker_config_file(args.config, overrides)
+        Policies.from_config(config.values)  # a policy class that cannot load: say so now
     except ConfigError as exc:
         print(f"tidelog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ from tidelog.server.config_apis import ConfigApis
 from tidelog.server.messages import build
 from tidelog.server.metadata import MetadataStore, TopicInfo
 from tidelog.server.network import CloseConnection, Response
+from tidelog.server.policies import Policies, create_topic_request
 from tidelog.server.request_context import current_request
 from tidelog.server.topic_partitions import describe_topic_partitions
 
@@ -126,6 +127,8 @@ class KafkaApis:
         self.bound_ports: Mapping[str, int] = {}
         #: The ACL authorizer (``tidelog.server.authorizer``); None: everything is allowed.
         self.authorizer: AclAuthorizer | None = None
+        #: KIP-108/133 policies (``tidelog.server.policies``); both absent by default.
+        self.policies = Policies.from_config(config.values)
         self.handlers: dict[int, Callable[[RequestHeader, Any], HandlerResult]] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -810,6 +813,10 @@ class KafkaApis:
                 parsed, problem = validate_topic_configs({c.name: c.value for c in topic.configs})
                 if problem:
                     error, message = ErrorCode.INVALID_CONFIG, problem
+                else:
+                    error, message = self.policies.check_create(
+                        create_topic_request(topic, num_partitions, rf)
+                    )
                 overrides = {k: v for k, v in parsed.items() if v is not None}
             if error == ErrorCode.NONE and not validate_only:
                 info = self.create_topic(name, num_partitions, overrides)

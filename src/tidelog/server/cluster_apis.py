@@ -45,6 +45,7 @@ from tidelog.server.config import (
     topic_name_error,
     validate_topic_configs,
 )
+from tidelog.server.policies import create_topic_request
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.request_context import current_request
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
@@ -589,6 +590,12 @@ class ClusterApis(KafkaApis):
                     topic_id = None
                 elif problem:
                     error, message, topic_id = ErrorCode.INVALID_CONFIG, problem, None
+                elif (
+                    verdict := self.policies.check_create(
+                        create_topic_request(topic, num_partitions, rf)
+                    )
+                )[0] != ErrorCode.NONE:
+                    (error, message), topic_id = verdict, None
                 else:
                     error, message, topic_id = await self.node.create_topic(
                         name,

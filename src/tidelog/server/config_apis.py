@@ -54,6 +54,7 @@ from tidelog.server.config_docs import (
     topic_doc,
 )
 from tidelog.server.dynamic_config import DynamicBrokerConfig, Synonym, check_alteration
+from tidelog.server.policies import AlterConfigRequest
 from tidelog.server.replica_manager import effective_topic_config
 
 if TYPE_CHECKING:
@@ -439,6 +440,9 @@ class ConfigApis:
         parsed, problem = validate_topic_configs(dict(new))
         if problem:
             return ErrorCode.INVALID_CONFIG, problem
+        verdict = self.apis.policies.check_alter(AlterConfigRequest("TOPIC", name, dict(new)))
+        if verdict[0] != ErrorCode.NONE:
+            return verdict
         if validate_only:
             return ErrorCode.NONE, None
         overrides = {k: v for k, v in parsed.items() if v is not None and k in TOPIC_KEYS}
@@ -463,6 +467,10 @@ class ConfigApis:
             if new is None:
                 return None, outcome
             outcome = check_alteration(name, new)
+            if outcome[0] == ErrorCode.NONE:
+                outcome = self.apis.policies.check_alter(
+                    AlterConfigRequest("BROKER", name, dict(new))
+                )
             return (new if outcome[0] == ErrorCode.NONE else None), outcome
 
         store = self.store
