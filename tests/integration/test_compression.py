@@ -272,6 +272,47 @@ def test_topic_compression_type_recompresses_on_append(
     assert f"compresscodec: {name} " in done.stdout
 
 
+def test_altering_compression_type_recompresses_later_batches(broker: BrokerProcess) -> None:
+    """IncrementalAlterConfigs compression.type=zstd on a live topic: batches appended
+    afterwards are stored as zstd, earlier ones keep the producer's codec."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    topic = unique("recompress-altered")
+    create_topics(broker, [topic])
+
+    def produce(tag: str) -> list[bytes]:
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "compression.type": "gzip", "linger.ms": 5}
+        )
+        values = [value("confluent", tag, i).encode() for i in range(20)]
+        for v in values:
+            producer.produce(topic, v, key=b"k")
+        assert producer.flush(30) == 0
+        return values
+
+    before = produce("before")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry("compression.type", "zstd", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    after = produce("after")
+    raw = Raw(broker)
+    part = fetch(raw, topic, 0, 0)
+    raw.close()
+    assert part.error_code == ErrorCode.NONE
+    codecs = [h.compression for _pos, h in iter_batches(part.records)]
+    assert codecs[0] == Compression.GZIP
+    assert codecs[-1] == Compression.ZSTD
+    assert codecs == sorted(codecs, key=lambda c: c == Compression.ZSTD)
+    assert [r.value for r in decode_records(part.records)] == before + after
+
+
 def test_corrupt_compressed_batch_is_corrupt_message_and_the_broker_serves(
     broker: BrokerProcess,
 ) -> None:

@@ -57,6 +57,7 @@ def create_topic(
     min_isr: int,
     timeout_s: float = 120,
     isr_size: int | None = None,
+    config: dict[str, str] | None = None,
 ) -> tuple[float, float]:
     """Create a topic and wait until Metadata shows a leader and ``isr_size`` (default: a
     full ISR) in-sync replicas for every partition; returns (seconds until CreateTopics
@@ -66,7 +67,14 @@ def create_topic(
     admin = _admin(bootstrap)
     start = time.perf_counter()
     futures = admin.create_topics(
-        [NewTopic(name, partitions, rf, config={"min.insync.replicas": str(min_isr)})],
+        [
+            NewTopic(
+                name,
+                partitions,
+                rf,
+                config={"min.insync.replicas": str(min_isr), **(config or {})},
+            )
+        ],
         operation_timeout=timeout_s,
         request_timeout=timeout_s,
     )
@@ -156,8 +164,10 @@ def produce_rows(
 
 
 #: ``--only compression``: the producers' codecs measured, beside an uncompressed baseline
-#: carrying the same text records.
+#: carrying the same text records; then (producer codec, topic compression.type) pairs where
+#: the broker recompresses every batch on append.
 COMPRESSION_CODECS = ("none", "lz4", "zstd")
+BROKER_RECOMPRESSION = (("none", "zstd"), ("none", "lz4"))
 
 
 def compression_rows(
@@ -175,11 +185,20 @@ def compression_rows(
     stores it as sent (compression.type=producer). ``stored_bytes_per_record``: the .log
     bytes of one replica per acknowledged record."""
     rows: list[Row] = []
-    for codec in COMPRESSION_CODECS:
+    runs = [(codec, "producer") for codec in COMPRESSION_CODECS] + list(BROKER_RECOMPRESSION)
+    for codec, topic_codec in runs:
         for size in sizes:
-            topic = f"produce-{codec}-rf3-{size}"
+            recompress = topic_codec != "producer"
+            topic = f"produce-{codec}-{topic_codec}-rf3-{size}"
             partitions = 3
-            create_topic(bootstrap, topic, partitions, 3, min_isr=2)
+            create_topic(
+                bootstrap,
+                topic,
+                partitions,
+                3,
+                min_isr=2,
+                config={"compression.type": topic_codec},
+            )
             args = [
                 (bootstrap, topic, size, seconds, "all", list(range(partitions)), codec, "text")
                 for _ in range(producers)
@@ -194,11 +213,14 @@ def compression_rows(
                 producers=producers,
                 settled=settled,
                 compression=codec,
+                topic_compression_type=topic_codec,
                 stored_bytes_per_record=stored / 3 / values["records"]
                 if values["records"]
                 else None,
             )
             label = f"RF=3 acks=all {codec} {_size(size)}"
+            if recompress:
+                label = f"RF=3 acks=all {codec}, broker recompresses to {topic_codec} {_size(size)}"
             rows.append(
                 Row(
                     "compression",
