@@ -3,7 +3,8 @@
 - :mod:`tidelog.testing.sim` — ``Simulation(SimConfig, seed)``: brokers running the real
   ``tidelog.replication`` code, the real ``tidelog.controller.decisions``, a simulated clock
   and network, faults (crash, bounce, pause, network partition, preferred election,
-  controlled shutdown), producers (acks 0/1/-1) and consumers.
+  controlled shutdown, controller failover), partition reassignment (KIP-455), producers
+  (acks 0/1/-1) and consumers.
 - :mod:`tidelog.testing.invariants` — ``InvariantChecker``: the guarantees, checked after
   every event; violations are collected as values.
 - :mod:`tidelog.testing.soak` — random seeds (``python -m tidelog.testing.soak``), each

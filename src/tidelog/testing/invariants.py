@@ -131,6 +131,12 @@ class InvariantChecker:
         if self._checked.get(key, 0) > new_end:
             self._checked[key] = new_end
 
+    def on_replica_deleted(self, broker: int, tp: TopicPartition) -> None:
+        """``broker`` deleted its replica of ``tp`` (reassignment moved it away): a replica it
+        hosts later starts from an empty log, checked from offset 0 again."""
+        self._checked.pop((broker, tp), None)
+        self._leader_hw.pop((broker, tp), None)
+
     def on_high_watermark(
         self,
         now_ms: int,

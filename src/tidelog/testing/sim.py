@@ -23,6 +23,20 @@ Model (what is real and what is simulated):
   re-registers with a new broker epoch (KIP-380) and hears the new state.
 - **Clients**: producers with acks 0/1/-1 send to the controller's current leader; a consumer
   per partition reads below the HW from the leader.
+- **Reassignment** (KIP-455, ``tidelog.controller.reassignment``): ``reassign`` and
+  ``cancel_reassignment`` run the controller's steps with the same pure rules
+  (``decisions.plan_reassignment`` / ``complete_reassignment``): the assignment grows to
+  RS = TRS + ORS, every live replica of RS hears the (unchanged) state with RS, the new ones
+  create their logs and fetch; after every accepted AlterPartition, broker startup or
+  failure and controller failover, ``complete_reassignment`` may end it: its state is
+  written, the assignment becomes TRS, the target replicas get LeaderAndIsr and the removed
+  ones StopReplica with delete (they drop the log and the partition). A removed broker that
+  was down then drops the stray log when it restarts (the real broker does so at its first
+  UpdateMetadata). LeaderAndIsr carries the replica set it was sent with.
+- **Controller failover** is instant (``controller_failover``): the new controller resends
+  every state and completes what it can. ``crash_controller_mid_completion`` scripts a
+  controller death between completion's two writes (partition state written, assignment
+  still RS): the next controller completes again.
 
 Switches for the old, unsafe rules (the simulator only — tidelog never does this):
 ``truncate_to_hw_on_follow`` (pre-KIP-101: a new follower truncates to its HW, seed 002) and
@@ -35,8 +49,10 @@ import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tidelog.controller import decisions
+from tidelog.controller.decisions import ReplicaAssignment
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, NO_EPOCH, BrokerId, TopicPartition
 from tidelog.replication.epoch import LeaderEpochCache
@@ -177,12 +193,21 @@ class SimBroker:
     incarnation: int = 0  # bumps on crash and restart: messages to an old one are lost
     broker_epoch: int = 0  # KIP-380: bumps on every registration (restart, re-registration)
     session_expired: bool = False
+    #: The current registration followed a session expiry, not a restart (KIP-380).
+    reregistered: bool = False
     paused_until: int = 0
     backlog: list[tuple[Callable[..., None], tuple[object, ...]]] = field(default_factory=list)
     logs: dict[TopicPartition, SimLog] = field(default_factory=dict)
     partitions: dict[TopicPartition, Partition] = field(default_factory=dict)
     fetchers: dict[TopicPartition, Fetcher] = field(default_factory=dict)
     purgatory: dict[TopicPartition, list[PendingProduce]] = field(default_factory=dict)
+
+
+class ReassignOutcome(NamedTuple):
+    """AlterPartitionReassignments' answer for one partition."""
+
+    error: ErrorCode
+    message: str | None = None
 
 
 @dataclass(slots=True)
@@ -194,6 +219,13 @@ class Stats:
     unclean_elections: int = 0
     consumed: int = 0
     lost_alter_responses: int = 0
+    reassignments_started: int = 0
+    reassignments_completed: int = 0
+    reassignments_refused: int = 0
+    replicas_deleted: int = 0
+    controller_failovers: int = 0
+    #: Removed replicas still hosted at the end: see ``_on_update_metadata``.
+    kept_strays: int = 0
 
     def error(self, code: ErrorCode) -> None:
         self.errors[code.name] = self.errors.get(code.name, 0) + 1
@@ -226,7 +258,18 @@ class Simulation:
         # broker -> broker epoch of its current registration (KIP-380)
         self.broker_epochs: dict[BrokerId, int] = dict.fromkeys(self.brokers, 0)
         self._registrations = 0
+        #: The replica set RS (during a reassignment TRS + ORS, target first).
         self.assignment: dict[TopicPartition, tuple[BrokerId, ...]] = {}
+        #: Reassignments in progress: RS with its adding and removing replicas.
+        self.reassignments: dict[TopicPartition, ReplicaAssignment] = {}
+        #: The last target each partition was given (initially its assignment): what the
+        #: assignment must equal once the run settles.
+        self.targets: dict[TopicPartition, tuple[BrokerId, ...]] = {}
+        #: Brokers in a controlled shutdown (rule 12): live but not electable.
+        self.shutting_down: set[BrokerId] = set()
+        #: Scripted fault: the next N completions lose the controller between their two
+        #: writes (partition state written, assignment not); a failover follows.
+        self.crash_controller_mid_completion = 0
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.next_record_id = 1
         self.outcomes: dict[int, ErrorCode] = {}  # record id -> the producer's answer
@@ -324,6 +367,7 @@ class Simulation:
         for i, replicas in enumerate(assignment):
             tp = TopicPartition("sim", i)
             self.assignment[tp] = tuple(replicas)
+            self.targets[tp] = tuple(replicas)
             state = LeaderAndIsr(
                 leader=replicas[0], leader_epoch=0, isr=tuple(replicas), partition_epoch=0
             )
@@ -350,14 +394,16 @@ class Simulation:
 
     def _broadcast(self, tp: TopicPartition) -> None:
         state = self.states[tp]
-        for r in self.assignment[tp]:
+        replicas = self.assignment[tp]
+        for r in replicas:
             if r in self.live:
-                self.from_controller(r, self._on_leader_and_isr, r, tp, state)
+                self.from_controller(r, self._on_leader_and_isr, r, tp, state, replicas)
 
     def _controller_broker_failure(self, dead: BrokerId) -> None:
         if dead not in self.live:
             return
         self.live.discard(dead)
+        self.shutting_down.discard(dead)
         for tp, replicas in self.assignment.items():
             if dead not in replicas:
                 continue
@@ -371,9 +417,12 @@ class Simulation:
             if res is not None:
                 new, election = res
                 self._write_state(tp, new, unclean=election is not None and election.unclean)
+        # A reassignment waiting for a leader (its old one died) may end now.
+        self._maybe_complete_reassignments()
 
     def _controller_broker_startup(self, broker: BrokerId) -> None:
         self.live.add(broker)
+        self.shutting_down.discard(broker)
         self.broker_epochs[broker] = self.brokers[broker].broker_epoch
         for tp, replicas in self.assignment.items():
             if broker not in replicas:
@@ -389,7 +438,17 @@ class Simulation:
                 self._write_state(tp, new, unclean=election.unclean)
             else:
                 # Kafka's onBrokerStartup: the returning broker learns every partition it hosts.
-                self.from_controller(broker, self._on_leader_and_isr, broker, tp, self.states[tp])
+                self.from_controller(
+                    broker, self._on_leader_and_isr, broker, tp, self.states[tp], replicas
+                )
+        # onBrokerStartup's UpdateMetadata, after the LeaderAndIsr (FIFO): the broker deletes
+        # the stray logs of partitions moved off it while it was away. (Sent only when it has
+        # such a log now - it can delete no other - so runs without reassignments draw the
+        # same random numbers as before reassignment was modelled.)
+        logs = self.brokers[broker].logs
+        if any(broker not in self.assignment.get(tp, (broker,)) for tp in logs):
+            self.from_controller(broker, self._on_update_metadata, broker, dict(self.assignment))
+        self._maybe_complete_reassignments()
 
     def _controller_alter_partition(
         self, broker: BrokerId, broker_epoch: int, proposal: AlterPartitionProposal
@@ -403,6 +462,7 @@ class Simulation:
             broker_epoch=broker_epoch,
             registered_broker_epoch=self.broker_epochs[broker],
         )
+        changed = error is ErrorCode.NONE and state != self.states[tp]
         if error is ErrorCode.NONE:
             self.states[tp] = state
             self.log(f"controller {tp} AlterPartition isr {state.isr} pe{state.partition_epoch}")
@@ -421,10 +481,13 @@ class Simulation:
                 ErrorCode.REQUEST_TIMED_OUT,
                 state,
             )
-            return
-        self.from_controller(
-            broker, self._on_alter_partition_response, broker, proposal, error, state
-        )
+        else:
+            self.from_controller(
+                broker, self._on_alter_partition_response, broker, proposal, error, state
+            )
+        if changed and tp in self.reassignments:
+            # Its target replicas may all be in sync now (reassignment step 2).
+            self._maybe_complete_reassignments([tp])
 
     def controlled_shutdown(self, broker: BrokerId, *, stop_after_ms: int = 30) -> None:
         """Rule 12: move the broker's leaderships and ISR memberships away, then stop it
@@ -432,6 +495,7 @@ class Simulation:
         if broker not in self.live or not self.brokers[broker].alive:
             return
         self.log(f"b{broker} CONTROLLED SHUTDOWN")
+        self.shutting_down.add(broker)
         for tp, replicas in self.assignment.items():
             if broker not in replicas:
                 continue
@@ -449,6 +513,161 @@ class Simulation:
         self._write_state(tp, decisions.apply_election(self.states[tp], res), unclean=False)
         return ErrorCode.NONE
 
+    # ---- controller: partition reassignment (KIP-455) -------------------------------
+
+    def _electable(self) -> set[BrokerId]:
+        """Live brokers that may lead: not in a controlled shutdown (rule 12)."""
+        return self.live - self.shutting_down
+
+    def replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """The partition's RS with its adding and removing replicas."""
+        running = self.reassignments.get(tp)
+        return running if running is not None else ReplicaAssignment(replicas=self.assignment[tp])
+
+    def reassign(self, tp: TopicPartition, target: tuple[BrokerId, ...]) -> ReassignOutcome:
+        """AlterPartitionReassignments for one partition (``tidelog.controller.reassignment``
+        steps 1 and 3): validate, plan from the origin, write RS, let the replicas a replaced
+        reassignment was adding leave at once, tell RS, and complete if already in sync."""
+        target = tuple(target)
+        problem = decisions.reassignment_target_error(target, self.live)
+        if problem is not None:
+            return self._refuse(tp, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        return self._start(tp, target)
+
+    def cancel_reassignment(self, tp: TopicPartition) -> ReassignOutcome:
+        """Cancel (step 4): a reassignment back to the origin ORS."""
+        running = self.reassignments.get(tp)
+        if running is None:
+            return self._refuse(
+                tp,
+                ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                f"There is no ongoing reassignment for partition {tp}.",
+            )
+        return self._start(tp, running.origin)
+
+    def _refuse(self, tp: TopicPartition, error: ErrorCode, message: str) -> ReassignOutcome:
+        self.stats.reassignments_refused += 1
+        self.log(f"controller {tp} reassignment refused: {error.name} {message}")
+        return ReassignOutcome(error, message)
+
+    def _start(self, tp: TopicPartition, target: tuple[BrokerId, ...]) -> ReassignOutcome:
+        current = self.replica_assignment(tp)
+        planned = decisions.plan_reassignment(current, target)
+        dropped = [r for r in current.replicas if r not in planned.replicas]
+        state = self.states[tp]
+        electable = self._electable()
+        if state.leader in dropped and not any(
+            r in state.isr and r in electable for r in planned.replicas
+        ):
+            return self._refuse(
+                tp,
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Replica {state.leader} leads {tp} and no other replica of the new assignment "
+                "is in sync to take over; let the running reassignment finish first.",
+            )
+        self.assignment[tp] = planned.replicas
+        if planned.is_reassigning:
+            self.reassignments[tp] = planned
+        else:
+            self.reassignments.pop(tp, None)
+        self.targets[tp] = target
+        self.stats.reassignments_started += 1
+        self.log(
+            f"controller {tp} reassign {current.replicas} -> {target} (RS {planned.replicas}, "
+            f"adding {planned.adding}, removing {planned.removing}, dropped now {dropped})"
+        )
+        left = self._leave_at_once(state, planned, set(dropped), electable) if dropped else None
+        if left is not None:
+            self._write_state(tp, left, unclean=False)  # tells RS
+        else:
+            self._broadcast(tp)  # same state, new replica set: new replicas start fetching
+        self._stop_and_delete(tp, dropped)
+        self._maybe_complete_reassignments([tp])
+        return ReassignOutcome(ErrorCode.NONE)
+
+    @staticmethod
+    def _leave_at_once(
+        state: LeaderAndIsr,
+        planned: ReplicaAssignment,
+        gone: set[BrokerId],
+        electable: set[BrokerId],
+    ) -> LeaderAndIsr | None:
+        """Step 3: replicas a replaced reassignment was adding and the new one does not want
+        leave the ISR now; the leader moves first if it is one of them (new leader epoch,
+        as the controller's ``_after_start`` writes it)."""
+        isr = tuple(r for r in state.isr if r not in gone)
+        leader = state.leader
+        if leader in gone:
+            candidates = [r for r in planned.replicas if r in isr and r in electable]
+            if not candidates:
+                return None
+            leader = candidates[0]
+        if leader == state.leader and isr == state.isr:
+            return None
+        return LeaderAndIsr(
+            leader=leader,
+            leader_epoch=state.leader_epoch + 1,
+            isr=isr,
+            partition_epoch=state.partition_epoch + 1,
+        )
+
+    def _stop_and_delete(self, tp: TopicPartition, brokers: list[BrokerId]) -> None:
+        for broker in sorted(brokers):
+            if broker in self.live:
+                self.from_controller(broker, self._on_stop_replica, broker, tp)
+
+    def _maybe_complete_reassignments(self, tps: list[TopicPartition] | None = None) -> None:
+        """Step 2: end every reassignment among ``tps`` (None: all) whose targets are in
+        sync: write ``complete_reassignment``'s state, then the assignment TRS; tell TRS and
+        delete the removed replicas."""
+        for tp in sorted(self.reassignments) if tps is None else tps:
+            plan = self.reassignments.get(tp)
+            if plan is None:
+                continue
+            new = decisions.complete_reassignment(plan, self.states[tp], self._electable())
+            if new is None:
+                continue
+            if self.crash_controller_mid_completion > 0:
+                # The controller dies between the two writes: the partition state has the
+                # final ISR and leader, the topic znode still RS; nobody was told.
+                self.crash_controller_mid_completion -= 1
+                old = self.states[tp]
+                if (
+                    new.leader_epoch < old.leader_epoch
+                    or new.partition_epoch <= old.partition_epoch
+                ):
+                    self.checker.fail(
+                        self.now_ms, "epoch-regressed", f"controller {tp}: {old} -> {new}"
+                    )
+                self.states[tp] = new
+                self.log(
+                    f"controller {tp} completion state written (leader {new.leader} "
+                    f"e{new.leader_epoch} isr {new.isr}); CONTROLLER DIES before the assignment"
+                )
+                lo, hi = self.config.controller_delay_ms
+                self.schedule(self.now_ms + self.rng.randint(lo, hi), self.controller_failover)
+                continue
+            del self.reassignments[tp]
+            self.assignment[tp] = plan.target
+            self.stats.reassignments_completed += 1
+            self.log(f"controller {tp} reassignment to {plan.target} completes")
+            self._write_state(tp, new, unclean=False)  # tells the target replicas
+            self._stop_and_delete(tp, list(plan.removing))
+
+    def controller_failover(self) -> None:
+        """A new controller takes over at once: it re-reads the znodes, sends every live
+        replica its partitions' state (``onControllerFailover``) and completes the
+        reassignments whose targets are in sync (a completion cut short included)."""
+        self.stats.controller_failovers += 1
+        self.log("controller FAILOVER")
+        for tp, replicas in self.assignment.items():
+            for r in replicas:
+                if r in self.live:
+                    self.from_controller(
+                        r, self._on_leader_and_isr, r, tp, self.states[tp], replicas
+                    )
+        self._maybe_complete_reassignments()
+
     # ---- broker: control plane ------------------------------------------------------
 
     def _partition(self, b: SimBroker, tp: TopicPartition) -> Partition:
@@ -464,19 +683,29 @@ class Simulation:
             b.partitions[tp] = p
         return p
 
-    def _on_leader_and_isr(self, broker: BrokerId, tp: TopicPartition, state: LeaderAndIsr) -> None:
+    def _on_leader_and_isr(
+        self,
+        broker: BrokerId,
+        tp: TopicPartition,
+        state: LeaderAndIsr,
+        replicas: tuple[BrokerId, ...],
+    ) -> None:
         b = self.brokers[broker]
         fresh = tp not in b.partitions
+        if tp not in b.logs:
+            b.logs[tp] = SimLog()  # a replica new to this broker (reassignment): empty log
+            self.log(f"b{broker} {tp} creates its log (replicas {replicas})")
         p = self._partition(b, tp)
-        if not fresh and (state.leader_epoch, state.partition_epoch) <= (
-            p.leader_epoch,
-            p.partition_epoch,
-        ):
-            return  # stale (rule 8: a request from an older state is ignored)
+        request = (state.leader_epoch, state.partition_epoch)
+        known = (p.leader_epoch, p.partition_epoch)
+        if not fresh and (request < known or (request == known and replicas == p.replicas)):
+            # Stale (rule 8: a request from an older state is ignored). The same state with
+            # another replica set is newer (the controller's link is FIFO): a reassignment
+            # started or replaced without a new leader epoch (KIP-455).
+            return
         if state.leader_epoch < p.leader_epoch:
             return
         log = b.logs[tp]
-        replicas = self.assignment[tp]
         if state.leader == broker:
             new_epoch = p.make_leader(
                 leader_epoch=state.leader_epoch,
@@ -529,6 +758,36 @@ class Simulation:
             )
             self.log(f"b{broker} {tp} follows b{state.leader} e{state.leader_epoch}")
             self.to_broker(self.now_ms, broker, self._fetch_tick, broker, tp)
+
+    def _on_stop_replica(self, broker: BrokerId, tp: TopicPartition) -> None:
+        """StopReplica with delete (reassignment removed this replica): stop fetching or
+        leading, fail parked produces, delete the log."""
+        b = self.brokers[broker]
+        if tp in b.partitions and b.partitions[tp].is_leader:
+            self._fail_purgatory(b, tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._delete_replica(b, tp, why="StopReplica(delete)")
+
+    def _on_update_metadata(
+        self, broker: BrokerId, assignment: dict[TopicPartition, tuple[BrokerId, ...]]
+    ) -> None:
+        """The first UpdateMetadata of a registration (``tidelog.server.stray_replicas``): a
+        log of a partition whose replicas exclude this broker, and that it does not host, is
+        a stray (moved away while the broker was down) and is deleted. A partition it still
+        hosts (a session expired without a restart: the broker kept running, StopReplica
+        never reached it) is kept, as the real rule does."""
+        b = self.brokers[broker]
+        for tp in sorted(b.logs):
+            if broker not in assignment.get(tp, (broker,)) and tp not in b.partitions:
+                self._delete_replica(b, tp, why="stray at first UpdateMetadata")
+
+    def _delete_replica(self, b: SimBroker, tp: TopicPartition, *, why: str) -> None:
+        b.partitions.pop(tp, None)
+        b.fetchers.pop(tp, None)
+        b.purgatory.pop(tp, None)
+        if b.logs.pop(tp, None) is not None:
+            self.stats.replicas_deleted += 1
+            self.checker.on_replica_deleted(b.broker_id, tp)
+            self.log(f"b{b.broker_id} {tp} log deleted ({why})")
 
     def _on_alter_partition_response(
         self,
@@ -910,6 +1169,7 @@ class Simulation:
             return
         b.alive = True
         b.incarnation += 1
+        b.reregistered = False
         b.broker_epoch = self._register()
         for log in b.logs.values():
             # Recovery: the epoch cache never runs past the log (Kafka truncates it on load).
@@ -960,6 +1220,7 @@ class Simulation:
         if b.session_expired:
             # The ZooKeeper client reconnects with a new session and re-registers.
             b.session_expired = False
+            b.reregistered = True
             b.broker_epoch = self._register()
             self.log(f"b{broker} RE-REGISTERS")
             self.to_controller(self._controller_broker_startup, broker)
@@ -1000,11 +1261,52 @@ class Simulation:
             # Liveness: with every fault healed and producers stopped, every replica has
             # converged on the leader's log and is back in the ISR.
             for r in self.assignment[tp]:
-                if self.brokers[r].logs[tp].records != leader_log or r not in state.isr:
+                replica_log = self.brokers[r].logs.get(tp)
+                if replica_log is None or replica_log.records != leader_log or r not in state.isr:
+                    leo = "none" if replica_log is None else replica_log.log_end_offset
                     self.checker.fail(
                         self.now_ms,
                         "not-converged",
-                        f"{tp} replica {r} (LEO {self.brokers[r].logs[tp].log_end_offset}) "
+                        f"{tp} replica {r} (LEO {leo}) "
                         f"did not converge on leader {state.leader} (LEO {len(leader_log)}) "
                         f"or is not in the ISR {state.isr}",
+                    )
+        self.check_reassignments_settled()
+
+    def check_reassignments_settled(self) -> None:
+        """Once faults are healed: no reassignment is still running unless one of its target
+        brokers is down, each assignment is the last target it was given, and no broker
+        outside it still holds the partition (StopReplica or the restart deleted it)."""
+        for tp, replicas in self.assignment.items():
+            running = self.reassignments.get(tp)
+            if running is not None:
+                down = [r for r in running.target if not self.brokers[r].alive]
+                if not down:
+                    self.checker.fail(
+                        self.now_ms,
+                        "reassignment-stuck",
+                        f"{tp} reassignment to {running.target} still running (RS {replicas}, "
+                        f"ISR {self.states[tp].isr}, leader {self.states[tp].leader})",
+                    )
+                continue
+            if replicas != self.targets[tp]:
+                self.checker.fail(
+                    self.now_ms,
+                    "reassignment-target",
+                    f"{tp} assignment {replicas} is not the last target {self.targets[tp]}",
+                )
+            for broker, b in self.brokers.items():
+                if broker in replicas or not b.alive or tp not in b.logs:
+                    continue
+                if tp in b.partitions and b.reregistered:
+                    # Still hosted: it was removed while its session had expired (no
+                    # StopReplica reached it) and it re-registered without a restart, so the
+                    # stray rule skips it (see ``_on_update_metadata``). Not in the
+                    # replicas, it can neither join the ISR nor be elected.
+                    self.stats.kept_strays += 1
+                else:
+                    self.checker.fail(
+                        self.now_ms,
+                        "stray-replica",
+                        f"broker {broker} still hosts {tp}, assigned to {replicas}",
                     )

@@ -6,6 +6,15 @@
 Every seed is deterministic: the same seed replays the same run, event for event. A failing
 seed is printed with the command that replays it. ``--unclean`` / ``--old-hw-truncation``
 switch on the unsafe rules, to watch the checker catch what they lose.
+
+Partition reassignments (KIP-455) join the faults in a share of the seeds
+(``--reassign-share``: 1 for every seed; by default half of them, ``REASSIGN_SHARE``). A
+seed that draws them gets a cluster of 3 to 5 brokers
+and one to four reassignments to random targets of the same, a smaller or a larger size,
+some cancelled soon after, and controller failovers (half of them cutting a completion
+between its two writes). They come from their own random stream, so a seed without them
+runs exactly as before. Once settled, no reassignment may still run and each assignment
+must be its last target.
 """
 
 from __future__ import annotations
@@ -14,11 +23,19 @@ import argparse
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tidelog.model import BrokerId
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.testing.invariants import LostRecord, Violation
 from tidelog.testing.sim import SimConfig, Simulation, Stats
+
+#: Share of the seeds whose schedule includes reassignments (and controller failovers);
+#: ``tests/sim/test_reassignment.py`` sweeps with 1. (It was 0 until the race its sweep
+#: found, docs/replication.md "Reassignment under the simulator", was fixed.)
+REASSIGN_SHARE = 0.5
+#: A reassignment may complete late, moving a leadership as the run settles: its replicas
+#: get this much longer to converge.
+REASSIGN_EXTRA_SETTLE_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +120,45 @@ def schedule_faults(
             sim.schedule(at, sim.elect_preferred_leader, rng.choice(tps))
 
 
+def with_reassignments(rng: random.Random, config: SimConfig, share: float) -> SimConfig | None:
+    """The config of a seed that draws reassignments (more brokers, so that moves are moves),
+    None for one that does not. Always draws the same number of values from ``rng``."""
+    drawn = rng.random()
+    brokers = rng.choice((3, 4, 4, 5))
+    if drawn >= share:
+        return None
+    return replace(config, brokers=max(config.brokers, brokers))
+
+
+def schedule_reassignments(sim: Simulation, rng: random.Random, duration_ms: int) -> None:
+    """One to four reassignments (a random target of the same, a smaller or a larger size;
+    some cancelled soon after) and controller failovers, at random times."""
+    brokers = sorted(sim.brokers)
+    tps: list[TopicPartition] = sorted(sim.assignment)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randint(50, duration_ms - 100)
+        tp = rng.choice(tps)
+        kind = rng.choices(("reassign", "failover"), weights=(5, 1))[0]
+        if kind == "failover":
+            if rng.random() < 0.5:
+                # The next completion dies between its two writes (then fails over).
+                sim.schedule(at, _cut_next_completion, sim)
+            else:
+                sim.schedule(at, sim.controller_failover)
+            continue
+        rf = len(sim.assignment[tp])
+        size = rng.choice((rf, rf, rf, rf - 1, rf + 1))
+        size = max(1, min(len(brokers), size))
+        target = tuple(rng.sample(brokers, size))
+        sim.schedule(at, sim.reassign, tp, target)
+        if rng.random() < 0.25:
+            sim.schedule(at + rng.randint(1, 400), sim.cancel_reassignment, tp)
+
+
+def _cut_next_completion(sim: Simulation) -> None:
+    sim.crash_controller_mid_completion += 1
+
+
 def run_seed(
     seed: int,
     *,
@@ -111,18 +167,23 @@ def run_seed(
     unclean: bool = False,
     old_hw_truncation: bool = False,
     power_loss: bool = False,
+    reassign_share: float = REASSIGN_SHARE,
     trace: bool = False,
 ) -> SeedResult:
     rng = random.Random(f"schedule-{seed}")
     config = random_config(rng, unclean=unclean, old_hw_truncation=old_hw_truncation)
-    sim = Simulation(config, seed)
+    reassign_rng = random.Random(f"reassign-{seed}")
+    reassigning = with_reassignments(reassign_rng, config, reassign_share)
+    sim = Simulation(reassigning or config, seed)
     sim.tracing = trace
     schedule_faults(sim, rng, duration_ms, power_loss=power_loss)
+    if reassigning is not None:
+        schedule_reassignments(sim, reassign_rng, duration_ms)
     sim.run_until(duration_ms)
-    sim.settle(settle_ms)
+    sim.settle(settle_ms + (REASSIGN_EXTRA_SETTLE_MS if reassigning is not None else 0))
     return SeedResult(
         seed=seed,
-        config=config,
+        config=sim.config,
         violations=tuple(sim.checker.violations),
         lost_acked=tuple(sim.checker.lost_acked),
         stats=sim.stats,
@@ -131,12 +192,18 @@ def run_seed(
 
 
 def replay_command(
-    seed: int, *, unclean: bool, old_hw_truncation: bool, power_loss: bool = False
+    seed: int,
+    *,
+    unclean: bool,
+    old_hw_truncation: bool,
+    power_loss: bool = False,
+    reassign_share: float = REASSIGN_SHARE,
 ) -> str:
     flags = (
         (" --unclean" if unclean else "")
         + (" --old-hw-truncation" if old_hw_truncation else "")
         + (" --power-loss" if power_loss else "")
+        + (f" --reassign-share {reassign_share:g}" if reassign_share != REASSIGN_SHARE else "")
     )
     return f"python -m tidelog.testing.soak --replay {seed}{flags} --trace"
 
@@ -154,11 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--power-loss", action="store_true", help="crashes lose the unflushed tail (KIP-966)"
     )
+    parser.add_argument(
+        "--reassign-share",
+        type=float,
+        default=REASSIGN_SHARE,
+        help=f"share of seeds with partition reassignments (default {REASSIGN_SHARE:g})",
+    )
     args = parser.parse_args(argv)
     flags = {
         "unclean": args.unclean,
         "old_hw_truncation": args.old_hw_truncation,
         "power_loss": args.power_loss,
+        "reassign_share": args.reassign_share,
     }
     if args.replay is not None:
         result = run_seed(args.replay, trace=args.trace, **flags)
