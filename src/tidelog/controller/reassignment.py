@@ -33,8 +33,14 @@ is only counted once the leader put it in the ISR (it had every committed record
 A crash between the two writes of step 2 leaves RS in the topic znode with a partition state
 that already completed; the next controller finds every target replica in the ISR and
 completes again (one more leader epoch). A dead target replica holds the reassignment until
-it returns (or until it is cancelled); a dead removing replica keeps its log on disk when it
-returns (Kafka's ZooKeeper mode does the same; ``tidelog dump-log`` can show it).
+it returns (or until it is cancelled); a removed replica that was down when its StopReplica
+went out deletes its log when it returns (``tidelog.server.stray_replicas``).
+
+Under the deterministic simulator (``Simulation.reassign``, ``tests/sim/test_reassignment.py``,
+``python -m tidelog.testing.soak --reassign-share 1``) the same rules run with crashes,
+pauses, lost answers and controller failovers; its sweep found that the start's LeaderAndIsr
+(same epochs, new replica list) reset a leader's in-flight ISR change, fixed in
+``Partition.make_leader`` (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from tidelog.controller import decisions, zk_reassign
 from tidelog.controller.decisions import ReplicaAssignment
+from tidelog.controller.history import Cause
 from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
@@ -216,6 +223,15 @@ class Reassignments:
                 c._assignments[topic] = updated
                 for p, (_, ba) in out.items():
                     if ba is not None:
+                        cancel = targets[p] is None
+                        c.history.record(
+                            "reassignment_cancel" if cancel else "reassignment_start",
+                            f"reassignment {'cancelled' if cancel else 'started'}: "
+                            f"{list(ba[0].replicas)} -> {list(ba[1].target)}",
+                            tp=TopicPartition(topic, p),
+                            replicas=list(ba[0].replicas),
+                            target=list(ba[1].target),
+                        )
                         log.info(
                             "controller %s: reassigning %s-%d: %s -> %s (adding %s, removing %s)",
                             c.broker_id,
@@ -290,7 +306,9 @@ class Reassignments:
                 )
 
             changed = await c._write_decided(
-                lambda tp, state: leave(tp, state.leader_and_isr()), dropped
+                lambda tp, state: leave(tp, state.leader_and_isr()),
+                dropped,
+                Cause("reassignment", "reassignment removes replicas"),
             )
             if c._seat is None:
                 return
@@ -317,7 +335,9 @@ class Reassignments:
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
             return decisions.complete_reassignment(plans[tp], state.leader_and_isr(), electable)
 
-        done = await c._write_decided(decide, candidates)
+        done = await c._write_decided(
+            decide, candidates, Cause("reassignment", "reassignment target in sync")
+        )
         if c._seat is None or not done:
             return
         finished: set[TopicPartition] = set()
@@ -328,6 +348,12 @@ class Reassignments:
             if not c.is_active:
                 return
         for tp in sorted(finished):
+            c.history.record(
+                "reassignment_complete",
+                f"reassignment complete: replicas {list(plans[tp].target)}",
+                tp=tp,
+                replicas=list(plans[tp].target),
+            )
             log.info(
                 "controller %s: reassignment of %s completed: replicas %s, leader %s, ISR %s",
                 c.broker_id,

@@ -24,8 +24,10 @@ Theory of operation (DESIGN.md "Replication rules"; the numbers cite those rules
    (the controller answers a change already in force with that state); a stale-epoch answer
    makes the caller read the controller's state (``on_state_resync``) or await its
    LeaderAndIsr. Only an explicit "not applied" drops it (``alter_partition_followup``).
+   STALE_BROKER_EPOCH is a stale answer too: it says this request was not applied, not
+   that an earlier attempt of it (whose answer was lost) was not (Kafka retries it).
    5b. A refused join backs off (KIP-841 / KIP-903): after the controller refused to add
-   replica R (INELIGIBLE_REPLICA, STALE_BROKER_EPOCH) R is not proposed again for a backoff
+   replica R (INELIGIBLE_REPLICA) R is not proposed again for a backoff
    that doubles per refusal (:class:`IsrJoinBackoff`); it resets when a LeaderAndIsr arrives
    or R joins. Other replicas' expansions are not held back.
 6. acks=all (rule 6): refused before append when |committed ISR| < ``min.insync.replicas``
@@ -277,10 +279,26 @@ class Partition:
         if self.local_broker_id not in isr_set:
             raise ReplicationStateError(f"{self.topic_partition}: leader not in ISR {isr_set}")
         is_new_epoch = not self.is_leader or leader_epoch > self.leader_epoch
+        if not is_new_epoch and partition_epoch < self.partition_epoch:
+            # An older state of this leader epoch (a resend overtaken by a newer one; the
+            # partition epoch only grows, rule 5): what is in force here is newer.
+            return False
+        # The same state again (a new controller resends what it read): an ISR change in
+        # flight stays in flight. Dropping it would leave this leader's ISR behind the
+        # controller's once the controller accepts it (the answer then finds nothing in
+        # flight): an expansion lost that way lets the controller elect a replica this
+        # leader never waited for (found by the simulator, docs/replication.md).
+        keep_inflight = (
+            not is_new_epoch
+            and partition_epoch == self.partition_epoch
+            and self.state.is_inflight
+            and self.state.isr == isr_set
+        )
         self.leader_id = self.local_broker_id
         self.replicas = replicas
         self.partition_epoch = partition_epoch
-        self.state = CommittedPartitionState(isr=isr_set)
+        if not keep_inflight:
+            self.state = CommittedPartitionState(isr=isr_set)
         self.log_end_offset = log_end_offset
         # 5b: the controller's state moved (a new leader epoch, or a broker fenced, shut down
         # or back), so a replica refused before may be eligible now.
@@ -413,8 +431,7 @@ class Partition:
 
         Invariant (5b; Kafka only proposes a replica its own view holds eligible, KIP-841,
         KIP-903): once the controller has refused to add R (INELIGIBLE_REPLICA: R is dead,
-        in a controlled shutdown or has its log dir offline; STALE_BROKER_EPOCH: this
-        leader's own broker epoch is stale), R is not proposed again before
+        in a controlled shutdown or has its log dir offline), R is not proposed again before
         ``isr_join_backoffs[R].not_before_ms``. Without it every fetch of R re-proposed it:
         hundreds of refused AlterPartitions a second (issue 18)."""
         self._require_leader()
@@ -601,17 +618,20 @@ _NOT_APPLIED = frozenset(
         ErrorCode.OPERATION_NOT_ATTEMPTED,
         ErrorCode.INELIGIBLE_REPLICA,
         ErrorCode.INVALID_REQUEST,
-        ErrorCode.STALE_BROKER_EPOCH,
     }
 )
 #: The refusals of a join that back the joining replica off (5b). In this controller
 #: (``decisions.alter_partition``) INELIGIBLE_REPLICA means the replica added is not assigned,
-#: not live, in a controlled shutdown or with its log dir offline (KIP-841); STALE_BROKER_EPOCH
-#: means the leader's own broker epoch is not the registered one (KIP-380; KIP-903's per-replica
-#: epochs are sent as -1, so a stale joiner shows as INELIGIBLE_REPLICA in Kafka only).
-_JOIN_REFUSED = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.STALE_BROKER_EPOCH})
+#: not live, in a controlled shutdown or with its log dir offline (KIP-841).
+_JOIN_REFUSED = frozenset({ErrorCode.INELIGIBLE_REPLICA})
+#: STALE_BROKER_EPOCH: the leader's own broker epoch is not the registered one (KIP-380), e.g.
+#: it re-registered after its session expired and the controller has not seen it yet. It is a
+#: stale answer, not "not applied": an earlier attempt of the same proposal, whose answer was
+#: lost, may have been applied, and reverting an applied expansion let a zombie leader's HW
+#: pass records the controller's ISR lacked (simulator seed 1234, docs/replication.md).
 _STALE = frozenset(
     {
+        ErrorCode.STALE_BROKER_EPOCH,
         ErrorCode.INVALID_UPDATE_VERSION,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.NOT_LEADER_OR_FOLLOWER,

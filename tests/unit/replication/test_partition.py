@@ -326,12 +326,9 @@ def commit(p: Partition, proposal: AlterPartitionProposal, now_ms: int) -> None:
     assert p.isr == set(proposal.new_isr)
 
 
-@pytest.mark.parametrize(
-    "error", [ErrorCode.INELIGIBLE_REPLICA, ErrorCode.STALE_BROKER_EPOCH], ids=lambda e: e.name
-)
-def test_refused_join_is_not_proposed_again_until_the_backoff_passed(error: ErrorCode) -> None:
+def test_refused_join_is_not_proposed_again_until_the_backoff_passed() -> None:
     p = leader(isr=(B0, B1), leo=20, hw=20)
-    refuse_join(p, B2, 100, error)
+    refuse_join(p, B2, 100, ErrorCode.INELIGIBLE_REPLICA)
     # Every fetch of B2 used to propose it again at once (hundreds a second).
     assert propose_join(p, B2, 101) is None
     assert propose_join(p, B2, 100 + ISR_JOIN_BACKOFF_INITIAL_MS - 1) is None
@@ -403,3 +400,42 @@ def test_refused_join_backoff_resets_once_the_replica_joined() -> None:
     refuse_join(p, B2, now)
     assert propose_join(p, B2, now + ISR_JOIN_BACKOFF_INITIAL_MS - 1) is None
     assert propose_join(p, B2, now + ISR_JOIN_BACKOFF_INITIAL_MS) is not None
+
+
+def test_stale_broker_epoch_keeps_an_expansion_in_flight_until_the_state_is_read() -> None:
+    """STALE_BROKER_EPOCH refuses this attempt only: an earlier one, whose answer was lost,
+    may have been applied (simulator seed 1234). The HW keeps waiting for the joiner until
+    the controller's state says whether it joined."""
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    proposal = propose_join(p, B2, 100)
+    assert proposal is not None
+    assert not p.on_alter_partition_response(proposal, ErrorCode.STALE_BROKER_EPOCH, None, 100)
+    assert p.in_flight_proposal == proposal
+    assert p.state.maximal_isr == {B0, B1, B2}
+    # The state read back: the earlier attempt was applied.
+    applied = LeaderAndIsr(
+        leader=B0, leader_epoch=proposal.leader_epoch, isr=(B0, B1, B2),
+        partition_epoch=proposal.partition_epoch + 1,
+    )  # fmt: skip
+    p.on_state_resync(applied, 101)
+    assert p.isr == {B0, B1, B2}
+
+
+def test_same_state_again_keeps_the_change_in_flight_and_an_older_one_is_ignored() -> None:
+    """A new controller resends the state it read (same epochs): an ISR change in flight
+    stays in flight; an older partition epoch of the same leader epoch changes nothing."""
+    p = leader(isr=(B0, B1), leo=20, hw=20)
+    proposal = propose_join(p, B2, 100)
+    assert proposal is not None
+    epochs = {"leader_epoch": proposal.leader_epoch, "log_end_offset": 20, "high_watermark": 20}
+    p.make_leader(
+        partition_epoch=proposal.partition_epoch, replicas=(B0, B1, B2), isr=(B0, B1),
+        now_ms=101, epoch_cache=LeaderEpochCache(), **epochs,
+    )  # fmt: skip
+    assert p.in_flight_proposal == proposal
+    p.make_leader(
+        partition_epoch=proposal.partition_epoch - 1, replicas=(B0, B1), isr=(B0,),
+        now_ms=102, epoch_cache=LeaderEpochCache(), **epochs,
+    )  # fmt: skip
+    assert p.in_flight_proposal == proposal
+    assert p.replicas == (B0, B1, B2)
