@@ -30,6 +30,7 @@ SECTIONS = (
     "peers",
     "failover",
     "cleaner",
+    "metrics",
     "security",
 )
 
@@ -216,6 +217,25 @@ def run(options: Options) -> int:
             from tidelog.bench import cleaner
 
             r.section("cleaner", lambda: cleaner.cleaner_rows(work / "cleaner", r.say))
+        if "metrics" in options.sections:
+            from tidelog.bench import metrics
+
+            # Clusters of its own (metrics off, then on), one at a time.
+            r.section(
+                "metrics",
+                lambda: metrics.on_off_rows(
+                    work,
+                    [s for s in sizes if s <= 1024] or sizes,
+                    options.seconds,
+                    options.producers,
+                    r.say,
+                ),
+            )
+            if options.scale_partitions > 0:  # replicas per broker (quick: skipped)
+                r.section(
+                    "metrics scrape",
+                    lambda: metrics.scrape_cost_rows(work, r.say, options.scale_partitions),
+                )
         if "security" in options.sections:
             from tidelog.bench import security
 
@@ -242,8 +262,8 @@ def run(options: Options) -> int:
             shutil.rmtree(work, ignore_errors=True)
     from tidelog.bench import report
 
-    report.write_markdown(options.output / "results.json", options.output / "results.md")
-    if options.charts:
-        report.write_charts(options.output / "results.json", options.output)
+    report.write_report(
+        options.output / "results.json", options.output, charts=options.charts, say=r.say
+    )
     r.say(f"results in {options.output}")
     return 0

@@ -23,6 +23,7 @@ SECTION_NAMES = (
     "peers",
     "failover",
     "cleaner",
+    "metrics",
     "security",
 )
 

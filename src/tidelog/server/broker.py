@@ -40,6 +40,7 @@ from tidelog.server.apis import KafkaApis
 from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
 from tidelog.server.cluster_apis import ClusterApis
 from tidelog.server.config import BrokerConfig
+from tidelog.server.console import Console
 from tidelog.server.group_coordinator import GroupCoordinator, client_host
 from tidelog.server.listeners import ListenerSecurity
 from tidelog.server.log_dir_apis import LogDirApis
@@ -48,6 +49,7 @@ from tidelog.server.metrics import (
     BrokerState,
     MetricsEndpoint,
     RequestMetrics,
+    RequestTiming,
     ZkSessionTracker,
     broker_registry,
 )
@@ -206,19 +208,27 @@ class Dispatcher:
             return self._authenticate(
                 conn, typing.cast("SaslServerAuthenticator", authenticator), frame
             )
-        metrics = self._request_metrics
-        started = time.perf_counter() if metrics is not None else 0.0
         decoded = self._decode(frame)
         if isinstance(decoded, Response):
             return decoded
         header, body = decoded
+        metrics = self._request_metrics
+        # Time marks (tidelog.server.metrics rule 5): received, handler start, local done;
+        # the answer's readiness and write are marked later.
+        timing = (
+            metrics.start(header.api_key, body, conn.last_active) if metrics is not None else None
+        )
         gate = self._gate
         if gate is not None and gate.must_hold(conn, header.api_key, body):
-            result: DispatchResult = self._hold(gate, conn, header, body)
-        else:
+            result: DispatchResult = self._hold(gate, conn, header, body, timing)
+        elif timing is None:
             result = self._run(conn, header, body)
-        if metrics is not None:
-            metrics.record(header.api_key, body, result, started)
+        else:
+            timing.started = time.monotonic()
+            result = self._run(conn, header, body)
+            timing.local_done = time.monotonic()
+        if timing is not None:
+            RequestMetrics.dispatched(timing, result, conn.timings)
         return result
 
     def _decode(self, frame: bytes, when: str = "") -> tuple[RequestHeader, Any] | Response:
@@ -290,18 +300,27 @@ class Dispatcher:
             )
 
     def _hold(
-        self, gate: ReadinessGate, conn: Connection, header: RequestHeader, body: Any
+        self,
+        gate: ReadinessGate,
+        conn: Connection,
+        header: RequestHeader,
+        body: Any,
+        timing: RequestTiming | None = None,
     ) -> asyncio.Future[Response | None]:
         """The broker is not ready (``tidelog.server.readiness``): the request runs when it
         is, or its connection closes."""
         out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
 
         def run() -> None:
+            if timing is not None:
+                timing.started = time.monotonic()
             try:
                 result = self._run(conn, header, body)
             except Exception as exc:  # the connection closes with it
                 out.set_exception(exc)
                 return
+            if timing is not None:
+                timing.local_done = time.monotonic()
             if isinstance(result, asyncio.Future):
                 _settle_when_done(result, out, lambda response: response)
             else:
@@ -349,6 +368,8 @@ class Broker:
         #: Prometheus endpoint when ``metrics.listener`` is set (tidelog.server.metrics).
         self.request_metrics: RequestMetrics | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
+        #: The web console on the metrics listener (tidelog.server.console).
+        self.console: Console | None = None
         self.state = BrokerState.STARTING
 
     def _open(self) -> None:
@@ -528,6 +549,9 @@ class Broker:
             zk_session=zk_session,
         )
         self.metrics_endpoint = MetricsEndpoint(registry)
+        self.console = Console(self.config.broker_id, self.replica_manager, self.node, zk_session)
+        for prefix in (b"/console", b"/api/"):
+            self.metrics_endpoint.routes[prefix] = self.console.route
         try:
             port = await self.metrics_endpoint.start(listener)
         except OSError as exc:  # the port is taken, the host is not ours, ...
@@ -703,6 +727,8 @@ class Broker:
         self.log_manager.close()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        if self.console is not None:
+            await self.console.close()
         await self.security.stop()
         log.info("shut down cleanly")
 

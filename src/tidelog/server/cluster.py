@@ -482,6 +482,9 @@ class FetchState:
     #: Caught up to the leader's high watermark at the last fetch (Kafka's
     #: ``isReplicaInSync``): the follower throttle never holds such a partition back.
     in_sync: bool = False
+    #: The leader's high watermark in its last fetch answer (-1: none yet); the lag metrics
+    #: read it at scrape time (tidelog.server.metrics).
+    leader_high_watermark: int = -1
 
 
 @dataclass(slots=True)
@@ -696,6 +699,7 @@ class LeaderFetcher:
                     if quota.is_throttled(tp):
                         quota.record(len(result.records))
                 fst.in_sync = hosted.log.log_end_offset >= result.high_watermark
+                fst.leader_high_watermark = result.high_watermark
                 hosted.partition.update_follower_high_watermark(
                     log_end_offset=hosted.log.log_end_offset,
                     leader_high_watermark=result.high_watermark,
@@ -1238,6 +1242,7 @@ class ClusterNode:
                         tp,
                         ps.leader_epoch,
                         list(ps.isr),
+                        extra={"topic_partition": tp, "leader_epoch": ps.leader_epoch},
                     )
                 else:
                     changed = rm.make_follower(
@@ -1266,6 +1271,7 @@ class ClusterNode:
                             tp,
                             ps.leader,
                             ps.leader_epoch,
+                            extra={"topic_partition": tp, "leader_epoch": ps.leader_epoch},
                         )
             except KafkaError as exc:
                 log.error("%s: cannot host the replica: %s", tp, exc)

@@ -115,6 +115,14 @@ class Dispatcher(Protocol):
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult: ...
 
 
+class ResponseTiming(Protocol):
+    """A request's time marks (``tidelog.server.metrics.RequestTiming``): told when the
+    connection took its answer off the queue (``dequeued``, ``time.monotonic()``) and has
+    written it."""
+
+    def sent(self, dequeued: float) -> None: ...
+
+
 _SIZE = struct.Struct(">i")
 
 
@@ -202,8 +210,12 @@ class Connection(asyncio.Protocol):
         self.closed = False
         # Per-connection state handlers may keep (e.g. the last request's client id).
         self.client_id: str | None = None
-        #: time.monotonic() of the last bytes received or response written.
+        #: time.monotonic() of the last bytes received or response written (while the
+        #: frames of a read are dispatched: when they were received).
         self.last_active = time.monotonic()
+        #: With metrics on, the dispatcher's time marks of pending answers, by id of their
+        #: ``_pending`` slot; recorded when written (``_flush``).
+        self.timings: dict[int, ResponseTiming] = {}
         # Rule 6.
         self.listener_name = listener_name
         self.security_protocol = security_protocol
@@ -408,9 +420,16 @@ class Connection(asyncio.Protocol):
                     self.close()
                     return
                 head = head.result()
-            pending.popleft()
-            if head is not None:
-                self._write(head)
+            slot = pending.popleft()
+            timing = self.timings.pop(id(slot), None) if self.timings else None
+            if timing is None:
+                if head is not None:
+                    self._write(head)
+            else:
+                dequeued = time.monotonic()
+                if head is not None:
+                    self._write(head)
+                timing.sent(dequeued)
             if self.closed:
                 return
         if self._close_when_drained:

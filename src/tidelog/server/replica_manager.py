@@ -46,6 +46,7 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config import LONG_MAX, BrokerConfig
+from tidelog.server.metrics import BrokerTopicStats
 from tidelog.server.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replication_quota import (
     FOLLOWER_THROTTLED_RATE,
@@ -70,6 +71,8 @@ LOG_DIR_RECOVERY_FREE_BYTES: Final = 2 << 20
 LOG_DIR_PROBE_INTERVAL_S: Final = 1.0
 #: The probe's file in the log dir (not a partition directory: the log manager ignores it).
 LOG_DIR_PROBE_FILE: Final = ".tidelog-log-dir-probe"
+#: Append errors whose bytes count as rejected (Kafka's BytesRejectedPerSec).
+_TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 
 def probe_log_dir(log_dir: Path, free_bytes: int = LOG_DIR_RECOVERY_FREE_BYTES) -> bool:
@@ -210,6 +213,9 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.failed_isr_updates = 0
+        #: Per-topic bytes/records in and out (Kafka's BrokerTopicMetrics; read by
+        #: tidelog.server.metrics): plain ints bumped by ``append_records`` and ``read``.
+        self.topic_stats = BrokerTopicStats()
         #: KIP-73 replication throttles (``tidelog.server.replication_quota``): the leader
         #: side is applied in ``read``, the follower side by the cluster's fetchers.
         self.replication_quotas = ReplicationQuotas(
@@ -420,11 +426,14 @@ class ReplicaManager:
         marker); a client's Produce may not carry control batches."""
         results: dict[TopicPartition, tuple[ProduceResult, int]] = {}
         now = now_ms()
+        topic_stats = self.topic_stats
         for tp, records in entries.items():
             hosted = self.partitions.get(tp)
             if hosted is None:
                 results[tp] = (ProduceResult(self.not_hosted_error(tp)), -1)
                 continue
+            stats = topic_stats[tp.topic]
+            stats.produced += 1
             error = hosted.partition.check_append(acks)
             if error != ErrorCode.NONE:
                 results[tp] = (ProduceResult(error), -1)
@@ -444,6 +453,8 @@ class ReplicaManager:
                 )
             except KafkaError as exc:
                 log.info("produce to %s refused: %s", tp, exc)
+                if exc.code in _TOO_LARGE:
+                    stats.bytes_rejected += len(records)
                 results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
                 continue
             except OSError as exc:
@@ -473,6 +484,9 @@ class ReplicaManager:
                     info.first_offset,
                     info.last_offset,
                 )
+            stats.appended += 1
+            stats.bytes_in += len(records)
+            stats.messages_in += info.num_records
             if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
                 self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
@@ -512,11 +526,14 @@ class ReplicaManager:
         committed = isolation_level == READ_COMMITTED and replica_id < 0
         quota = self.replication_throttles().leader if replica_id >= 0 else None
         throttled_bytes = 0
+        topic_stats = self.topic_stats
         for request in requests:
             hosted = self.partitions.get(request.tp)
             if hosted is None:
                 results.append(FetchResult(self.not_hosted_error(request.tp)))
                 continue
+            stats = topic_stats[request.tp.topic]
+            stats.fetched += 1
             hw = hosted.partition.high_watermark
             the_log = hosted.log
             # Followers read to the log end and need no LSO (replication's hot path).
@@ -538,6 +555,13 @@ class ReplicaManager:
                     )
                 except KafkaError as exc:
                     error = exc.code
+            if error != ErrorCode.NONE:
+                stats.failed_fetch += 1
+            elif records is not None:
+                if replica_id >= 0:
+                    stats.replication_bytes_out += records.length
+                else:
+                    stats.bytes_out += records.length
             if records is not None:
                 got_any = True
                 budget -= records.length

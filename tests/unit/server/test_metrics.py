@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.server.nodes import cluster_node
 from tidelog.cli.main import main
+from tidelog.client.records import Record, build_batch
 from tidelog.controller.controller import Controller
 from tidelog.controller.zk import SessionEvent
 from tidelog.controller.znodes import PartitionState, TopicAssignment
@@ -28,20 +29,31 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
+from tidelog.server.cluster import FetchState
 from tidelog.server.config import MetricsListener, load_broker_config
 from tidelog.server.metrics import (
     CONTENT_TYPE,
     BrokerState,
+    BrokerTopicStats,
+    LoopIdleProbe,
     MetricsEndpoint,
     RequestMetrics,
+    RequestTiming,
     ZkSessionTracker,
     broker_registry,
     request_name,
 )
 from tidelog.server.purgatory import DelayedOperation, Purgatory
-from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, now_ms
+from tidelog.server.replica_manager import (
+    FetchRequestPartition,
+    ReplicaManager,
+    effective_topic_config,
+    log_config_for,
+    now_ms,
+)
 from tidelog.server.replication_quota import ReplicationQuotas
 from tidelog.server.request_context import RequestContext
+from tidelog.storage.log_manager import LogManager
 
 # --- fake broker state -------------------------------------------------------------------
 
@@ -53,6 +65,10 @@ def hosted(
     replicas: tuple[int, ...] = (0, 1, 2),
     min_isr: int = 2,
     log_dir: str = "/logs/a",
+    log_end: int = 0,
+    log_start: int = 0,
+    size: int = 0,
+    segments: tuple[int, ...] = (0,),
 ) -> SimpleNamespace:
     partition = SimpleNamespace(
         is_leader=leader,
@@ -60,9 +76,14 @@ def hosted(
         replicas=tuple(BrokerId(b) for b in replicas),
         min_insync_replicas=min_isr,
     )
-    return SimpleNamespace(
-        partition=partition, log=SimpleNamespace(directory=Path(log_dir) / "t-0")
+    the_log = SimpleNamespace(
+        directory=Path(log_dir) / "t-0",
+        log_end_offset=log_end,
+        log_start_offset=log_start,
+        size_bytes=size,
+        segment_base_offsets=segments,
     )
+    return SimpleNamespace(partition=partition, log=the_log)
 
 
 def fake_replica_manager() -> SimpleNamespace:
@@ -80,6 +101,7 @@ def fake_replica_manager() -> SimpleNamespace:
         isr_expands=3,
         failed_isr_updates=1,
         replication_quotas=ReplicationQuotas(0),
+        topic_stats=BrokerTopicStats(),
     )
 
 
@@ -92,7 +114,11 @@ def fake_node(*, active: bool = True, connected: bool = True) -> SimpleNamespace
         leader_elections=9,
         unclean_leader_elections=1,
     )
-    return SimpleNamespace(controller=controller, zk=SimpleNamespace(connected=connected))
+    return SimpleNamespace(
+        controller=controller,
+        zk=SimpleNamespace(connected=connected),
+        fetchers=SimpleNamespace(fetchers={}),
+    )
 
 
 def scrape_text(text: bytes) -> dict[str, float]:
@@ -229,11 +255,13 @@ def test_every_metric_has_help_naming_its_kafka_mbean_and_a_kafka_style_name() -
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
     ours = [f for f in families if not f.name.startswith("process_")]
-    assert len(ours) == 27
+    assert len(ours) == 48
+    listed = (Path(__file__).parents[3] / "docs" / "metrics.md").read_text()
     for family in ours:
         assert family.name.startswith("kafka_"), family.name
         assert family.name == family.name.lower()
         assert "(kafka." in family.documentation, family.name
+        assert f"`{family.name}" in listed, f"{family.name} is not in docs/metrics.md"
     assert any(f.name.startswith("process_") for f in families)  # ProcessCollector
     assert "# TYPE kafka_network_requestmetrics_totaltimems histogram" in text
     assert "# TYPE kafka_network_requestmetrics_requests_total counter" in text
@@ -261,42 +289,96 @@ def test_requests_are_counted_when_answered_and_fetches_split_by_side() -> None:
             requests=requests,
             process=False,
         )
-        started = time.perf_counter()
-        requests.record(ApiKey.PRODUCE, None, "answer", started)
-        requests.record(ApiKey.PRODUCE, None, "answer", started)
+        timings: dict[int, Any] = {}
+
+        def answer(api_key: ApiKey, body: object, result: object) -> RequestTiming | None:
+            timing = requests.start(api_key, body, time.monotonic())
+            if timing is not None:
+                RequestMetrics.dispatched(timing, result, timings)
+            return timing
+
+        answers = [object(), object()]
+        for result in answers:
+            answer(ApiKey.PRODUCE, None, result)
         parked: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        requests.record(ApiKey.PRODUCE, None, parked, started)  # acks=all: not yet
-        requests.record(ApiKey.FETCH, SimpleNamespace(replica_id=-1), "answer", started)
-        follower = SimpleNamespace(replica_state=SimpleNamespace(replica_id=2))
-        requests.record(ApiKey.FETCH, follower, "answer", started)
-        requests.record(ApiKey.CREATE_TOPICS, None, "answer", started)  # not served: ignored
+        answer(ApiKey.PRODUCE, None, parked)  # acks=all: not yet
+        answer(ApiKey.PRODUCE, None, None)  # acks=0: no answer, done at once
+        consumer, follower = object(), object()
+        answer(ApiKey.FETCH, SimpleNamespace(replica_id=-1), consumer)
+        answer(ApiKey.FETCH, SimpleNamespace(replica_state=SimpleNamespace(replica_id=2)), follower)
+        assert answer(ApiKey.CREATE_TOPICS, None, object()) is None  # not served: ignored
         before = scrape(registry)
+        # The connection writes the answers: each is counted then.
+        for result in (*answers, consumer, follower):
+            timings.pop(id(result)).sent(time.monotonic())
         parked.set_result(None)
         await asyncio.sleep(0)
+        timings.pop(id(parked)).sent(time.monotonic())
+        assert timings == {}
         return before, scrape(registry)
 
     before, after = asyncio.run(body())
     total = 'kafka_network_requestmetrics_requests_total{{request="{}"}}'
-    assert before[total.format("Produce")] == 2
-    assert after[total.format("Produce")] == 3
+    assert before[total.format("Produce")] == 1  # only the acks=0 one
+    assert before[total.format("Fetch")] == 0
+    assert after[total.format("Produce")] == 4
     assert after[total.format("Fetch")] == 2
     assert after[total.format("FetchConsumer")] == 1
     assert after[total.format("FetchFollower")] == 1
     assert after[total.format("Metadata")] == 0
     assert not [k for k in after if "CreateTopics" in k]
-    count = 'kafka_network_requestmetrics_totaltimems_count{request="Produce"}'
-    inf = 'kafka_network_requestmetrics_totaltimems_bucket{le="+Inf",request="Produce"}'
-    assert after[count] == 3
-    assert after[inf] == 3
-    assert after['kafka_network_requestmetrics_totaltimems_sum{request="Produce"}'] >= 0
+    for split in (
+        "totaltimems",
+        "requestqueuetimems",
+        "localtimems",
+        "remotetimems",
+        "responsequeuetimems",
+        "responsesendtimems",
+    ):
+        name = f"kafka_network_requestmetrics_{split}"
+        assert after[f'{name}_count{{request="Produce"}}'] == 4, split
+        assert after[f'{name}_bucket{{le="+Inf",request="Produce"}}'] == 4, split
+        assert after[f'{name}_sum{{request="Produce"}}'] >= 0, split
+        # Histograms only for requests seen.
+        assert f'{name}_count{{request="Metadata"}}' not in after, split
 
 
-def test_the_dispatcher_counts_what_it_dispatches() -> None:
+def test_the_time_split_adds_up_to_the_total() -> None:
+    """Marks 0, 2, 5, 105, 106, 109 ms: queue 2, local 3, remote 100 (parked), response
+    queue 1, send 3, total 109."""
+    requests = RequestMetrics([ApiKey.PRODUCE])
+    stats = requests.stats("Produce")
+    assert stats is not None
+    stats.record(10.0, 10.002, 10.005, 10.105, 10.106, 10.109)
+    expected = {
+        "totaltimems": 109.0,
+        "requestqueuetimems": 2.0,
+        "localtimems": 3.0,
+        "remotetimems": 100.0,
+        "responsequeuetimems": 1.0,
+        "responsesendtimems": 3.0,
+    }
+    for split, ms in expected.items():
+        histogram = stats.histogram(split)
+        assert histogram.count == 1, split
+        assert histogram.sum_ms == pytest.approx(ms, abs=1e-6), split
+    got = scrape(broker_registry(fake_replica_manager(), requests=requests, process=False))  # type: ignore[arg-type]
+    remote = "kafka_network_requestmetrics_remotetimems_bucket"
+    assert got[f'{remote}{{le="50.0",request="Produce"}}'] == 0
+    assert got[f'{remote}{{le="250.0",request="Produce"}}'] == 1
+    local = "kafka_network_requestmetrics_localtimems_bucket"
+    assert got[f'{local}{{le="2.5",request="Produce"}}'] == 0
+    assert got[f'{local}{{le="5.0",request="Produce"}}'] == 1
+
+
+def test_the_dispatcher_marks_what_it_dispatches() -> None:
     requests = RequestMetrics([ApiKey.API_VERSIONS])
     handled: list[int] = []
 
     def handler(header: Any, _body: Any) -> None:
-        handled.append(header.correlation_id)  # acks=0 style: no answer
+        handled.append(header.correlation_id)
+        time.sleep(0.02)  # local time
+        # acks=0 style: no answer
 
     apis = SimpleNamespace(handlers={ApiKey.API_VERSIONS: handler})
     dispatcher = Dispatcher(
@@ -310,12 +392,19 @@ def test_the_dispatcher_counts_what_it_dispatches() -> None:
         peer="127.0.0.1:1",
         authenticator=None,
         request_context=RequestContext(ANONYMOUS, "127.0.0.1", "PLAINTEXT", "PLAINTEXT"),
+        last_active=time.monotonic() - 0.05,  # received 50 ms ago
+        timings={},
     )
     assert dispatcher.dispatch(conn, frame) is None  # type: ignore[arg-type]
     assert handled == [7]
     stats = requests.stats("ApiVersions")
     assert stats is not None
     assert stats.count == 1
+    assert stats.histogram("requestqueuetimems").sum_ms >= 50.0
+    assert 20.0 <= stats.histogram("localtimems").sum_ms < 1000.0
+    assert stats.histogram("remotetimems").sum_ms == 0.0
+    assert stats.histogram("totaltimems").sum_ms >= 70.0
+    assert conn.timings == {}  # nothing left to write
 
 
 # --- the HTTP endpoint -------------------------------------------------------------------
@@ -512,7 +601,14 @@ def test_a_broker_serves_its_metrics_and_counts_its_requests(tmp_path: Path) -> 
             await reader.readexactly(size)
             writer.close()
             _, _, text = split(await exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n"))
-            assert scrape_text(text)[name] == 1
+            got = scrape_text(text)
+            assert got[name] == 1
+            # Timed from its arrival to its answer written, by the connection.
+            for split_name in ("totaltimems", "requestqueuetimems", "responsesendtimems"):
+                count = f'kafka_network_requestmetrics_{split_name}_count{{request="ApiVersions"}}'
+                assert got[count] == 1, split_name
+            assert not [k for k in got if 'request="Produce"' in k and "_count" in k]
+            assert 0.0 <= got["kafka_network_socketserver_networkprocessoravgidlepercent"] <= 1.0
         finally:
             await broker.stop()
         assert broker.state is BrokerState.SHUTTING_DOWN
@@ -684,3 +780,173 @@ def test_a_bad_metrics_listener_stops_broker_start_up_with_the_message(
         "'localhost:9404': expected http://host:port (the path is always /metrics), or empty"
     )
     assert not (tmp_path / "logs").exists()
+
+
+# --- per partition and per topic ---------------------------------------------------------
+
+
+def test_log_gauges_per_hosted_partition() -> None:
+    rm = fake_replica_manager()
+    rm.partitions = {
+        TopicPartition("t", 0): hosted(
+            leader=True, isr={0, 1, 2}, log_end=120, log_start=20, size=4096, segments=(0, 50, 100)
+        ),
+        TopicPartition("u", 3): hosted(leader=False, isr={1, 2}, log_end=7, size=300),
+    }
+    got = scrape(broker_registry(rm, process=False))  # type: ignore[arg-type]
+    t0, u3 = 'partition="0",topic="t"', 'partition="3",topic="u"'
+    assert got[f"kafka_log_log_size{{{t0}}}"] == 4096
+    assert got[f"kafka_log_log_numlogsegments{{{t0}}}"] == 3
+    assert got[f"kafka_log_log_logendoffset{{{t0}}}"] == 120
+    assert got[f"kafka_log_log_logstartoffset{{{t0}}}"] == 20
+    assert got[f"kafka_log_log_size{{{u3}}}"] == 300
+    assert got[f"kafka_log_log_logendoffset{{{u3}}}"] == 7
+    assert got[f"kafka_log_log_numlogsegments{{{u3}}}"] == 1
+    # A partition no longer hosted has no series at the next scrape.
+    del rm.partitions[TopicPartition("u", 3)]
+    again = scrape(broker_registry(rm, process=False))  # type: ignore[arg-type]
+    assert f"kafka_log_log_size{{{u3}}}" not in again
+    assert again[f"kafka_log_log_size{{{t0}}}"] == 4096
+
+
+def rm_with_partitions(tmp_path: Path) -> ReplicaManager:
+    config = load_broker_config({"log.dirs": str(tmp_path), "message.max.bytes": "2000"})
+    logs = LogManager(
+        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
+    )
+    rm = ReplicaManager(config, logs)
+    topic_config = effective_topic_config(config, {})
+    for tp in (TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)):
+        rm.make_leader(tp, uuid.uuid4(), topic_config)
+    follower = TopicPartition("f", 0)
+    rm.make_follower(
+        follower,
+        uuid.uuid4(),
+        topic_config,
+        leader=BrokerId(2),
+        leader_epoch=1,
+        partition_epoch=1,
+        replicas=[BrokerId(0), BrokerId(2)],
+        isr=[BrokerId(0), BrokerId(2)],
+    )
+    return rm
+
+
+def read_now(rm: ReplicaManager, tp: TopicPartition, offset: int, replica_id: int = -1) -> None:
+    rm.read([FetchRequestPartition(tp, offset, 1 << 20)], 1 << 20, replica_id=replica_id)
+
+
+def test_topic_counters_count_appends_and_reads_where_they_happen(tmp_path: Path) -> None:
+    rm = rm_with_partitions(tmp_path)
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    three = build_batch([Record(value=b"x" * 10) for _ in range(3)], base_timestamp_ms=1)
+    one = build_batch([Record(value=b"y")], base_timestamp_ms=1)
+    too_large = build_batch([Record(value=b"z" * 3000)], base_timestamp_ms=1)
+    appended = rm.append_records({a0: three, a1: one, b0: one}, acks=1)
+    assert {r.error for r, _ in appended.values()} == {ErrorCode.NONE}
+    # Refused: too large (bytes rejected), and a partition followed here (not leader).
+    refused = rm.append_records({b0: too_large, TopicPartition("f", 0): one}, acks=1)
+    assert refused[b0][0].error == ErrorCode.MESSAGE_TOO_LARGE
+    assert refused[TopicPartition("f", 0)][0].error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Not hosted at all: no series for a name a client made up.
+    rm.append_records({TopicPartition("nope", 0): one}, acks=1)
+    read_now(rm, a0, 0)  # a consumer reads the 3 records (the HW is at the end: no ISR)
+    read_now(rm, a0, 0, replica_id=2)  # a follower too
+    read_now(rm, b0, 99)  # offset out of range: a failed fetch
+    got = scrape(broker_registry(rm, process=False))
+    c = 'kafka_server_brokertopicmetrics_{}_total{{topic="{}"}}'
+    assert got[c.format("bytesin", "a")] == len(three) + len(one)
+    assert got[c.format("bytesin", "b")] == len(one)
+    assert got[c.format("messagesin", "a")] == 4
+    assert got[c.format("messagesin", "b")] == 1
+    assert got[c.format("totalproducerequests", "b")] == 2
+    assert got[c.format("failedproducerequests", "b")] == 1
+    assert got[c.format("bytesrejected", "b")] == len(too_large)
+    assert got[c.format("failedproducerequests", "f")] == 1
+    assert got[c.format("failedproducerequests", "a")] == 0
+    assert got[c.format("bytesout", "a")] == len(three)  # the consumer's read only
+    assert got[c.format("totalfetchrequests", "a")] == 2
+    assert got[c.format("failedfetchrequests", "b")] == 1
+    assert got[c.format("bytesout", "b")] == 0
+    assert not [k for k in got if 'topic="nope"' in k]
+    # The all-topics series: no topic label.
+    assert got["kafka_server_brokertopicmetrics_bytesin_total"] == len(three) + 2 * len(one)
+    assert got["kafka_server_brokertopicmetrics_messagesin_total"] == 5
+    assert got["kafka_server_brokertopicmetrics_replicationbytesout_total"] == len(three)
+    assert not [
+        k for k in got if k.startswith("kafka_server_brokertopicmetrics_replicationbytesout_total{")
+    ]
+    assert got["kafka_server_brokertopicmetrics_failedproducerequests_total"] == 2
+    # Topic b goes: its series go, the totals keep its counts.
+    rm.delete_partitions([b0])
+    got = scrape(broker_registry(rm, process=False))
+    assert c.format("bytesin", "b") not in got
+    assert got["kafka_server_brokertopicmetrics_bytesin_total"] == len(three) + 2 * len(one)
+    assert got["kafka_server_brokertopicmetrics_bytesrejected_total"] == len(too_large)
+    assert got[c.format("bytesin", "a")] == len(three) + len(one)
+    rm.log_manager.close()
+
+
+def test_follower_lag_is_the_leaders_high_watermark_minus_our_log_end() -> None:
+    rm = fake_replica_manager()
+    node = fake_node()
+    # Partitions t-0..2 are led elsewhere; u-0 is followed from broker 1 (hosted() above:
+    # log end 0 unless given).
+    rm.partitions[TopicPartition("u", 0)] = hosted(leader=False, isr={1, 2}, log_end=40)
+    rm.partitions[TopicPartition("u", 1)] = hosted(leader=False, isr={1, 2}, log_end=75)
+    rm.partitions[TopicPartition("v", 0)] = hosted(leader=False, isr={2}, log_end=5)
+    from_1 = SimpleNamespace(
+        leader_id=1,
+        partitions={
+            TopicPartition("u", 0): FetchState(leader_epoch=3, leader_high_watermark=100),
+            TopicPartition("u", 1): FetchState(leader_epoch=3, leader_high_watermark=70),
+        },
+    )
+    from_2 = SimpleNamespace(
+        leader_id=2,
+        partitions={TopicPartition("v", 0): FetchState(leader_epoch=1)},  # not fetched yet
+    )
+    node.fetchers.fetchers = {1: from_1, 2: from_2}
+    registry = broker_registry(rm, node, process=False)  # type: ignore[arg-type]
+    got = scrape(registry)
+    lag = (
+        "kafka_server_fetcherlagmetrics_consumerlag"
+        '{{clientid="ReplicaFetcherThread-0-{}",partition="{}",topic="{}"}}'
+    )
+    assert got[lag.format(1, 0, "u")] == 60
+    assert got[lag.format(1, 1, "u")] == 0  # ahead of the HW it last saw: not behind
+    assert lag.format(2, 0, "v") not in got
+    assert got['kafka_server_replicafetchermanager_maxlag{clientid="Replica"}'] == 60
+    # Caught up: the next fetch answer brings the HW we reached.
+    rm.partitions[TopicPartition("u", 0)].log.log_end_offset = 100
+    got = scrape(registry)
+    assert got[lag.format(1, 0, "u")] == 0
+    assert got['kafka_server_replicafetchermanager_maxlag{clientid="Replica"}'] == 0
+
+
+def test_a_broker_alone_has_no_fetcher_lag() -> None:
+    got = scrape(broker_registry(fake_replica_manager(), None, process=False))  # type: ignore[arg-type]
+    assert got['kafka_server_replicafetchermanager_maxlag{clientid="Replica"}'] == 0
+    assert not [k for k in got if k.startswith("kafka_server_fetcherlagmetrics_consumerlag")]
+
+
+def test_loop_idle_is_the_share_of_wall_time_off_the_cpu() -> None:
+    clock = [100.0]
+    cpu = [5.0]
+    probe = LoopIdleProbe(cpu=lambda: cpu[0], clock=lambda: clock[0])
+    assert probe.sample() == 1.0  # no window yet
+    clock[0] += 2.0
+    cpu[0] += 0.5  # busy 25 % of 2 s
+    assert probe.sample() == pytest.approx(0.75)
+    clock[0] += 0.1  # too short a window: the previous value
+    cpu[0] += 0.1
+    assert probe.sample() == pytest.approx(0.75)
+    clock[0] += 0.9  # 1 s since the last window, 1 s busy: none idle
+    cpu[0] += 0.9
+    assert probe.sample() == pytest.approx(0.0)
+    clock[0] += 1.0
+    assert probe.sample() == pytest.approx(1.0)
+    # Through the collector: a gauge between 0 and 1.
+    got = scrape(broker_registry(fake_replica_manager(), process=False))  # type: ignore[arg-type]
+    idle = got["kafka_network_socketserver_networkprocessoravgidlepercent"]
+    assert 0.0 <= idle <= 1.0
