@@ -27,6 +27,9 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)  # ZooKeeper 
 dpkg -s zookeeper >/dev/null 2>&1 || missing+=(zookeeper)           # the real ZooKeeper server
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)                  # a Kafka client in tests
 command -v gcc >/dev/null 2>&1 || missing+=(gcc python3-dev)        # wheels that compile
+# The web console's browser test (dev extra: playwright drives Debian's chromium; never
+# `playwright install`, which downloads a browser build of its own).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   apt_install "${missing[@]}"

@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.dump_log",
     "tidelog.cli.reassign",
     "tidelog.cli.brokers",
+    "tidelog.cli.console",
 )
 
 

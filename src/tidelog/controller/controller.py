@@ -66,6 +66,7 @@ from typing import Final, Protocol
 from tidelog.aio import cancel_and_wait
 from tidelog.controller import decisions, zk_reassign, znodes
 from tidelog.controller.decisions import ReplicaAssignment
+from tidelog.controller.history import Cause, ControllerHistory, after_failover, dead_brokers
 from tidelog.controller.reassignment import ReassignmentResult, Reassignments
 from tidelog.controller.zk import (
     ControllerSeat,
@@ -397,6 +398,8 @@ class Controller:
         self.unclean_leader_elections = 0
         #: Partition reassignments (KIP-455; ``tidelog.controller.reassignment``).
         self.reassignments = Reassignments(self)
+        #: Its decisions and their reasons (``tidelog.controller.history``, issue 22).
+        self.history = ControllerHistory(zk, broker_id)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -543,6 +546,7 @@ class Controller:
         if self._seat is not None:
             log.info("controller %s resigns (%s)", self.broker_id, why)
         self._seat = None
+        self.history.resign()
         self._live.clear()
         self._assignments.clear()
         self._states.clear()
@@ -577,6 +581,8 @@ class Controller:
 
     async def _on_failover(self) -> None:
         """Kafka's onControllerFailover: load everything, repair, tell everyone."""
+        if self._seat is not None:
+            await self.history.take_over(self._seat.controller_epoch)
         self._live = await self.zk.get_live_brokers()
         topics = await self.zk.get_topics()
         await self._load_topics(topics)
@@ -602,7 +608,10 @@ class Controller:
                 self.broker_id,
                 {str(tp): sorted(b) for tp, b in sorted(restarted.items())[:10]},
             )
-        changed = await self._handle_dead_replicas(restarted)
+        self.history.brokers_gone(self._live.keys(), self._states)
+        changed = await self._handle_dead_replicas(
+            restarted, after_failover(self._live.keys(), restarted)
+        )
         changed |= await self._elect_offline(self._live.keys())
         self._send_leader_and_isr(self._states.keys(), to=self._live.keys())
         self._send_update_metadata(self._states.keys(), to=self._live.keys())
@@ -678,6 +687,7 @@ class Controller:
         self,
         decide: Callable[[TopicPartition, PartitionState], LeaderAndIsr | None],
         candidates: Iterable[TopicPartition],
+        cause: Cause | None = None,
     ) -> set[TopicPartition]:
         """Decide each candidate from its cached state and CAS-write the decided ones.
 
@@ -709,6 +719,9 @@ class Controller:
             for tp, result in results.items():
                 if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
                     self._count_election(self._states[tp], result.state)
+                    self.history.partition_changed(
+                        tp, self._states[tp], result.state, cause or Cause("controller", "")
+                    )
                     self._states[tp] = result.state
                     changed.add(tp)
                 elif result.outcome is StateWriteOutcome.BAD_VERSION:
@@ -745,7 +758,9 @@ class Controller:
         )
 
     async def _handle_dead_replicas(
-        self, restarted: Mapping[TopicPartition, frozenset[BrokerId]] | None = None
+        self,
+        restarted: Mapping[TopicPartition, frozenset[BrokerId]] | None = None,
+        cause: Cause | None = None,
     ) -> set[TopicPartition]:
         """Every partition with a dead leader or a dead ISR member: rule 10, one batch.
 
@@ -796,7 +811,7 @@ class Controller:
                 outcome = replace(outcome, leader_epoch=state.leader_epoch + 1)
             return outcome
 
-        return await self._write_decided(decide, affected)
+        return await self._write_decided(decide, affected, cause)
 
     async def _elect_offline(self, started: Collection[BrokerId]) -> set[TopicPartition]:
         """Offline partitions (leader -1) that a live broker can now lead (rule 9)."""
@@ -819,7 +834,10 @@ class Controller:
             )
             return None if step is None else step[0]
 
-        return await self._write_decided(decide, offline)
+        started_ids = ", ".join(map(str, sorted(started)))
+        return await self._write_decided(
+            decide, offline, Cause("broker_startup", f"replica on broker {started_ids} is back")
+        )
 
     def electable_besides(self, broker_id: BrokerId) -> bool:
         """Whether a live broker other than ``broker_id`` may take leaderships (active
@@ -907,7 +925,10 @@ class Controller:
                 outcome = replace(outcome, leader_epoch=state.leader_epoch + 1)
             return outcome
 
-        return await self._write_decided(decide, tps)
+        offline_ids = ", ".join(map(str, sorted(self._offline_dirs)))
+        return await self._write_decided(
+            decide, tps, Cause("log_dir_failure", f"log dir offline on broker {offline_ids}")
+        )
 
     async def _move_from_offline_leaders(self, tps: Sequence[TopicPartition]) -> None:
         if self._seat is None:
@@ -1009,6 +1030,11 @@ class Controller:
             sorted(started),
             sorted(bounced),
         )
+        for b in sorted(dead):
+            self.history.record("broker_death", f"broker {b} died", broker=int(b))
+        for b in sorted(started):
+            why = "restarted (new registration)" if b in bounced else "started"
+            self.history.record("broker_start", f"broker {b} {why}", broker=int(b))
         self._shutting_down -= dead | bounced
         # A new incarnation reports its log dirs afresh (it probes them at start).
         self._offline_dirs -= dead | bounced
@@ -1016,7 +1042,7 @@ class Controller:
         if dead or bounced:
             # A bounced broker lost its in-memory state: a failure, then a start (Kafka).
             self._live = {b: v for b, v in new.items() if b not in bounced}
-            changed |= await self._handle_dead_replicas()
+            changed |= await self._handle_dead_replicas(cause=dead_brokers(dead | bounced))
         self._live = dict(new)
         if not self.is_active:  # a write found the controller epoch moved
             return
@@ -1189,6 +1215,12 @@ class Controller:
             )
             result = (await self.zk.update_partition_states({tp: write}, seat))[tp]
             if result.outcome is StateWriteOutcome.UPDATED and result.state is not None:
+                self.history.partition_changed(
+                    tp,
+                    current,
+                    result.state,
+                    Cause("alter_partition", f"AlterPartition from leader {proposal.leader_id}"),
+                )
                 self._states[tp] = result.state
                 # Kafka (ZK mode) tells everyone about the new ISR.
                 self._send_update_metadata([tp])
@@ -1266,7 +1298,11 @@ class Controller:
             return None if step is None else step[0]
 
         led_before = {tp for tp in hosted if self._states[tp].leader == broker_id}
-        changed = await self._write_decided(decide, hosted)
+        changed = await self._write_decided(
+            decide,
+            hosted,
+            Cause("controlled_shutdown", f"controlled shutdown of broker {broker_id}"),
+        )
         if not self.is_active:
             return ControlledShutdownResult(ErrorCode.NOT_CONTROLLER)
         # Kafka: the new leaderships go to every live replica, the leaving broker included
@@ -1342,7 +1378,9 @@ class Controller:
                 else decisions.apply_election(current, decided)
             )
 
-        changed = await self._write_decided(decide, movable)
+        changed = await self._write_decided(
+            decide, movable, Cause("preferred", "preferred leader election")
+        )
         if not self.is_active:
             return {tp: errors.get(tp, ErrorCode.NOT_CONTROLLER) for tp in tps}
         self._send_leader_and_isr(changed)
