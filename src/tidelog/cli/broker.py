@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
     )
+    parser.add_argument(
+        "--log-format",
+        default=None,
+        choices=("text", "json"),
+        help="log lines as text or one JSON object each (default: the log.format setting)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tidelog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    from tidelog.server.log_format import use_log_format  # noqa: PLC0415
+
+    use_log_format(args.log_format or config.get_str("log.format"), config.broker_id)
     for key in sorted(config.ignored):
         logging.getLogger("tidelog.broker").info("ignoring Kafka setting %s (no effect here)", key)
 

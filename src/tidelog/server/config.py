@@ -343,6 +343,8 @@ BROKER_KEYS: Final[Mapping[str, _Key]] = {
     # tidelog's own: the Prometheus endpoint (``MetricsListener``, tidelog.server.metrics);
     # empty: off.
     "metrics.listener": _k(_metrics_listener_value, ""),
+    # tidelog's own: the broker's log lines as text or JSON objects (tidelog.server.log_format).
+    "log.format": _k(_enum_value("text", "json"), "text"),
     # Security (issue 20, docs/security.md): listeners and their protocols.
     "listener.security.protocol.map": _k(_parse_str, DEFAULT_PROTOCOL_MAP),
     "inter.broker.listener.name": _k(_parse_str, ""),

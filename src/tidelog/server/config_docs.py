@@ -263,6 +263,7 @@ BROKER_DOCS: Final[Mapping[str, ConfigDoc]] = {
     "broker.rack": _d(T.STRING, "The rack of this broker."),
     "cluster.id": _d(T.STRING, "The cluster's id (empty: the one in ZooKeeper)."),
     "metrics.listener": _d(T.STRING, "tidelog: where the Prometheus endpoint listens."),
+    "log.format": _d(T.STRING, "tidelog: the log lines as text, or json (one object a line)."),
     "listener.security.protocol.map": _d(
         T.STRING, "Listener name to security protocol, NAME:PROTOCOL comma-separated."
     ),
