@@ -10,6 +10,13 @@
    exactly once, with the bytes that were sent.
 6. Prints a report (events, throughput, how long producers stalled, ISR changes seen through
    ``tidelog topics describe``'s machinery) and always tears the cluster down.
+7. Keeps a timeline of the run (start, cluster up, topic created, producing, the leader
+   killed, a new leader elected, the restart, ISR changes, the read back, end): printed at
+   the end and written to ``<dir>/timeline.json``, and drawn over the acknowledgements per
+   second as ``<dir>/timeline.png`` when matplotlib is installed (the bench extra).
+
+The brokers serve their metrics (``metrics.listener`` on a free port, docs/metrics.md); the
+demo prints each one's web console address, ``http://127.0.0.1:<port>/console``.
 
 Exit status 0 when the verification passes, 1 when it fails, 2 when the cluster could not
 be started. ``--events``, ``--dir``, ``--keep`` (leave the cluster running) adjust it.
@@ -23,6 +30,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -115,6 +123,11 @@ class IsrWatcher:
     bootstrap: str
     started: float
     changes: list[str] = field(default_factory=list)
+    #: (time.monotonic() of the poll, partition, ISR before, ISR after, leader before, leader
+    #: after) of each change, for the timeline.
+    events: list[tuple[float, int, tuple[int, ...], tuple[int, ...], int, int]] = field(
+        default_factory=list
+    )
     last: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     stop_event: threading.Event = field(default_factory=threading.Event)
     min_isr_seen: int = REPLICATION_FACTOR
@@ -130,6 +143,7 @@ class IsrWatcher:
             states = [
                 (p.partition, p.leader_id, p.isr) for p in md.topics[TOPIC].partitions.values()
             ]
+        polled = time.monotonic()
         for partition, leader, isr in states:
             now = (leader, tuple(sorted(isr)))
             before = self.last.get(partition)
@@ -139,10 +153,12 @@ class IsrWatcher:
                 moved = (
                     f"leader {before[0]} -> {now[0]}" if before[0] != now[0] else f"leader {now[0]}"
                 )
-                self.changes.append(
-                    f"t+{t:5.1f}s  {TOPIC}-{partition}: ISR "
+                what = (
+                    f"{TOPIC}-{partition}: ISR "
                     f"[{','.join(map(str, before[1]))}] -> [{','.join(map(str, now[1]))}], {moved}"
                 )
+                self.changes.append(f"t+{t:5.1f}s  {what}")
+                self.events.append((polled, partition, before[1], now[1], before[0], now[0]))
             self.last[partition] = now
 
     def run(self) -> None:
@@ -616,6 +632,161 @@ def spark_available() -> bool:
     return (Path(__file__).parent / "orders_pipeline.py").exists()
 
 
+# --- the console's address and the run's timeline --------------------------------------------
+
+_METRICS_SERVED = re.compile(r"metrics served on (http://[^\s\"]+)/metrics")
+
+
+def console_urls(cluster: LocalCluster, timeout_s: float = 10.0) -> dict[int, str]:
+    """Each broker's web console (``<metrics listener>/console``), from the address it
+    logged for its metrics endpoint (``metrics.listener`` port 0 picks a free one)."""
+    state = cluster.state
+    if state is None:
+        return {}
+    urls: dict[int, str] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(urls) < len(state.brokers) and time.monotonic() < deadline:
+        for info in state.brokers:
+            try:
+                found = _METRICS_SERVED.findall(info.output_path.read_text(errors="replace"))
+            except OSError:
+                found = []
+            if found:
+                urls[info.broker_id] = f"{found[-1]}/console"
+        if len(urls) < len(state.brokers):
+            time.sleep(0.1)
+    return urls
+
+
+def isr_changes(
+    events: list[tuple[float, int, tuple[int, ...], tuple[int, ...], int, int]],
+) -> list[tuple[float, str]]:
+    """The watcher's changes, one line per poll that saw any: the ISR transitions (with
+    the partitions of each) and the leaders that moved."""
+    out = []
+    for at in sorted({e[0] for e in events}):
+        seen = [e for e in events if e[0] == at]
+        isr: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for _at, partition, before, after, _lb, _la in seen:
+            if before != after:
+                isr.setdefault((before, after), []).append(partition)
+        parts = [
+            f"{TOPIC}-{','.join(map(str, ps))}: ISR [{','.join(map(str, b))}] -> "
+            f"[{','.join(map(str, a))}]"
+            for (b, a), ps in isr.items()
+        ]
+        moved = [f"{TOPIC}-{p} {lb} -> {la}" for _at, p, _b, _a, lb, la in seen if lb != la]
+        if moved:
+            parts.append("leader " + ", ".join(moved))
+        out.append((at, "; ".join(parts)))
+    return out
+
+
+@dataclass
+class Timeline:
+    """What happened when: (time.monotonic(), event, detail), reported from the start."""
+
+    started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
+    entries: list[tuple[float, str, str]] = field(default_factory=list)
+
+    def mark(self, event: str, detail: str = "", at: float | None = None) -> None:
+        self.entries.append((time.monotonic() if at is None else at, event, detail))
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for at, event, detail in sorted(self.entries, key=lambda e: e[0]):
+            wall = self.started_wall + (at - self.started)
+            out.append(
+                {
+                    "t_s": round(at - self.started, 3),
+                    "time_utc": datetime.datetime.fromtimestamp(wall, datetime.UTC).isoformat(
+                        timespec="milliseconds"
+                    ),
+                    "event": event,
+                    "detail": detail,
+                }
+            )
+        return out
+
+    def print(self) -> None:
+        print("timeline (t+ from the demo's start):")
+        for row in self.rows():
+            detail = f"  {row['detail']}" if row["detail"] else ""
+            print(f"  t+{row['t_s']:6.1f}s  {row['event']}{detail}")
+
+    def write(self, directory: Path, ack_times: list[float]) -> list[Path]:
+        """``timeline.json`` and, with matplotlib, ``timeline.png`` (the events over the
+        acknowledgements per second)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        written = [directory / "timeline.json"]
+        written[0].write_text(
+            json.dumps({"events": self.rows()}, indent=1) + "\n", encoding="utf-8"
+        )
+        try:
+            import matplotlib  # noqa: PLC0415 - the bench extra's, optional
+        except ImportError:
+            print("demo: matplotlib not installed: no timeline.png (pip install -e '.[bench]')")
+            return written
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+
+        rows = self.rows()
+        acks = sorted(t - self.started for t in ack_times)
+        fig, (events_ax, acks_ax) = plt.subplots(
+            2,
+            1,
+            figsize=(11, 3 + 0.22 * len(rows) + 3.5),
+            gridspec_kw={"height_ratios": [max(1.0, 0.22 * len(rows)), 3.5]},
+        )
+        # Top: every event of the run, one line each, in time order.
+        for i, r in enumerate(rows):
+            events_ax.plot([r["t_s"]], [-i], "o", markersize=4, color="tab:blue")
+            events_ax.annotate(
+                f"{r['event']} (t+{r['t_s']:.1f}s)",
+                (r["t_s"], -i),
+                fontsize=7,
+                va="center",
+                xytext=(5, 0),
+                textcoords="offset points",
+            )
+        events_ax.set_yticks([])
+        events_ax.set_ylim(-len(rows), 1)
+        events_ax.set_xlim(0, max([r["t_s"] for r in rows] + [1.0]) * 1.25)
+        events_ax.set_xlabel("seconds since the demo started")
+        events_ax.set_title("tidelog demo: what happened when")
+        # Bottom: the orders producer's acknowledgements per half second, with the events
+        # of that stretch (the kill, the election, the restart) marked.
+        if acks:
+            lo, hi = max(0.0, acks[0] - 1.0), acks[-1] + 1.0
+            width = 0.5
+            counts = [0] * (int((hi - lo) / width) + 1)
+            for t in acks:
+                counts[int((t - lo) / width)] += 1
+            xs = [lo + i * width for i in range(len(counts))]
+            acks_ax.step(xs, [c / width for c in counts], where="post", linewidth=1)
+            top = max(counts) / width
+            marked = [r for r in rows if lo <= r["t_s"] <= hi]
+            for i, r in enumerate(marked):
+                acks_ax.axvline(r["t_s"], color="grey", linewidth=0.6, linestyle=":")
+                acks_ax.annotate(
+                    r["event"],
+                    (r["t_s"], top * (0.95 - 0.09 * (i % 6))),
+                    fontsize=7,
+                    xytext=(2, 0),
+                    textcoords="offset points",
+                )
+            acks_ax.set_xlim(lo, hi)
+        acks_ax.set_xlabel("seconds since the demo started")
+        acks_ax.set_ylabel("events acknowledged per second")
+        acks_ax.set_title("orders: acks=all acknowledgements around the failover", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(directory / "timeline.png", dpi=100)
+        plt.close(fig)
+        written.append(directory / "timeline.png")
+        return written
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -644,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     run_started = time.monotonic()
+    timeline = Timeline(started=run_started)
+    timeline.mark("start", f"{args.events} events at up to {args.rate:.0f}/s")
 
     directory: Path = args.dir
     if (directory / "cluster.json").exists():
@@ -658,7 +831,10 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(directory, ignore_errors=True)  # a fresh cluster: no data from earlier runs
 
     events = generate_events(args.events, args.seed)
-    cluster = LocalCluster(directory, brokers=3)
+    # Every broker serves its metrics, and the web console beside them, on a free port.
+    cluster = LocalCluster(
+        directory, brokers=3, overrides={"metrics.listener": "http://127.0.0.1:0"}
+    )
     report: dict[str, Any] = {}
     watcher: IsrWatcher | None = None
     watcher_thread: threading.Thread | None = None
@@ -672,7 +848,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"demo: cannot start the cluster: {exc}", file=sys.stderr)
             return 2
         print(f"  up in {time.monotonic() - t0:.1f}s: {cluster.bootstrap_servers}")
+        timeline.mark("cluster up", cluster.bootstrap_servers)
+        for broker_id, url in sorted(console_urls(cluster).items()):
+            print(f"  console of broker {broker_id}: {url}")
         create_topic(cluster.bootstrap_servers)
+        timeline.mark("topic created", f"{TOPIC}: {PARTITIONS} partitions, RF {REPLICATION_FACTOR}")
         print(
             f"  created {TOPIC}: {PARTITIONS} partitions, RF {REPLICATION_FACTOR}, "
             "min.insync.replicas=2"
@@ -687,16 +867,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: producing {len(events)} order events (confluent-kafka, acks=all)")
         watcher.started = time.monotonic()
         report["t0"] = watcher.started
+        timeline.mark("producing", "confluent-kafka, acks=all", at=watcher.started)
         deliveries = produce(cluster, events, args.rate, report)
+        timeline.mark("produced", f"{len(deliveries.acked)} acknowledged")
+        if "kill_time" in report:
+            timeline.mark(
+                "failover injected",
+                f"SIGKILL broker {report['victim']} (leader of {TOPIC}-0)",
+                at=report["kill_time"],
+            )
+        if "leader_moved" in report:
+            timeline.mark("leader elected", f"{TOPIC}-0 led elsewhere", at=report["leader_moved"])
+        if "restart_begin" in report:
+            timeline.mark(
+                "broker restarted",
+                f"broker {report['victim']} serving after {report['restart_seconds']:.1f}s",
+                at=report["restart_begin"] + report["restart_seconds"],
+            )
 
         # The restarted broker catches up and rejoins every ISR.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not watcher.all_in_sync():
             time.sleep(0.5)
         report["isr_restored"] = watcher.all_in_sync()
+        for at, what in isr_changes(watcher.events):
+            timeline.mark("ISR change", what, at=at)
+        if report["isr_restored"]:
+            timeline.mark("ISRs full again", f"all {PARTITIONS} partitions")
 
         print("demo: consuming everything back (confluent-kafka) ...")
         values, consume_seconds = consume_all(cluster.bootstrap_servers)
+        timeline.mark("read back", f"{len(values)} records")
         problems = verify(events, deliveries, values)
         ok = not problems
 
@@ -713,10 +914,19 @@ def main(argv: list[str] | None = None) -> int:
                 "leader while the query runs ..."
             )
             spark_started = time.monotonic()
+            timeline.mark("spark stage", f"{args.spark_orders} orders")
             spark_report, spark_chaos = run_spark_stage(
                 cluster, directory / "spark", args.spark_orders, args.spark_rate
             )
             spark_report["wall_seconds"] = time.monotonic() - spark_started
+            r = spark_chaos.report
+            if "kill_time" in r:
+                timeline.mark(
+                    "spark: failover injected", f"SIGKILL broker {r['victim']}", at=r["kill_time"]
+                )
+            if "leader_moved" in r:
+                timeline.mark("spark: leader elected", at=r["leader_moved"])
+            timeline.mark("spark stage done", "verified" if spark_report["ok"] else "NOT verified")
             if not spark_report["ok"]:
                 problems.append(f"the Spark pipeline's output did not verify: {spark_report}")
                 ok = False
@@ -805,6 +1015,10 @@ def main(argv: list[str] | None = None) -> int:
             print("verification            FAILED:")
             for problem in problems:
                 print(f"  - {problem}")
+        timeline.mark("end", "verification " + ("passed" if ok else "FAILED"))
+        timeline.print()
+        for path in timeline.write(directory, deliveries.times):
+            print(f"timeline written        {path}")
         print(f"total run time          {time.monotonic() - run_started:.1f}s")
     except KeyboardInterrupt:
         print("\ndemo: interrupted", file=sys.stderr)

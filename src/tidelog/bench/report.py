@@ -1,4 +1,5 @@
-"""Render ``results.json`` as a markdown report and PNG charts (matplotlib, Agg backend)."""
+"""Render ``results.json`` as a markdown report, with the PNG charts of ``bench.plots``
+(matplotlib, Agg backend) beside it and linked under each section's table."""
 
 # Optional dependencies (the bench extra) load lazily; workers take positional arguments
 # because they run through multiprocessing's starmap.
@@ -7,8 +8,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from tidelog.bench import plots
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -30,7 +34,7 @@ def _load_s(row: dict[str, Any]) -> str:
     return " ".join(f"{x:.2f}" for x in row["load_average"])
 
 
-def render_markdown(data: dict[str, Any]) -> str:
+def render_markdown(data: dict[str, Any], charts: Sequence[plots.Chart] = ()) -> str:
     rows = data["rows"]
     m = data["machine"]
     out = [
@@ -91,6 +95,7 @@ def render_markdown(data: dict[str, Any]) -> str:
             out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
             out += [f"- {line}" for line in ratios]
             out.append("")
+    out += _figures(charts, "produce")
     if comp := section("compression"):
         out += [
             "## Compressed produce (RF=3 acks=all, text records)",
@@ -107,6 +112,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"{_f(v.get('stored_bytes_per_record'), 0)} | {_load_s(r)} |"
             )
         out.append("")
+    out += _figures(charts, "compression")
     if cl := section("cleaner"):
         out += [
             "## Log cleaner (storage API, one clean)",
@@ -136,6 +142,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                 f"{_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | {_load_s(r)} |"
             )
         out.append("")
+    out += _figures(charts, "catch-up")
     if e2e := section("e2e"):
         out += [
             "## End-to-end latency produce → consume (acks=all, RF=3)",
@@ -160,10 +167,13 @@ def render_markdown(data: dict[str, Any]) -> str:
                 "transaction's commit (see Notes).",
                 "",
             ]
+    out += _figures(charts, "e2e")
     if txn := section("transactions"):
         out += _transactions(txn)
+    out += _figures(charts, "transactions")
     if sec := section("security"):
         out += security_section(sec)
+    out += _figures(charts, "security")
     if fo := section("failover"):
         out += [
             "## Failover",
@@ -188,6 +198,7 @@ def render_markdown(data: dict[str, Any]) -> str:
                     f"`{r['values']['last_not_ready']}`"
                 )
         out.append("")
+    out += _figures(charts, "failover")
     if sc := section("scale"):
         out += ["## Scale", "", "| measurement | figures | load |", "|---|---|---|"]
         for r in sc:
@@ -211,6 +222,14 @@ def render_markdown(data: dict[str, Any]) -> str:
                 )
             out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
         out.append("")
+    if (met := section("metrics")) or section("metrics scrape"):
+        from tidelog.bench import metrics
+
+        out += metrics.markdown(met, section("metrics scrape"))
+    out += _figures(charts, "metrics")
+    # Figures of a section this report has no table for (yet): linked all the same.
+    if rest := [c for c in charts if c.section not in _SECTIONS_WITH_FIGURES]:
+        out += ["## More figures", "", *(x for c in rest for x in (f"![{c.title}]({c.file})", ""))]
     if data["skipped"]:
         out += ["## Not measured", ""]
         out += [f"- **{s['section']}**: {s['reason']}" for s in data["skipped"]]
@@ -466,101 +485,41 @@ def _ratios(prod: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_markdown(source: Path, target: Path) -> None:
-    target.write_text(render_markdown(_load(source)) + "\n", encoding="utf-8")
+def write_markdown(source: Path, target: Path, charts: Sequence[plots.Chart] = ()) -> None:
+    target.write_text(render_markdown(_load(source), charts) + "\n", encoding="utf-8")
 
 
 def write_charts(source: Path, directory: Path) -> list[Path]:
-    """produce_mb_s.png, produce_records_s.png, latency.png, failover.png (when measured)."""
-    import matplotlib
+    """The charts of ``bench.plots`` for a results file (``plots.PlotsUnavailableError`` without
+    matplotlib)."""
+    return [directory / c.file for c in plots.draw(_load(source), directory)]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def write_report(
+    source: Path, directory: Path, *, charts: bool = True, say: Callable[[str], None] = print
+) -> list[plots.Chart]:
+    """``results.md`` in ``directory``, with the charts drawn first (when asked for and
+    matplotlib is there; without it, a line says so and the report has no figures)."""
     data = _load(source)
-    rows = data["rows"]
-    written: list[Path] = []
-    prod = [r for r in rows if r["section"] == "produce"]
-    if prod:
-        sizes = sorted({r["values"]["record_bytes"] for r in prod})
-        series: dict[str, dict[int, dict[str, Any]]] = {}
-        for r in prod:
-            label = (
-                r["system"]
-                if r["system"] != "tidelog"
-                else f"tidelog {r['workload'].rsplit(' ', 2)[0]}"
-            )
-            if r["system"] != "tidelog":
-                label = f"{r['system']}"
-            series.setdefault(label, {})[r["values"]["record_bytes"]] = r["values"]
-        for key, name, ylabel in (
-            ("mb_per_s", "produce_mb_s.png", "MB/s acknowledged"),
-            ("records_per_s", "produce_records_s.png", "records/s acknowledged"),
-        ):
-            fig, ax = plt.subplots(figsize=(9, 4.5))
-            width = 0.8 / max(1, len(series))
-            for i, (label, by_size) in enumerate(series.items()):
-                xs = [j + i * width for j in range(len(sizes))]
-                ys = [by_size.get(s, {}).get(key, 0.0) for s in sizes]
-                ax.bar(xs, ys, width, label=label)
-            ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(sizes))])
-            ax.set_xticklabels([f"{s} B" for s in sizes])
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"Produce throughput, 3 nodes on one {data['machine']['cpus']}-CPU host")
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            path = directory / name
-            fig.savefig(path, dpi=100)
-            plt.close(fig)
-            written.append(path)
-    lat_rows = [
-        r for r in rows if r["section"] in ("produce", "e2e") and "latency_ms" in r["values"]
-    ]
-    if lat_rows:
-        fig, ax = plt.subplots(figsize=(10, 5))
-        labels = [f"{r['system']}\n{r['workload']}" for r in lat_rows]
-        for i, pct in enumerate(("p50", "p99", "p99.9")):
-            ax.bar(
-                [j + i * 0.27 for j in range(len(lat_rows))],
-                [max(0.01, r["values"]["latency_ms"].get(pct) or 0.0) for r in lat_rows],
-                0.27,
-                label=pct,
-            )
-        ax.set_yscale("log")
-        ax.set_xticks([j + 0.27 for j in range(len(lat_rows))])
-        ax.set_xticklabels(labels, fontsize=6, rotation=60, ha="right")
-        ax.set_ylabel("ms (log)")
-        ax.set_title("Latency: produce send→ack, and e2e produce→consume")
-        ax.legend()
-        fig.tight_layout()
-        path = directory / "latency.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
-    fo = [r for r in rows if r["section"] == "failover"]
-    if fo:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        labels = [r["workload"].split(",")[0] for r in fo]
-        ax.bar(
-            [j - 0.2 for j in range(len(fo))],
-            [r["values"]["leaders_s"] or 0 for r in fo],
-            0.4,
-            label="every partition led",
-        )
-        ax.bar(
-            [j + 0.2 for j in range(len(fo))],
-            [r["values"]["all_produced_s"] or 0 for r in fo],
-            0.4,
-            label="produce to every partition acked",
-        )
-        ax.set_xticks(range(len(fo)))
-        ax.set_xticklabels(labels, fontsize=8)
-        ax.set_ylabel("seconds after the signal")
-        ax.set_title("Failover of 1,000 partitions (RF=3)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = directory / "failover.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
-    return written
+    drawn = plots.try_draw(data, directory, say) if charts else []
+    (directory / "results.md").write_text(render_markdown(data, drawn) + "\n", encoding="utf-8")
+    return drawn
+
+
+#: The sections ``render_markdown`` links figures under (with ``_figures``).
+_SECTIONS_WITH_FIGURES = (
+    "produce",
+    "compression",
+    "catch-up",
+    "e2e",
+    "transactions",
+    "security",
+    "failover",
+    "metrics",
+)
+
+
+def _figures(charts: Sequence[plots.Chart], section: str) -> list[str]:
+    """Markdown image links (relative: the charts sit beside the report) for a section."""
+    mine = [c for c in charts if c.section == section]
+    return [line for c in mine for line in (f"![{c.title}]({c.file})", "")]

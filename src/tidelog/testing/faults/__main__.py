@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from tidelog.testing.faults.nemesis import ALL_KINDS, EVERY_KIND, MIXES, TXN_KINDS
+from tidelog.testing.faults.plots import try_write
 from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
 from tidelog.testing.faults.txn_run import TxnRunConfig, render_txn_report, run_transactions
 
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
     if args.report is not None:
         command = "python -m tidelog.testing.faults " + " ".join(args_list)
-        args.report.write_text(render_report(result, command), encoding="utf-8")
+        figures = try_write(result.faults, result.unavailable, args.report, print_err)
+        args.report.write_text(render_report(result, command, figures=figures), encoding="utf-8")
         print_err(f"report written to {args.report}")
     duplicates_fail = args.idempotent and bool(result.findings.duplicated)
     return 0 if result.findings.ok and not duplicates_fail else 1
@@ -132,7 +134,10 @@ def main_transactions(args: argparse.Namespace, kinds: tuple[str, ...], argv: li
     print(f"read_committed consumers: client-visible errors {result.consumer_errors}")
     if args.report is not None:
         command = "python -m tidelog.testing.faults " + " ".join(argv)
-        args.report.write_text(render_txn_report(result, command), encoding="utf-8")
+        figures = try_write(result.faults, result.unavailable, args.report, print_err, "a commit")
+        args.report.write_text(
+            render_txn_report(result, command, figures=figures), encoding="utf-8"
+        )
         print_err(f"report written to {args.report}")
     return 0 if result.findings.ok else 1
 

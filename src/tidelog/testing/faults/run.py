@@ -28,6 +28,7 @@ from tidelog.testing.faults.checker import (
 from tidelog.testing.faults.clients import AiokafkaProducerWorker, KafkaPythonProducerWorker
 from tidelog.testing.faults.cluster import FaultCluster
 from tidelog.testing.faults.nemesis import ALL_KINDS, FaultRecord, Nemesis, Timings
+from tidelog.testing.faults.plots import figure_lines
 from tidelog.testing.faults.workload import (
     CLIENTS,
     ClientError,
@@ -387,7 +388,12 @@ def code_version() -> str:
     return f"{sha} (with uncommitted changes)" if dirty else sha
 
 
-def render_report(result: RunResult, command: str, code: str | None = None) -> str:
+def render_report(
+    result: RunResult,
+    command: str,
+    code: str | None = None,
+    figures: Sequence[tuple[str, str]] = (),
+) -> str:
     f = result.findings
     c = result.config
     by_kind = Counter(r.kind for r in result.faults)
@@ -468,20 +474,28 @@ def render_report(result: RunResult, command: str, code: str | None = None) -> s
         f"{c.produce_interval_s * 1000:.0f} ms).",
         "",
     ]
-    lines += report_tail(f.ok, f.summary(20), result.notes, METHOD, result.faults)
+    lines += report_tail(f.ok, f.summary(20), result.notes, METHOD, result.faults, figures=figures)
     return "\n".join(lines) + "\n"
 
 
 def report_tail(
-    ok: bool, findings: str, notes: Sequence[str], method: str, faults: Sequence[FaultRecord]
+    ok: bool,
+    findings: str,
+    notes: Sequence[str],
+    method: str,
+    faults: Sequence[FaultRecord],
+    *,
+    figures: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """What every fault report ends with: the findings (when a check failed), the notes,
-    how the run works, and the fault schedule."""
+    the figures (``faults.plots``: (alt text, relative path) each), how the run works,
+    and the fault schedule."""
     lines: list[str] = []
     if not ok:
         lines += ["## Findings", "", "```", findings, "```", ""]
     if notes:
         lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    lines += figure_lines(figures)
     lines += [method, ""]
     lines += [
         "## Fault schedule",

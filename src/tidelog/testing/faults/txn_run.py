@@ -347,7 +347,12 @@ METHOD = """## How it works
   consumer's fatal error)."""
 
 
-def render_txn_report(result: TxnRunResult, command: str, code: str | None = None) -> str:
+def render_txn_report(
+    result: TxnRunResult,
+    command: str,
+    code: str | None = None,
+    figures: Sequence[tuple[str, str]] = (),
+) -> str:
     f = result.findings
     c = result.config
     by_kind = Counter(r.kind for r in result.faults)
@@ -477,5 +482,5 @@ def render_txn_report(result: TxnRunResult, command: str, code: str | None = Non
         "",
     ]
     notes = result.notes[: NOTED_ERRORS * 2]
-    lines += report_tail(f.ok, f.summary(20), notes, METHOD, result.faults)
+    lines += report_tail(f.ok, f.summary(20), notes, METHOD, result.faults, figures=figures)
     return "\n".join(lines) + "\n"
