@@ -58,7 +58,9 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Protocol
@@ -99,6 +101,23 @@ LEADER_DURING_DELETE: Final = BrokerId(-2)
 MAX_CAS_ROUNDS: Final = 5
 #: After a failed handler, when to look at ``/controller`` again.
 RECHECK_AFTER_ERROR_S: Final = 1.0
+#: Upper bounds (ms) of the LeaderElectionRateAndTimeMs buckets (+Inf added); the time of
+#: one decide-and-write round that elected at least one leader (tidelog.server.metrics).
+ELECTION_TIME_BUCKETS_MS: Final = (
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+)
 
 
 # -- what the controller tells brokers -----------------------------------------------------------
@@ -396,6 +415,10 @@ class Controller:
         #: them taken from outside the ISR (Kafka's ControllerStats; tidelog.server.metrics).
         self.leader_elections = 0
         self.unclean_leader_elections = 0
+        #: Kafka's LeaderElectionRateAndTimeMs timer: per bucket of ELECTION_TIME_BUCKETS_MS
+        #: (the last +Inf), how many election rounds took that long, and their total time.
+        self.election_time_buckets = [0] * (len(ELECTION_TIME_BUCKETS_MS) + 1)
+        self.election_time_sum_ms = 0.0
         #: Partition reassignments (KIP-455; ``tidelog.controller.reassignment``).
         self.reassignments = Reassignments(self)
         #: Its decisions and their reasons (``tidelog.controller.history``, issue 22).
@@ -696,6 +719,26 @@ class Controller:
         """
         changed: set[TopicPartition] = set()
         todo = [tp for tp in candidates if tp in self._states]
+        started = time.monotonic()
+        elections_before = self.leader_elections
+        try:
+            await self._write_rounds(decide, todo, changed, cause)
+        finally:
+            if self.leader_elections > elections_before:
+                ms = (time.monotonic() - started) * 1000.0
+                self.election_time_sum_ms += ms
+                self.election_time_buckets[bisect_left(ELECTION_TIME_BUCKETS_MS, ms)] += 1
+        return changed
+
+    async def _write_rounds(
+        self,
+        decide: Callable[[TopicPartition, PartitionState], LeaderAndIsr | None],
+        todo: list[TopicPartition],
+        changed: set[TopicPartition],
+        cause: Cause | None,
+    ) -> None:
+        """``_write_decided``'s rounds: decide, write, re-read the lost CASes; adds to
+        ``changed``."""
         for _ in range(MAX_CAS_ROUNDS):
             seat = self._seat
             if seat is None or not todo:
@@ -728,13 +771,12 @@ class Controller:
                     retry.append(tp)
                 elif result.outcome is StateWriteOutcome.CONTROLLER_MOVED:
                     self._resign("controller epoch moved")
-                    return changed
+                    return
                 else:
                     log.warning("state of %s vanished while writing (%s)", tp, result.outcome)
             fresh = await self.zk.get_partition_states(retry)
             self._states.update(fresh)
             todo = [tp for tp in retry if tp in fresh]
-        return changed
 
     def _count_election(self, before: PartitionState, after: PartitionState) -> None:
         """A written state with a new leader epoch and a leader is an election; one whose

@@ -84,6 +84,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from tidelog.controller.controller import ELECTION_TIME_BUCKETS_MS
 from tidelog.controller.zk import SessionEvent
 from tidelog.protocol.apis import ApiKey
 from tidelog.server.config import MetricsListener
@@ -781,7 +782,11 @@ class BrokerCollector(Collector):
         active = controller.is_active if controller is not None else self.node is None
         offline = imbalance = topics = partitions = 0
         elections = unclean = 0
+        election_buckets: list[int] = [0] * (len(ELECTION_TIME_BUCKETS_MS) + 1)
+        election_sum_ms = 0.0
         if controller is not None:
+            election_buckets = list(controller.election_time_buckets)
+            election_sum_ms = controller.election_time_sum_ms
             offline = controller.offline_partition_count()
             imbalance = controller.preferred_replica_imbalance_count()
             topics, partitions = controller.global_counts()
@@ -822,6 +827,20 @@ class BrokerCollector(Collector):
             f"({stats}LeaderElectionRateAndTimeMs, its count)",
             elections,
         )
+        timer = HistogramMetricFamily(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems",
+            f"Time of the active controller's decide-and-write rounds that elected leaders, "
+            f"in ms ({stats}LeaderElectionRateAndTimeMs)",
+        )
+        running = 0
+        cumulative: list[tuple[str, float]] = []
+        for bound, count in zip(
+            (*(repr(b) for b in ELECTION_TIME_BUCKETS_MS), "+Inf"), election_buckets, strict=True
+        ):
+            running += count
+            cumulative.append((bound, running))
+        timer.add_metric([], cumulative, election_sum_ms)
+        yield timer
         yield _counter(
             "kafka_controller_controllerstats_uncleanleaderelections",
             f"Leaders elected from outside the ISR while this broker was the active "

@@ -113,6 +113,9 @@ def fake_node(*, active: bool = True, connected: bool = True) -> SimpleNamespace
         global_counts=lambda: (5, 17) if active else (0, 0),
         leader_elections=9,
         unclean_leader_elections=1,
+        # Two election rounds: 3 ms and 40 ms (buckets of ELECTION_TIME_BUCKETS_MS).
+        election_time_buckets=[0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+        election_time_sum_ms=43.0,
     )
     return SimpleNamespace(
         controller=controller,
@@ -167,6 +170,9 @@ def test_gauges_are_read_from_the_state_at_scrape_time() -> None:
     assert got["kafka_controller_kafkacontroller_globalpartitioncount"] == 17
     assert got["kafka_controller_controllerstats_leaderelections_total"] == 9
     assert got["kafka_controller_controllerstats_uncleanleaderelections_total"] == 1
+    timer = "kafka_controller_controllerstats_leaderelectionrateandtimems"
+    assert got[timer + "_count"] == 2
+    assert got[timer + "_sum"] == 43.0
     assert got["kafka_server_kafkaserver_brokerstate"] == BrokerState.RUNNING
     assert (
         got[
@@ -255,7 +261,7 @@ def test_every_metric_has_help_naming_its_kafka_mbean_and_a_kafka_style_name() -
     text = generate_latest(registry).decode()
     families = list(text_string_to_metric_families(text))
     ours = [f for f in families if not f.name.startswith("process_")]
-    assert len(ours) == 48
+    assert len(ours) == 49
     listed = (Path(__file__).parents[3] / "docs" / "metrics.md").read_text()
     for family in ours:
         assert family.name.startswith("kafka_"), family.name
