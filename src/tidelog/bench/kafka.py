@@ -104,7 +104,11 @@ def produce_worker(
     n = len(parts)
     start = time.perf_counter()
     stop = start + seconds
-    while time.perf_counter() < stop:
+    # Acknowledgements over time: (seconds since start, acks so far), sampled once per
+    # 500 records sent (one clock read per batch, not per delivery), then during the flush.
+    progress = array("d")
+    while (now := time.perf_counter()) < stop:
+        progress.extend((now - start, float(len(latencies))))
         for _ in range(500):
             try:
                 producer.produce(topic, values[sent % m], partition=parts[sent % n])
@@ -112,8 +116,12 @@ def produce_worker(
             except BufferError:
                 producer.poll(0.005)
         producer.poll(0)
-    remaining = producer.flush(180)
+    remaining = len(producer)
+    while remaining and time.perf_counter() < stop + 180:
+        remaining = producer.flush(0.1)
+        progress.extend((time.perf_counter() - start, float(len(latencies))))
     elapsed = time.perf_counter() - start
+    progress.extend((elapsed, float(len(latencies))))
     return {
         "sent": sent,
         "acked": len(latencies),
@@ -122,6 +130,7 @@ def produce_worker(
         "unflushed": remaining,
         "elapsed": elapsed,
         "latencies": latencies.tobytes(),
+        "progress": progress.tobytes(),
     }
 
 
@@ -145,6 +154,7 @@ def summarise_produce(results: list[dict[str, Any]], size: int) -> dict[str, Any
     for r in results:
         lat.frombytes(r["latencies"])
     latency = Latency.of_seconds(lat)
+    per_second = acks_per_second(results)
     return {
         "records": acked,
         "sent": sum(r["sent"] for r in results),
@@ -161,7 +171,37 @@ def summarise_produce(results: list[dict[str, Any]], size: int) -> dict[str, Any
             "p99.9": latency.p999_ms,
             "max": latency.max_ms,
         },
+        **({"acks_per_second": per_second} if per_second else {}),
     }
+
+
+def acks_per_second(results: list[dict[str, Any]]) -> list[int]:
+    """Acknowledged records in each whole second of the row, summed over its producers,
+    from each producer's ``progress`` samples (acks so far, read at a sample's time: the
+    count at the end of second k is the last sample at or before k). Empty when no result
+    has samples (results written before they were recorded)."""
+    totals: list[int] = []
+    for r in results:
+        raw = r.get("progress")
+        if not raw:
+            continue
+        samples: array[float] = array("d")
+        samples.frombytes(raw)
+        times, counts = samples[0::2], samples[1::2]
+        seconds = int(times[-1]) if times else 0
+        series: list[int] = []
+        i, last = 0, 0.0
+        for k in range(1, seconds + 1):
+            while i < len(times) and times[i] <= k:
+                last = counts[i]
+                i += 1
+            series.append(int(last))
+        per = [b - a for a, b in zip([0, *series], series, strict=False)]
+        if len(per) > len(totals):
+            totals += [0] * (len(per) - len(totals))
+        for k, v in enumerate(per):
+            totals[k] += v
+    return totals
 
 
 def perf_test_line(values: dict[str, Any]) -> str:

@@ -4,9 +4,9 @@ Theory of operation:
 
 1. Each figure is drawn from the rows of ``results.json`` alone (``report.write_report``
    gives them the loaded data), so any committed results file can be drawn again later.
-   Nothing is drawn that the rows do not record: the runner keeps one figure per row
-   (rate over the whole run, latency percentiles), not a time series, so there is no
-   throughput-over-time plot.
+   Nothing is drawn that the rows do not record: rates over the whole row, latency
+   percentiles, and for produce rows measured since the per-second series was recorded
+   (``acks_per_second``), throughput over time.
 2. One group of figures per report section (``Chart.section``), embedded by
    ``report.render_markdown`` under that section's table with a relative link:
    produce throughput per record size with tidelog's RF=3 and RF=1 rows beside each peer
@@ -103,6 +103,17 @@ def draw(data: dict[str, Any], directory: Path) -> list[Chart]:
             title = f"Produce throughput ({ylabel}), one {cpus}-CPU host"
             ax.set_title(title)
             save(fig, "produce", name, title)
+    if timed := [r for r in section("produce") if r["values"].get("acks_per_second")]:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        for r in timed:
+            per_s = r["values"]["acks_per_second"]
+            ax.plot(range(1, len(per_s) + 1), per_s, label=f"{r['system']} {r['workload']}")
+        ax.set_xlabel("second of the row")
+        ax.set_ylabel("records acknowledged per second")
+        ax.legend(fontsize=7)
+        title = "Produce throughput over time, per row"
+        ax.set_title(title)
+        save(fig, "produce", "produce_over_time.png", title)
     for name in LATENCY_SECTIONS:
         with_lat = [r for r in section(name) if r["values"].get("latency_ms")]
         if with_lat:

@@ -185,3 +185,31 @@ def test_figures_of_a_section_without_a_table_are_still_linked(tmp_path: Path) -
     charts = [plots.Chart("newsection", "newsection.png", "New")]
     text = report.render_markdown(data, charts)
     assert text.split("## More figures", 1)[1].startswith("\n\n![New](newsection.png)\n")
+
+
+def test_acks_per_second_sums_producers_per_whole_second() -> None:
+    from array import array
+
+    from tidelog.bench.kafka import acks_per_second
+
+    def result(samples: list[tuple[float, int]]) -> dict[str, Any]:
+        raw = array("d")
+        for at, count in samples:
+            raw.extend((at, float(count)))
+        return {"progress": raw.tobytes()}
+
+    first = result([(0, 0), (0.5, 10), (1.0, 20), (1.7, 35), (2.2, 50), (3.0, 60)])
+    second = result([(0, 0), (1.1, 5), (2.5, 9)])
+    assert acks_per_second([first, second]) == [20, 20, 25]
+    assert acks_per_second([{"latencies": b""}]) == []
+
+
+def test_produce_rows_with_a_per_second_series_get_a_throughput_over_time_figure(
+    tmp_path: Path,
+) -> None:
+    data = results()
+    data["rows"][0]["values"]["acks_per_second"] = [100, 250, 240, 10]
+    files = [c.file for c in plots.draw(data, tmp_path)]
+    assert "produce_over_time.png" in files
+    assert (tmp_path / "produce_over_time.png").stat().st_size > 0
+    assert "produce_over_time.png" not in [c.file for c in plots.draw(results(), tmp_path)]
