@@ -60,10 +60,9 @@ import logging
 import random
 import time
 import uuid
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from tidelog.aio import cancel_and_wait
 from tidelog.controller import decisions, zk_reassign, znodes
@@ -82,6 +81,7 @@ from tidelog.controller.zk import (
 )
 from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ErrorCode
+from tidelog.histogram import Histogram
 from tidelog.model import (
     NO_BROKER,
     BrokerId,
@@ -94,6 +94,8 @@ from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 UNCLEAN_CONFIG: Final = "unclean.leader.election.enable"
 #: The leader UpdateMetadata names for a partition of a deleted topic (Kafka's).
 LEADER_DURING_DELETE: Final = BrokerId(-2)
@@ -101,23 +103,6 @@ LEADER_DURING_DELETE: Final = BrokerId(-2)
 MAX_CAS_ROUNDS: Final = 5
 #: After a failed handler, when to look at ``/controller`` again.
 RECHECK_AFTER_ERROR_S: Final = 1.0
-#: Upper bounds (ms) of the LeaderElectionRateAndTimeMs buckets (+Inf added); the time of
-#: one decide-and-write round that elected at least one leader (tidelog.server.metrics).
-ELECTION_TIME_BUCKETS_MS: Final = (
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    25.0,
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1000.0,
-    2500.0,
-    5000.0,
-    10000.0,
-)
 
 
 # -- what the controller tells brokers -----------------------------------------------------------
@@ -415,10 +400,9 @@ class Controller:
         #: them taken from outside the ISR (Kafka's ControllerStats; tidelog.server.metrics).
         self.leader_elections = 0
         self.unclean_leader_elections = 0
-        #: Kafka's LeaderElectionRateAndTimeMs timer: per bucket of ELECTION_TIME_BUCKETS_MS
-        #: (the last +Inf), how many election rounds took that long, and their total time.
-        self.election_time_buckets = [0] * (len(ELECTION_TIME_BUCKETS_MS) + 1)
-        self.election_time_sum_ms = 0.0
+        #: Kafka's LeaderElectionRateAndTimeMs timer: the time of each decide-and-write
+        #: round that elected at least one leader (tidelog.server.metrics renders it).
+        self.election_times = Histogram()
         #: Partition reassignments (KIP-455; ``tidelog.controller.reassignment``).
         self.reassignments = Reassignments(self)
         #: Its decisions and their reasons (``tidelog.controller.history``, issue 22).
@@ -528,6 +512,25 @@ class Controller:
 
     def _enqueue(self, handler: Callable[[], Awaitable[None]]) -> None:
         self._queue.put_nowait(handler)
+
+    async def _in_queue(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` in the controller's queue (after what is queued, never beside another
+        handler) and return its result to the caller (a request handler); its exception
+        reaches both the caller and the queue's consumer (which then resigns, rule 2)."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def handle() -> None:
+            try:
+                result = await work()
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                raise
+            if not future.done():
+                future.set_result(result)
+
+        self._enqueue(handle)
+        return await future
 
     async def _run(self) -> None:
         while True:
@@ -725,9 +728,7 @@ class Controller:
             await self._write_rounds(decide, todo, changed, cause)
         finally:
             if self.leader_elections > elections_before:
-                ms = (time.monotonic() - started) * 1000.0
-                self.election_time_sum_ms += ms
-                self.election_time_buckets[bisect_left(ELECTION_TIME_BUCKETS_MS, ms)] += 1
+                self.election_times.observe((time.monotonic() - started) * 1000.0)
         return changed
 
     async def _write_rounds(
@@ -1203,20 +1204,7 @@ class Controller:
         broker_epoch: int = -1,
     ) -> AlterPartitionResult:
         """AlterPartition (API 56) for one partition, processed in the controller's queue."""
-        future: asyncio.Future[AlterPartitionResult] = asyncio.get_running_loop().create_future()
-
-        async def handle() -> None:
-            try:
-                result = await self._alter_partition(proposal, broker_epoch)
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
-
-        self._enqueue(handle)
-        return await future
+        return await self._in_queue(lambda: self._alter_partition(proposal, broker_epoch))
 
     async def _alter_partition(
         self, proposal: AlterPartitionProposal, broker_epoch: int
@@ -1297,22 +1285,7 @@ class Controller:
         partitions it still leads (no other ISR member): the broker retries, then stops
         anyway (Kafka's behaviour).
         """
-        future: asyncio.Future[ControlledShutdownResult] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        async def handle() -> None:
-            try:
-                result = await self._controlled_shutdown(broker_id, broker_epoch)
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
-
-        self._enqueue(handle)
-        return await future
+        return await self._in_queue(lambda: self._controlled_shutdown(broker_id, broker_epoch))
 
     async def _controlled_shutdown(
         self, broker_id: BrokerId, broker_epoch: int
@@ -1372,22 +1345,7 @@ class Controller:
         UNKNOWN_TOPIC_OR_PARTITION, or NOT_CONTROLLER.
         """
         wanted = None if partitions is None else list(partitions)
-        future: asyncio.Future[dict[TopicPartition, ErrorCode]] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        async def handle() -> None:
-            try:
-                result = await self._elect_preferred(wanted)
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
-
-        self._enqueue(handle)
-        return await future
+        return await self._in_queue(lambda: self._elect_preferred(wanted))
 
     async def _elect_preferred(
         self, wanted: list[TopicPartition] | None
@@ -1439,22 +1397,7 @@ class Controller:
     ) -> dict[TopicPartition, ReassignmentResult]:
         """AlterPartitionReassignments (API 45): per partition, a target (start or replace)
         or None (cancel), processed in the controller's queue."""
-        future: asyncio.Future[dict[TopicPartition, ReassignmentResult]] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        async def handle() -> None:
-            try:
-                result = await self.reassignments.alter(dict(wanted))
-            except BaseException as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                raise
-            if not future.done():
-                future.set_result(result)
-
-        self._enqueue(handle)
-        return await future
+        return await self._in_queue(lambda: self.reassignments.alter(dict(wanted)))
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None

@@ -84,8 +84,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from tidelog.controller.controller import ELECTION_TIME_BUCKETS_MS
 from tidelog.controller.zk import SessionEvent
+from tidelog.histogram import TIME_BUCKETS_MS, Histogram
 from tidelog.protocol.apis import ApiKey
 from tidelog.server.config import MetricsListener
 
@@ -98,26 +98,6 @@ log = logging.getLogger(__name__)
 #: The text format ``generate_latest`` writes (Prometheus 0.0.4; newer clients of the
 #: library advertise 1.0.0, which is the same text for names like ours).
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
-#: Upper bounds (ms) of the request time histogram's buckets; +Inf is added. Fetch
-#: long-polls (replica.fetch.wait.max.ms: 500) and acks=all produces wait for followers.
-TIME_BUCKETS_MS: Final = (
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    25.0,
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1000.0,
-    2500.0,
-    5000.0,
-    10000.0,
-    30000.0,
-)
 #: How long a scrape connection may take to send its request.
 REQUEST_READ_TIMEOUT_S: Final = 10.0
 #: Longest request line or header line read; a request has at most this many header lines.
@@ -135,34 +115,6 @@ def request_name(api_key: int) -> str:
     except ValueError:
         return str(api_key)
     return "".join(word.capitalize() for word in name.split("_"))
-
-
-class Histogram:
-    """One ``...Ms`` timer: per-bucket counts (not cumulative, the last one +Inf) and the
-    sum, plain numbers bumped on the event loop (module rule 3)."""
-
-    __slots__ = ("buckets", "sum_ms")
-
-    def __init__(self) -> None:
-        self.sum_ms = 0.0
-        self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)
-
-    @property
-    def count(self) -> int:
-        return sum(self.buckets)
-
-    def observe(self, ms: float) -> None:
-        self.sum_ms += ms
-        self.buckets[bisect_left(TIME_BUCKETS_MS, ms)] += 1
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        """``(le, count)`` pairs as a Prometheus histogram wants them."""
-        out: list[tuple[str, float]] = []
-        running = 0
-        for bound, n in zip(_BOUND_TEXTS, self.buckets, strict=True):
-            running += n
-            out.append((bound, running))
-        return out
 
 
 #: The request time split (module rule 5): metric name suffix, Kafka's MBean name, meaning.
@@ -354,9 +306,6 @@ class RequestMetrics(Collector):
                 family.add_metric([stats.name], histogram.cumulative(), histogram.sum_ms)
         yield requests
         yield from families
-
-
-_BOUND_TEXTS: Final = (*(repr(b) for b in TIME_BUCKETS_MS), "+Inf")
 
 
 class TopicStats:
@@ -782,11 +731,9 @@ class BrokerCollector(Collector):
         active = controller.is_active if controller is not None else self.node is None
         offline = imbalance = topics = partitions = 0
         elections = unclean = 0
-        election_buckets: list[int] = [0] * (len(ELECTION_TIME_BUCKETS_MS) + 1)
-        election_sum_ms = 0.0
+        election_times = Histogram()
         if controller is not None:
-            election_buckets = list(controller.election_time_buckets)
-            election_sum_ms = controller.election_time_sum_ms
+            election_times = controller.election_times
             offline = controller.offline_partition_count()
             imbalance = controller.preferred_replica_imbalance_count()
             topics, partitions = controller.global_counts()
@@ -832,14 +779,7 @@ class BrokerCollector(Collector):
             f"Time of the active controller's decide-and-write rounds that elected leaders, "
             f"in ms ({stats}LeaderElectionRateAndTimeMs)",
         )
-        running = 0
-        cumulative: list[tuple[str, float]] = []
-        for bound, count in zip(
-            (*(repr(b) for b in ELECTION_TIME_BUCKETS_MS), "+Inf"), election_buckets, strict=True
-        ):
-            running += count
-            cumulative.append((bound, running))
-        timer.add_metric([], cumulative, election_sum_ms)
+        timer.add_metric([], election_times.cumulative(), election_times.sum_ms)
         yield timer
         yield _counter(
             "kafka_controller_controllerstats_uncleanleaderelections",

@@ -24,6 +24,7 @@ from tidelog.controller.controller import Controller
 from tidelog.controller.zk import SessionEvent
 from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ConfigError, ErrorCode
+from tidelog.histogram import Histogram
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
@@ -105,6 +106,14 @@ def fake_replica_manager() -> SimpleNamespace:
     )
 
 
+def election_times(*ms: float) -> Histogram:
+    """A controller's LeaderElectionRateAndTimeMs timer after rounds of ``ms``."""
+    timer = Histogram()
+    for value in ms:
+        timer.observe(value)
+    return timer
+
+
 def fake_node(*, active: bool = True, connected: bool = True) -> SimpleNamespace:
     controller = SimpleNamespace(
         is_active=active,
@@ -113,9 +122,7 @@ def fake_node(*, active: bool = True, connected: bool = True) -> SimpleNamespace
         global_counts=lambda: (5, 17) if active else (0, 0),
         leader_elections=9,
         unclean_leader_elections=1,
-        # Two election rounds: 3 ms and 40 ms (buckets of ELECTION_TIME_BUCKETS_MS).
-        election_time_buckets=[0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
-        election_time_sum_ms=43.0,
+        election_times=election_times(3.0, 40.0),
     )
     return SimpleNamespace(
         controller=controller,
