@@ -94,7 +94,7 @@ from tidelog.server.replica_manager import (
     effective_topic_config,
     now_ms,
 )
-from tidelog.server.stray_replicas import stray_logs
+from tidelog.server.stray_replicas import stray_logs, unknown_topic_logs
 from tidelog.storage.producer_id import ProducerIdManager
 
 #: First and longest wait between AlterPartition attempts for one change (rule 5a).
@@ -824,8 +824,8 @@ class ClusterNode:
         self._controller_conn_lock = asyncio.Lock()
         #: Topics whose config overrides were read from ZooKeeper.
         self._configs_loaded: set[str] = set()
-        #: The registration (broker epoch) whose first UpdateMetadata was checked for stray
-        #: replicas (``tidelog.server.stray_replicas``).
+        #: The registration (broker epoch) whose first UpdateMetadata was checked for logs of
+        #: unknown topics (``tidelog.server.stray_replicas`` rule 2).
         self._strays_checked_for = -1
         self._config_changed = asyncio.Event()
         self._config_watch: Watch | None = None
@@ -1321,12 +1321,14 @@ class ClusterNode:
         }
         topic_ids = {e.topic_name: e.topic_id for e in request.topic_ids}
         new_topics = set()
+        listed: dict[TopicPartition, control.UpdateMetadataPartitionState] = {}
         for ps in request.partition_states:
             tp = TopicPartition(ps.topic_name, ps.partition_index)
             if ps.leader == LEADER_DURING_DELETE:
                 self.metadata.remove_topic(tp.topic)
                 self._configs_loaded.discard(tp.topic)
                 continue
+            listed[tp] = ps
             if ps.topic_name not in self.metadata.topics:
                 new_topics.add(ps.topic_name)
             self.metadata.update_partition(
@@ -1340,27 +1342,37 @@ class ClusterNode:
             await self._topic_config(topic)
         # A whole view for this registration: clients may be answered (readiness rule 2).
         self.readiness.applied_update_metadata(request.broker_epoch)
+        self._delete_stray_logs(listed)
         if self._strays_checked_for != request.broker_epoch:
             self._strays_checked_for = request.broker_epoch
-            self._delete_stray_logs()
+            unknown = unknown_topic_logs(
+                self.replica_manager.log_manager.all_logs(), self.metadata.topics
+            )
+            if unknown:
+                log.warning("logs of topics the controller does not know: %s", unknown[:10])
         return control.UpdateMetadataResponse()
 
-    def _delete_stray_logs(self) -> None:
-        """``tidelog.server.stray_replicas``: replicas moved away while this broker was down."""
+    def _delete_stray_logs(
+        self, listed: Mapping[TopicPartition, control.UpdateMetadataPartitionState]
+    ) -> None:
+        """``tidelog.server.stray_replicas`` rule 1: replicas this UpdateMetadata says this
+        broker no longer has, whose StopReplica(delete) it never got."""
         rm = self.replica_manager
-        strays, unknown = stray_logs(
-            rm.log_manager.all_logs(),
-            self.metadata.partitions,
-            self.metadata.topics,
-            rm.partitions,
+        logs = rm.log_manager
+        strays = stray_logs(
+            listed,
+            lambda tp: tp in rm.partitions or logs.get_log(tp) is not None,
             self.broker_id,
         )
+        if not strays:
+            return
+        log.warning(
+            "deleting the stray replicas %s: this broker is not one of their replicas",
+            ", ".join(map(str, strays[:10])),
+        )
         for tp in strays:
-            log.warning("deleting the stray replica %s: this broker is not one of its replicas", tp)
-        if strays:
-            rm.delete_partitions(strays)
-        if unknown:
-            log.warning("logs of topics the controller does not know: %s", unknown[:10])
+            self.fetchers.remove(tp)
+        rm.delete_partitions(strays)
 
     def handle_stop_replica(
         self, request: control.StopReplicaRequest

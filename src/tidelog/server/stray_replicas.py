@@ -1,22 +1,31 @@
-"""Stray replicas: logs a broker keeps for partitions that were moved away while it was down.
+"""Stray replicas: logs a broker keeps for partitions whose replicas no longer include it.
 
 A reassignment (``tidelog.controller.reassignment``) ends with StopReplica(delete) to the
-replicas it removed; a removed replica whose broker is dead then, or restarting (its old
-incarnation is the one the request is addressed to, and the new one refuses it as a stale
-broker epoch), never hears it. Kafka's ZooKeeper mode leaves such logs on disk for ever; a
-KRaft broker finds them when it loads the metadata (KIP-858's stray detection). Here:
+replicas it removed, sent after the new assignment is written to ZooKeeper. That request can
+be lost: the removed replica's broker is dead, or restarting (the request is addressed to its
+old incarnation and the new one refuses it as a stale broker epoch), or the controller dies
+between the write and the send (seen in CI: the next controller reads a finished assignment,
+has no reassignment to resume, and sends the still-running removed replica nothing, so it kept
+fetching and its log stayed for ever). Kafka's ZooKeeper mode leaves such logs on disk; a KRaft
+broker finds them when it loads the metadata (KIP-858's stray detection). Here:
 
-Rule: after the first UpdateMetadata of a registration (the controller sends a starting
-broker every partition, before its LeaderAndIsr; ``tidelog.server.readiness`` relies on the
-same), a local log is stray when its topic is in that metadata, the partition is known, this
-broker is not among its replicas (RS, which during a reassignment includes the replicas being
-added) and it is not hosted. Such logs are deleted with a warning. A log whose topic is not in
-the metadata is left alone (logged): deleting on an absence is not worth a mistake.
+Rule 1: every UpdateMetadata lists partitions with their replicas (RS, which during a
+reassignment includes the replicas being added). A partition listed without this broker among
+its replicas, whose log this broker keeps (hosted or not), is a stray: it stops being served
+and its log is deleted, with a warning. Safe because a controller's requests to one broker
+travel on one ordered channel and each reflects the controller's state when it was sent (a
+LeaderAndIsr that adds this broker back comes after the UpdateMetadata that left it out), and
+an older controller's requests are fenced by the controller epoch. The first UpdateMetadata of
+a registration, and the first of every new controller, lists every partition.
+
+Rule 2: a log whose topic is not in the metadata after the first UpdateMetadata of a
+registration is left alone (logged): deleting on an absence is not worth a mistake. (Deleted
+topics go through StopReplica and the LEADER_DURING_DELETE UpdateMetadata instead.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
 
 from tidelog.model import TopicPartition
@@ -28,22 +37,19 @@ class _Replicas(Protocol):
 
 
 def stray_logs(
-    local: Iterable[TopicPartition],
-    partitions: Mapping[TopicPartition, _Replicas],
-    topics: Collection[str],
-    hosted: Collection[TopicPartition],
+    listed: Mapping[TopicPartition, _Replicas],
+    is_local: Callable[[TopicPartition], bool],
     broker_id: int,
-) -> tuple[list[TopicPartition], list[TopicPartition]]:
-    """(stray logs to delete, logs of topics the metadata does not know) per the rule."""
-    strays: list[TopicPartition] = []
-    unknown: list[TopicPartition] = []
-    for tp in sorted(local):
-        if tp in hosted:
-            continue
-        if tp.topic not in topics:
-            unknown.append(tp)
-            continue
-        state = partitions.get(tp)
-        if state is not None and broker_id not in state.replicas:
-            strays.append(tp)
-    return strays, unknown
+) -> list[TopicPartition]:
+    """Rule 1: the partitions ``listed`` in an UpdateMetadata without ``broker_id`` among
+    their replicas whose log ``is_local`` (on disk or hosted). Costs O(listed)."""
+    return sorted(
+        tp for tp, state in listed.items() if broker_id not in state.replicas and is_local(tp)
+    )
+
+
+def unknown_topic_logs(
+    local: Iterable[TopicPartition], topics: Collection[str]
+) -> list[TopicPartition]:
+    """Rule 2: local logs of topics the metadata does not know (kept, reported)."""
+    return sorted(tp for tp in set(local) if tp.topic not in topics)

@@ -151,6 +151,59 @@ def test_update_metadata_fills_the_cache_and_a_deleted_topic_leaves_it(tmp_path:
     asyncio.run(body())
 
 
+def test_update_metadata_without_this_broker_deletes_its_hosted_replica(tmp_path: Path) -> None:
+    """``tidelog.server.stray_replicas`` rule 1: a replica removed by a reassignment whose
+    StopReplica(delete) was lost (its controller died after writing the new assignment)
+    goes when an UpdateMetadata lists the partition without this broker; an older
+    controller's UpdateMetadata changes nothing."""
+
+    def request(epoch: int, replicas: tuple[int, ...]) -> control.UpdateMetadataRequest:
+        return control.UpdateMetadataRequest(
+            controller_id=2,
+            controller_epoch=epoch,
+            partition_states=(
+                control.UpdateMetadataPartitionState(
+                    topic_name="t",
+                    partition_index=0,
+                    controller_epoch=epoch,
+                    leader=2,
+                    leader_epoch=1,
+                    isr=replicas,
+                    partition_epoch=1,
+                    replicas=replicas,
+                ),
+            ),
+            live_brokers=tuple(
+                control.UpdateMetadataBroker(id=b, host="127.0.0.1", port=b) for b in (1, 2, 3)
+            ),
+            topic_ids=(control.TopicIdEntry(topic_name="t", topic_id=TOPIC_ID),),
+        )
+
+    async def body() -> None:
+        n = node(tmp_path)
+        rm = n.replica_manager
+        await n.handle_leader_and_isr(
+            leader_and_isr(controller_epoch=3, leader=2, leader_epoch=1, isr=(1, 2, 3))
+        )
+        assert TP in rm.partitions
+        assert n._is_fetching(TP)
+        await n.handle_update_metadata(request(3, (1, 2, 3)))  # still a replica: kept
+        stale = await n.handle_update_metadata(request(2, (2, 3)))
+        assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+        assert TP in rm.partitions
+        answer = await n.handle_update_metadata(request(4, (2, 3)))
+        assert answer.error_code == ErrorCode.NONE
+        assert TP not in rm.partitions
+        assert not n._is_fetching(TP)
+        assert rm.log_manager.get_log(TP) is None
+        assert not (tmp_path / "t-0").exists()
+        assert n.metadata.partitions[TP].replicas == (2, 3)  # the topic lives on
+        await n.fetchers.stop()
+        await n.client.close()
+
+    asyncio.run(body())
+
+
 def test_make_follower_caps_the_checkpointed_high_watermark(tmp_path: Path) -> None:
     n = node(tmp_path)
     config = effective_topic_config(n.config, {})

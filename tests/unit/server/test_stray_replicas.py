@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
-from tidelog.server.stray_replicas import stray_logs
+from tidelog.server.stray_replicas import stray_logs, unknown_topic_logs
 
 
 @dataclass(frozen=True)
@@ -13,25 +13,26 @@ class P:
     replicas: tuple[int, ...]
 
 
-def test_only_unhosted_logs_of_known_partitions_without_this_broker_are_stray() -> None:
-    moved, kept, hosted, gone = (
-        TopicPartition("t", 0),
-        TopicPartition("t", 1),
-        TopicPartition("t", 2),
-        TopicPartition("old", 0),
-    )
-    strays, unknown = stray_logs(
-        [moved, kept, hosted, gone],
-        {moved: P((1, 2)), kept: P((0, 1)), hosted: P((1, 2))},
-        {"t"},
-        {hosted},
+def test_listed_partitions_without_this_broker_whose_log_is_local_are_stray() -> None:
+    moved, kept, hosted_moved, not_local, unlisted = (TopicPartition("t", i) for i in range(5))
+    local = {moved, kept, hosted_moved, unlisted}
+    strays = stray_logs(
+        {moved: P((1, 2)), kept: P((0, 1)), hosted_moved: P((2, 1)), not_local: P((1, 2))},
+        local.__contains__,
         0,
     )
-    assert strays == [moved]
-    assert unknown == [gone]
+    # A hosted replica the controller removed (its StopReplica lost with the controller
+    # that sent nothing after writing the new assignment) is a stray too; a partition the
+    # request does not list is not judged.
+    assert strays == [moved, hosted_moved]
 
 
 def test_a_replica_being_added_is_not_stray() -> None:
     tp = TopicPartition("t", 0)
     # During a reassignment the replicas are RS = target + origin: 0 is being added.
-    assert stray_logs([tp], {tp: P((1, 0, 2))}, {"t"}, set(), 0) == ([], [])
+    assert stray_logs({tp: P((1, 0, 2))}, lambda _tp: True, 0) == []
+
+
+def test_logs_of_unknown_topics_are_reported_not_judged() -> None:
+    known, gone = TopicPartition("t", 0), TopicPartition("old", 3)
+    assert unknown_topic_logs([known, gone], {"t"}) == [gone]
