@@ -169,6 +169,25 @@ def test_controller_dies_between_the_two_writes_of_completion() -> None:
     assert_all_acked_kept(sim)
 
 
+def test_controller_dies_after_writing_the_assignment_the_next_one_deletes_the_strays() -> None:
+    """Seen in CI: the completion's writes made, its StopReplica never sent. The removed
+    replica (here the leader) runs on; the next controller has nothing to resume and
+    removes it with its UpdateMetadata (``tidelog.server.stray_replicas`` rule 1)."""
+    sim = cluster()
+    load(sim, sim.now_ms, sim.now_ms + 600)
+    sim.run_for(100)
+    sim.crash_controller_after_assignment = 1
+    assert sim.reassign(TP, (B1, B2, B3)).error is ErrorCode.NONE
+    assert sim.run_until_true(lambda: sim.stats.controller_failovers == 1, 2000)
+    assert done(sim)
+    assert sim.assignment[TP] == (B1, B2, B3)
+    sim.run_for(200)
+    assert TP not in sim.brokers[B0].logs
+    assert TP not in sim.brokers[B0].partitions
+    sim.settle(1000)
+    assert_all_acked_kept(sim)
+
+
 def test_removed_broker_that_was_down_deletes_the_stray_log_when_it_returns() -> None:
     sim = cluster()
     load(sim, sim.now_ms, sim.now_ms + 400)

@@ -193,8 +193,6 @@ class SimBroker:
     incarnation: int = 0  # bumps on crash and restart: messages to an old one are lost
     broker_epoch: int = 0  # KIP-380: bumps on every registration (restart, re-registration)
     session_expired: bool = False
-    #: The current registration followed a session expiry, not a restart (KIP-380).
-    reregistered: bool = False
     paused_until: int = 0
     backlog: list[tuple[Callable[..., None], tuple[object, ...]]] = field(default_factory=list)
     logs: dict[TopicPartition, SimLog] = field(default_factory=dict)
@@ -224,8 +222,6 @@ class Stats:
     reassignments_refused: int = 0
     replicas_deleted: int = 0
     controller_failovers: int = 0
-    #: Removed replicas still hosted at the end: see ``_on_update_metadata``.
-    kept_strays: int = 0
 
     def error(self, code: ErrorCode) -> None:
         self.errors[code.name] = self.errors.get(code.name, 0) + 1
@@ -270,6 +266,10 @@ class Simulation:
         #: Scripted fault: the next N completions lose the controller between their two
         #: writes (partition state written, assignment not); a failover follows.
         self.crash_controller_mid_completion = 0
+        #: Scripted fault: the next N completions lose the controller after both writes,
+        #: before any LeaderAndIsr or StopReplica went out (seen in CI, session 12); a
+        #: failover follows.
+        self.crash_controller_after_assignment = 0
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.next_record_id = 1
         self.outcomes: dict[int, ErrorCode] = {}  # record id -> the producer's answer
@@ -441,13 +441,9 @@ class Simulation:
                 self.from_controller(
                     broker, self._on_leader_and_isr, broker, tp, self.states[tp], replicas
                 )
-        # onBrokerStartup's UpdateMetadata, after the LeaderAndIsr (FIFO): the broker deletes
-        # the stray logs of partitions moved off it while it was away. (Sent only when it has
-        # such a log now - it can delete no other - so runs without reassignments draw the
-        # same random numbers as before reassignment was modelled.)
-        logs = self.brokers[broker].logs
-        if any(broker not in self.assignment.get(tp, (broker,)) for tp in logs):
-            self.from_controller(broker, self._on_update_metadata, broker, dict(self.assignment))
+        # onBrokerStartup's UpdateMetadata: the stray logs of partitions moved off it while
+        # it was away go.
+        self._update_metadata_of_strays(broker)
         self._maybe_complete_reassignments()
 
     def _controller_alter_partition(
@@ -631,33 +627,41 @@ class Simulation:
                 # The controller dies between the two writes: the partition state has the
                 # final ISR and leader, the topic znode still RS; nobody was told.
                 self.crash_controller_mid_completion -= 1
-                old = self.states[tp]
-                if (
-                    new.leader_epoch < old.leader_epoch
-                    or new.partition_epoch <= old.partition_epoch
-                ):
-                    self.checker.fail(
-                        self.now_ms, "epoch-regressed", f"controller {tp}: {old} -> {new}"
-                    )
-                self.states[tp] = new
-                self.log(
-                    f"controller {tp} completion state written (leader {new.leader} "
-                    f"e{new.leader_epoch} isr {new.isr}); CONTROLLER DIES before the assignment"
-                )
-                lo, hi = self.config.controller_delay_ms
-                self.schedule(self.now_ms + self.rng.randint(lo, hi), self.controller_failover)
+                self._write_state_untold(tp, new, "before the assignment")
                 continue
             del self.reassignments[tp]
             self.assignment[tp] = plan.target
             self.stats.reassignments_completed += 1
+            if self.crash_controller_after_assignment > 0:
+                # Both writes made, nobody told: the removed replicas never get their
+                # StopReplica; the next controller has no reassignment to resume, and its
+                # UpdateMetadata (``tidelog.server.stray_replicas`` rule 1) removes them.
+                self.crash_controller_after_assignment -= 1
+                self._write_state_untold(tp, new, "after the assignment, telling nobody")
+                continue
             self.log(f"controller {tp} reassignment to {plan.target} completes")
             self._write_state(tp, new, unclean=False)  # tells the target replicas
             self._stop_and_delete(tp, list(plan.removing))
 
+    def _write_state_untold(self, tp: TopicPartition, new: LeaderAndIsr, when: str) -> None:
+        """A completion's state written by a controller that dies at once (a failover
+        follows after the controller delay)."""
+        old = self.states[tp]
+        if new.leader_epoch < old.leader_epoch or new.partition_epoch <= old.partition_epoch:
+            self.checker.fail(self.now_ms, "epoch-regressed", f"controller {tp}: {old} -> {new}")
+        self.states[tp] = new
+        self.log(
+            f"controller {tp} completion state written (leader {new.leader} "
+            f"e{new.leader_epoch} isr {new.isr}); CONTROLLER DIES {when}"
+        )
+        lo, hi = self.config.controller_delay_ms
+        self.schedule(self.now_ms + self.rng.randint(lo, hi), self.controller_failover)
+
     def controller_failover(self) -> None:
         """A new controller takes over at once: it re-reads the znodes, sends every live
-        replica its partitions' state (``onControllerFailover``) and completes the
-        reassignments whose targets are in sync (a completion cut short included)."""
+        replica its partitions' state (``onControllerFailover``) and every live broker the
+        metadata, and completes the reassignments whose targets are in sync (a completion
+        cut short included)."""
         self.stats.controller_failovers += 1
         self.log("controller FAILOVER")
         for tp, replicas in self.assignment.items():
@@ -666,7 +670,18 @@ class Simulation:
                     self.from_controller(
                         r, self._on_leader_and_isr, r, tp, self.states[tp], replicas
                     )
+        for broker in sorted(self.live):
+            self._update_metadata_of_strays(broker)
         self._maybe_complete_reassignments()
+
+    def _update_metadata_of_strays(self, broker: BrokerId) -> None:
+        """The controller's UpdateMetadata of every partition, after its LeaderAndIsr (FIFO),
+        from which the broker deletes its stray logs. Sent only when the broker has such a
+        log now (it can delete no other), so runs without reassignments draw the same
+        random numbers as before reassignment was modelled."""
+        logs = self.brokers[broker].logs
+        if any(broker not in self.assignment.get(tp, (broker,)) for tp in logs):
+            self.from_controller(broker, self._on_update_metadata, broker, dict(self.assignment))
 
     # ---- broker: control plane ------------------------------------------------------
 
@@ -770,15 +785,14 @@ class Simulation:
     def _on_update_metadata(
         self, broker: BrokerId, assignment: dict[TopicPartition, tuple[BrokerId, ...]]
     ) -> None:
-        """The first UpdateMetadata of a registration (``tidelog.server.stray_replicas``): a
-        log of a partition whose replicas exclude this broker, and that it does not host, is
-        a stray (moved away while the broker was down) and is deleted. A partition it still
-        hosts (a session expired without a restart: the broker kept running, StopReplica
-        never reached it) is kept, as the real rule does."""
+        """An UpdateMetadata listing every partition (``tidelog.server.stray_replicas`` rule
+        1): a log of a partition whose replicas exclude this broker, hosted or not, is a stray
+        (its StopReplica never reached it: the broker was down, its session had expired, or
+        the controller died after writing the assignment) and is deleted."""
         b = self.brokers[broker]
         for tp in sorted(b.logs):
-            if broker not in assignment.get(tp, (broker,)) and tp not in b.partitions:
-                self._delete_replica(b, tp, why="stray at first UpdateMetadata")
+            if broker not in assignment.get(tp, (broker,)):
+                self._delete_replica(b, tp, why="stray at UpdateMetadata")
 
     def _delete_replica(self, b: SimBroker, tp: TopicPartition, *, why: str) -> None:
         b.partitions.pop(tp, None)
@@ -1169,7 +1183,6 @@ class Simulation:
             return
         b.alive = True
         b.incarnation += 1
-        b.reregistered = False
         b.broker_epoch = self._register()
         for log in b.logs.values():
             # Recovery: the epoch cache never runs past the log (Kafka truncates it on load).
@@ -1220,7 +1233,6 @@ class Simulation:
         if b.session_expired:
             # The ZooKeeper client reconnects with a new session and re-registers.
             b.session_expired = False
-            b.reregistered = True
             b.broker_epoch = self._register()
             self.log(f"b{broker} RE-REGISTERS")
             self.to_controller(self._controller_broker_startup, broker)
@@ -1298,15 +1310,8 @@ class Simulation:
             for broker, b in self.brokers.items():
                 if broker in replicas or not b.alive or tp not in b.logs:
                     continue
-                if tp in b.partitions and b.reregistered:
-                    # Still hosted: it was removed while its session had expired (no
-                    # StopReplica reached it) and it re-registered without a restart, so the
-                    # stray rule skips it (see ``_on_update_metadata``). Not in the
-                    # replicas, it can neither join the ISR nor be elected.
-                    self.stats.kept_strays += 1
-                else:
-                    self.checker.fail(
-                        self.now_ms,
-                        "stray-replica",
-                        f"broker {broker} still hosts {tp}, assigned to {replicas}",
-                    )
+                self.checker.fail(
+                    self.now_ms,
+                    "stray-replica",
+                    f"broker {broker} still hosts {tp}, assigned to {replicas}",
+                )

@@ -11,8 +11,8 @@ Partition reassignments (KIP-455) join the faults in a share of the seeds
 (``--reassign-share``: 1 for every seed; by default half of them, ``REASSIGN_SHARE``). A
 seed that draws them gets a cluster of 3 to 5 brokers
 and one to four reassignments to random targets of the same, a smaller or a larger size,
-some cancelled soon after, and controller failovers (half of them cutting a completion
-between its two writes). They come from their own random stream, so a seed without them
+some cancelled soon after, and controller failovers (a quarter of them cutting a completion
+between its two writes, a quarter after both, before anyone is told). They come from their own random stream, so a seed without them
 runs exactly as before. Once settled, no reassignment may still run and each assignment
 must be its last target.
 """
@@ -140,9 +140,13 @@ def schedule_reassignments(sim: Simulation, rng: random.Random, duration_ms: int
         tp = rng.choice(tps)
         kind = rng.choices(("reassign", "failover"), weights=(5, 1))[0]
         if kind == "failover":
-            if rng.random() < 0.5:
+            cut = rng.random()
+            if cut < 0.25:
                 # The next completion dies between its two writes (then fails over).
                 sim.schedule(at, _cut_next_completion, sim)
+            elif cut < 0.5:
+                # The next completion dies after both writes, telling nobody.
+                sim.schedule(at, _cut_next_completion_after_assignment, sim)
             else:
                 sim.schedule(at, sim.controller_failover)
             continue
@@ -157,6 +161,10 @@ def schedule_reassignments(sim: Simulation, rng: random.Random, duration_ms: int
 
 def _cut_next_completion(sim: Simulation) -> None:
     sim.crash_controller_mid_completion += 1
+
+
+def _cut_next_completion_after_assignment(sim: Simulation) -> None:
+    sim.crash_controller_after_assignment += 1
 
 
 def run_seed(
