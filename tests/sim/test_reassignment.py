@@ -265,6 +265,17 @@ def test_inflight_isr_change_survives_a_reassignment_leader_and_isr(seed: int) -
     assert result.ok, result.violations
 
 
+# Found by the session-12 sweep (20,000 seeds): 18219, a paused broker's queued StopReplica
+# overtaken by one due at its resume (the sim's FIFO); 5041, a retried AlterPartition naming
+# a replica removed and added back at the same partition epoch (acknowledged records lost;
+# fixed by ``decisions.on_replicas_changed``); 18014, a follower asking for ever about an
+# epoch it opened at its LEO and never wrote in (the sim's truncation to the LEO kept it).
+@pytest.mark.parametrize("seed", [5041, 18014, 18219])
+def test_session_12_sweep_seeds(seed: int) -> None:
+    result = run_seed(seed, reassign_share=1.0)
+    assert result.ok, result.violations
+
+
 def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
     """The race the seed sweep found (seeds 439, 760, 5922, 7133), scripted to its worst outcome.
 

@@ -46,6 +46,7 @@ __all__ = [
     "on_broker_startup",
     "on_controlled_shutdown",
     "on_log_dir_failure",
+    "on_replicas_changed",
     "plan_reassignment",
     "reassignment_target_error",
 ]
@@ -391,6 +392,42 @@ def plan_reassignment(current: ReplicaAssignment, target: Sequence[BrokerId]) ->
         replicas=replicas,
         adding=tuple(r for r in target if r not in origin),
         removing=tuple(r for r in origin if r not in target),
+    )
+
+
+def on_replicas_changed(
+    state: LeaderAndIsr,
+    replicas: Sequence[BrokerId],
+    gone: Collection[BrokerId],
+    electable: Collection[BrokerId],
+) -> LeaderAndIsr | None:
+    """The state a reassignment's start (or replacement, or cancel) writes when the replica
+    set becomes ``replicas`` (``gone``: the replicas that left it at once).
+
+    The partition epoch always moves (the caller writes this state; the write bumps it): an
+    AlterPartition built on the old replica set is then refused as stale. Without it, a
+    leader's retried expansion naming a replica that was removed (log deleted) and added
+    back since, at the same partition epoch, was accepted, putting an empty replica in the
+    ISR; electing it lost every acknowledged record (soak seed 5041 with
+    ``--reassign-share 1``, session 12). KRaft bumps the partition epoch with every replica
+    change (KIP-455), Kafka's ZooKeeper controller the leader epoch.
+
+    Replicas in ``gone`` leave the ISR now; if the leader is one of them, the first in-sync
+    electable replica of ``replicas`` takes over. Leader or ISR changed: a new leader epoch.
+    None when the leader leaves and no replica can take over (refused before the write)."""
+    isr = tuple(r for r in state.isr if r not in gone)
+    leader = state.leader
+    if leader in gone:
+        candidates = [r for r in replicas if r in isr and r in electable]
+        if not candidates:
+            return None
+        leader = candidates[0]
+    moved = leader != state.leader or isr != state.isr
+    return LeaderAndIsr(
+        leader=leader,
+        leader_epoch=state.leader_epoch + 1 if moved else state.leader_epoch,
+        isr=isr,
+        partition_epoch=state.partition_epoch + 1,
     )
 
 

@@ -7,9 +7,11 @@ any follower and join the ISR when caught up, rule 4), then shrinking to TRS. Ka
 
 1. Start (``alter``: AlterPartitionReassignments, or ``/admin/reassign_partitions``): the
    topic znode gets RS with ``adding_replicas`` (TRS - ORS) and ``removing_replicas``
-   (ORS - TRS), a compare-and-set on the znode version fenced by the controller epoch. Every
-   live replica of RS gets a LeaderAndIsr naming RS (same leader epoch: adding followers
-   disturbs nobody; the new ones create their logs and start fetching), every broker an
+   (ORS - TRS), a compare-and-set on the znode version fenced by the controller epoch. The
+   partition state is written again (``decisions.on_replicas_changed``: a new partition
+   epoch, so an AlterPartition built on the old replica set is refused). Every live replica
+   of RS gets a LeaderAndIsr naming RS (same leader epoch: adding followers disturbs
+   nobody; the new ones create their logs and start fetching), every broker an
    UpdateMetadata (Metadata shows RS while it runs, as in Kafka).
 2. Complete (after every ISR change of the partition, broker change and failover): once
    every target replica is in the ISR, ``decisions.complete_reassignment`` gives the final
@@ -282,36 +284,18 @@ class Reassignments:
             for tp, (before, after) in started.items()
             if set(before.replicas) - set(after.replicas)
         }
-        changed: set[TopicPartition] = set()
-        if dropped:
-            electable = c._electable()
-
-            def leave(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
-                gone = dropped[tp]
-                isr = tuple(r for r in state.isr if r not in gone)
-                leader = state.leader
-                if leader in gone:
-                    rs = started[tp][1].replicas
-                    candidates = [r for r in rs if r in isr and r in electable]
-                    if not candidates:
-                        return None
-                    leader = candidates[0]
-                if leader == state.leader and isr == state.isr:
-                    return None
-                return LeaderAndIsr(
-                    leader=leader,
-                    leader_epoch=state.leader_epoch + 1,
-                    isr=isr,
-                    partition_epoch=state.partition_epoch + 1,
-                )
-
-            changed = await c._write_decided(
-                lambda tp, state: leave(tp, state.leader_and_isr()),
-                dropped,
-                Cause("reassignment", "reassignment removes replicas"),
-            )
-            if c._seat is None:
-                return
+        # Every changed replica set writes the state: the partition epoch moves, so an
+        # AlterPartition built on the old set is refused (``decisions.on_replicas_changed``).
+        electable = c._electable()
+        changed = await c._write_decided(
+            lambda tp, state: decisions.on_replicas_changed(
+                state.leader_and_isr(), started[tp][1].replicas, dropped.get(tp, ()), electable
+            ),
+            started,
+            Cause("reassignment", "reassignment removes replicas"),
+        )
+        if c._seat is None:
+            return
         c._send_leader_and_isr(started)
         for tp, gone in sorted(dropped.items()):
             self._stop_and_delete(tp, gone)

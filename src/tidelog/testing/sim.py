@@ -572,40 +572,14 @@ class Simulation:
             f"controller {tp} reassign {current.replicas} -> {target} (RS {planned.replicas}, "
             f"adding {planned.adding}, removing {planned.removing}, dropped now {dropped})"
         )
-        left = self._leave_at_once(state, planned, set(dropped), electable) if dropped else None
-        if left is not None:
-            self._write_state(tp, left, unclean=False)  # tells RS
-        else:
-            self._broadcast(tp)  # same state, new replica set: new replicas start fetching
+        # The state is written whatever changed: the partition epoch moves, so a proposal
+        # built on the old replica set is refused (``decisions.on_replicas_changed``).
+        written = decisions.on_replicas_changed(state, planned.replicas, dropped, electable)
+        assert written is not None  # the leader-leaves-alone case was refused above
+        self._write_state(tp, written, unclean=False)  # tells RS: new replicas start fetching
         self._stop_and_delete(tp, dropped)
         self._maybe_complete_reassignments([tp])
         return ReassignOutcome(ErrorCode.NONE)
-
-    @staticmethod
-    def _leave_at_once(
-        state: LeaderAndIsr,
-        planned: ReplicaAssignment,
-        gone: set[BrokerId],
-        electable: set[BrokerId],
-    ) -> LeaderAndIsr | None:
-        """Step 3: replicas a replaced reassignment was adding and the new one does not want
-        leave the ISR now; the leader moves first if it is one of them (new leader epoch,
-        as the controller's ``_after_start`` writes it)."""
-        isr = tuple(r for r in state.isr if r not in gone)
-        leader = state.leader
-        if leader in gone:
-            candidates = [r for r in planned.replicas if r in isr and r in electable]
-            if not candidates:
-                return None
-            leader = candidates[0]
-        if leader == state.leader and isr == state.isr:
-            return None
-        return LeaderAndIsr(
-            leader=leader,
-            leader_epoch=state.leader_epoch + 1,
-            isr=isr,
-            partition_epoch=state.partition_epoch + 1,
-        )
 
     def _stop_and_delete(self, tp: TopicPartition, brokers: list[BrokerId]) -> None:
         for broker in sorted(brokers):
@@ -836,6 +810,11 @@ class Simulation:
     def _truncate(self, b: SimBroker, tp: TopicPartition, offset: int) -> None:
         log = b.logs[tp]
         if offset >= log.log_end_offset:
+            # Nothing to cut, but epochs starting at the end go, as the real
+            # ``Log.truncate_to`` does: a leader epoch this broker opened at its LEO and
+            # never wrote in (it led briefly) otherwise stays its latest, and it asked the
+            # new leader about it for ever (soak seed 18014 with --reassign-share 1).
+            log.cache.truncate_from_end(log.log_end_offset)
             return
         p = b.partitions.get(tp)
         hw = p.high_watermark if p is not None else log.hw_checkpoint
@@ -1228,8 +1207,12 @@ class Simulation:
             return  # a longer pause superseded this one (this event was re-queued)
         backlog, b.backlog = b.backlog, []
         self.log(f"b{broker} RESUME ({len(backlog)} queued)")
+        # What queued while it was stopped is handled now, in order, before anything that
+        # arrives at this same instant (a socket's FIFO). Rescheduled at now, it used to run
+        # after messages already due now: a StopReplica sent after a LeaderAndIsr jumped it
+        # (soak seed 18219 with --reassign-share 1, session 12).
         for fn, args in backlog:
-            self.to_broker(self.now_ms, broker, fn, *args)
+            fn(*args)
         if b.session_expired:
             # The ZooKeeper client reconnects with a new session and re-registers.
             b.session_expired = False

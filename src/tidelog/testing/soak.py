@@ -12,9 +12,9 @@ Partition reassignments (KIP-455) join the faults in a share of the seeds
 seed that draws them gets a cluster of 3 to 5 brokers
 and one to four reassignments to random targets of the same, a smaller or a larger size,
 some cancelled soon after, and controller failovers (a quarter of them cutting a completion
-between its two writes, a quarter after both, before anyone is told). They come from their own random stream, so a seed without them
-runs exactly as before. Once settled, no reassignment may still run and each assignment
-must be its last target.
+between its two writes, a quarter after both, before anyone is told). They come from their
+own random stream, so a seed without them runs exactly as before. Once settled, no
+reassignment may still run and each assignment must be its last target.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tidelog.controller.decisions import (
     ReplicaAssignment,
     complete_reassignment,
+    on_replicas_changed,
     plan_reassignment,
     reassignment_target_error,
 )
@@ -89,3 +90,18 @@ def test_completion_waits_for_a_live_target_leader() -> None:
     later = complete_reassignment(ra, state(0, (0, 1, 2)), b(0, 2))
     assert later is not None
     assert later.leader == 2
+
+
+def test_a_changed_replica_set_always_moves_the_partition_epoch() -> None:
+    # Adding replicas: leader, ISR and leader epoch stay; the partition epoch moves, so an
+    # AlterPartition built on the old replica set is refused as stale (soak seed 5041).
+    before = state(0, (0, 1))
+    assert on_replicas_changed(before, b(2, 0, 1), (), b(0, 1, 2)) == state(0, (0, 1), pe=8)
+
+
+def test_dropped_replicas_leave_the_isr_and_a_dropped_leader_hands_over() -> None:
+    before = state(0, (0, 1, 2))
+    assert on_replicas_changed(before, b(1, 2), b(0), b(0, 1, 2)) == state(1, (1, 2), epoch=4, pe=8)
+    assert on_replicas_changed(before, b(0, 1), b(2), b(0, 1, 2)) == state(0, (0, 1), epoch=4, pe=8)
+    # No in-sync electable replica left to lead: nothing to write (refused before).
+    assert on_replicas_changed(state(0, (0,)), b(1, 2), b(0), b(0, 1, 2)) is None
