@@ -32,7 +32,7 @@ from tidelog.testing.faults.workload import ConsumerWorker, ProducerWorker, fina
 pytestmark = pytest.mark.integration
 
 TOPIC = "fuzz"
-FUZZ_SECONDS = 15.0
+FUZZ_SECONDS = 9.0
 SEED = 20261122
 
 

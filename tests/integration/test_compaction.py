@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 KEYS = 20
 UPDATES = 1500
 TOMBSTONED = ("k0", "k1", "k2", "k3", "k4")
-DELETE_RETENTION_MS = 20_000
+DELETE_RETENTION_MS = 12_000
 SEGMENT_MS = 1000
 
 Seen = dict[int, tuple[str, str | None]]
