@@ -22,9 +22,10 @@ REST = (KILL_TXN_COORDINATOR, "restart_clean")
 
 
 def test_short_transactional_run_keeps_every_promise(tmp_path: Path) -> None:
-    """4 faults, one of each kind; committed transactions all there exactly once, aborted and fenced ones never
-    read by a read_committed consumer, every transaction all or nothing, nothing read before
-    its commit was called, every zombie fenced, no client-visible error, nothing stuck."""
+    """4 faults, one of each kind; committed transactions all there exactly once, aborted
+    and fenced ones never read by a read_committed consumer, every transaction all or
+    nothing, nothing read before its commit was called, every zombie fenced, no
+    client-visible error, nothing stuck."""
     result = run_transactions(
         TxnRunConfig(
             faults=len(KINDS),
