@@ -54,6 +54,34 @@ def leader_and_isr(
     )
 
 
+def update_metadata(
+    *, epoch: int, leader: int, replicas: tuple[int, ...] = (1, 2)
+) -> control.UpdateMetadataRequest:
+    """UpdateMetadata from controller 2 (controller epoch ``epoch``) for t-0 with ``replicas``
+    (all in sync); brokers 1 and 2 live."""
+    return control.UpdateMetadataRequest(
+        controller_id=2,
+        controller_epoch=epoch,
+        partition_states=(
+            control.UpdateMetadataPartitionState(
+                topic_name="t",
+                partition_index=0,
+                controller_epoch=epoch,
+                leader=leader,
+                leader_epoch=0,
+                isr=replicas,
+                partition_epoch=0,
+                replicas=replicas,
+            ),
+        ),
+        live_brokers=(
+            control.UpdateMetadataBroker(id=1, host="127.0.0.1", port=1),
+            control.UpdateMetadataBroker(id=2, host="127.0.0.1", port=2),
+        ),
+        topic_ids=(control.TopicIdEntry(topic_name="t", topic_id=TOPIC_ID),),
+    )
+
+
 def test_leader_then_follower_answers_parked_acks_all_and_fences_old_controller(
     tmp_path: Path,
 ) -> None:
@@ -112,38 +140,15 @@ def test_update_metadata_fills_the_cache_and_a_deleted_topic_leaves_it(tmp_path:
     async def body() -> None:
         n = node(tmp_path)
 
-        def request(leader: int, epoch: int = 4) -> control.UpdateMetadataRequest:
-            return control.UpdateMetadataRequest(
-                controller_id=2,
-                controller_epoch=epoch,
-                partition_states=(
-                    control.UpdateMetadataPartitionState(
-                        topic_name="t",
-                        partition_index=0,
-                        controller_epoch=epoch,
-                        leader=leader,
-                        leader_epoch=0,
-                        isr=(1, 2),
-                        partition_epoch=0,
-                        replicas=(1, 2),
-                    ),
-                ),
-                live_brokers=(
-                    control.UpdateMetadataBroker(id=1, host="127.0.0.1", port=1),
-                    control.UpdateMetadataBroker(id=2, host="127.0.0.1", port=2),
-                ),
-                topic_ids=(control.TopicIdEntry(topic_name="t", topic_id=TOPIC_ID),),
-            )
-
-        await n.handle_update_metadata(request(leader=2))
+        await n.handle_update_metadata(update_metadata(epoch=4, leader=2))
         assert n.metadata.controller_id == 2
         assert sorted(n.metadata.brokers) == [1, 2]
         assert n.metadata.partitions[TP].leader == 2
         assert n.metadata.topics["t"].num_partitions == 1
-        old = await n.handle_update_metadata(request(leader=1, epoch=3))
+        old = await n.handle_update_metadata(update_metadata(epoch=3, leader=1))
         assert old.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
         assert n.metadata.partitions[TP].leader == 2
-        await n.handle_update_metadata(request(leader=-2))  # LeaderDuringDelete
+        await n.handle_update_metadata(update_metadata(epoch=4, leader=-2))  # LeaderDuringDelete
         assert "t" not in n.metadata.topics
         assert TP not in n.metadata.partitions
         await n.client.close()
@@ -157,28 +162,6 @@ def test_update_metadata_without_this_broker_deletes_its_hosted_replica(tmp_path
     goes when an UpdateMetadata lists the partition without this broker; an older
     controller's UpdateMetadata changes nothing."""
 
-    def request(epoch: int, replicas: tuple[int, ...]) -> control.UpdateMetadataRequest:
-        return control.UpdateMetadataRequest(
-            controller_id=2,
-            controller_epoch=epoch,
-            partition_states=(
-                control.UpdateMetadataPartitionState(
-                    topic_name="t",
-                    partition_index=0,
-                    controller_epoch=epoch,
-                    leader=2,
-                    leader_epoch=1,
-                    isr=replicas,
-                    partition_epoch=1,
-                    replicas=replicas,
-                ),
-            ),
-            live_brokers=tuple(
-                control.UpdateMetadataBroker(id=b, host="127.0.0.1", port=b) for b in (1, 2, 3)
-            ),
-            topic_ids=(control.TopicIdEntry(topic_name="t", topic_id=TOPIC_ID),),
-        )
-
     async def body() -> None:
         n = node(tmp_path)
         rm = n.replica_manager
@@ -187,11 +170,13 @@ def test_update_metadata_without_this_broker_deletes_its_hosted_replica(tmp_path
         )
         assert TP in rm.partitions
         assert n._is_fetching(TP)
-        await n.handle_update_metadata(request(3, (1, 2, 3)))  # still a replica: kept
-        stale = await n.handle_update_metadata(request(2, (2, 3)))
+        await n.handle_update_metadata(
+            update_metadata(epoch=3, leader=2, replicas=(1, 2, 3))
+        )  # still a replica: kept
+        stale = await n.handle_update_metadata(update_metadata(epoch=2, leader=2, replicas=(2, 3)))
         assert stale.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
         assert TP in rm.partitions
-        answer = await n.handle_update_metadata(request(4, (2, 3)))
+        answer = await n.handle_update_metadata(update_metadata(epoch=4, leader=2, replicas=(2, 3)))
         assert answer.error_code == ErrorCode.NONE
         assert TP not in rm.partitions
         assert not n._is_fetching(TP)
