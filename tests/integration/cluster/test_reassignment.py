@@ -111,12 +111,14 @@ def test_move_a_partition_under_an_acks_all_producer(cluster: BrokerCluster) -> 
 
 
 def test_list_shows_a_running_reassignment_and_cancel_restores_the_replicas(
-    new_cluster: Callable[..., BrokerCluster],
+    new_cluster: Callable[..., BrokerCluster], zk_connect: str
 ) -> None:
     """The added replica cannot catch up: replication is throttled to 1 byte/s (KIP-73; only
     replicas outside the ISR are held back) and a follower fetch carries at most 16 KiB, so
     after its first fetch the new replica waits. Every broker stays up and answering (a
-    SIGSTOPped target made kafka-python's metadata requests to it time out)."""
+    SIGSTOPped target made kafka-python's metadata requests to it time out). The start and
+    the cancel each move the partition epoch (the state znode's version) and keep the
+    leader epoch (``decisions.on_replicas_changed``)."""
     cluster = new_cluster(
         overrides={
             "leader.replication.throttled.rate": "1",
@@ -133,10 +135,15 @@ def test_list_shows_a_running_reassignment_and_cancel_restores_the_replicas(
     for i in range(100):
         producer.produce("cx", b"%04d" % i + b"x" * 2000)
     assert producer.flush(60) == 0
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=30)
     admin = kadmin(cluster)
     try:
+        before = partition_state(zk, "cx")
         tp = KTopicPartition("cx", 0)
         assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
+        started = partition_state(zk, "cx")
+        assert started == (before[0] + 1, before[1]), (before, started)
         ongoing = admin.list_partition_reassignments([tp])
         assert ongoing == {
             tp: {"replicas": [1, 2, 0], "adding_replicas": [2], "removing_replicas": [0]}
@@ -145,6 +152,7 @@ def test_list_shows_a_running_reassignment_and_cancel_restores_the_replicas(
         time.sleep(2)  # still running: the new replica is held back
         assert admin.list_partition_reassignments() == ongoing
         assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert partition_state(zk, "cx") == (started[0] + 1, before[1])
         assert admin.list_partition_reassignments() == {}
         # Cancelling twice: nothing is running any more.
         assert admin.alter_partition_reassignments({tp: None}) == {
@@ -152,6 +160,8 @@ def test_list_shows_a_running_reassignment_and_cancel_restores_the_replicas(
         }
     finally:
         admin.close()
+        zk.stop()
+        zk.close()
     wait_until(
         lambda: all(
             sorted(cluster.partition("cx", via=x).replicas) == [0, 1]
@@ -267,6 +277,13 @@ def test_brokers_killed_during_reassignments_lose_nothing(cluster: BrokerCluster
                     60,
                     f"broker {broker.broker_id}'s replica of fk-{p} to be deleted",
                 )
+
+
+def partition_state(zk: KazooClient, topic: str, partition: int = 0) -> tuple[int, int]:
+    """(partition epoch, leader epoch) from the partition's state znode (the partition
+    epoch is the znode's version, as in Kafka's ZooKeeper mode)."""
+    data, stat = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return stat.version, int(json.loads(data)["leader_epoch"])
 
 
 def read_partition(cluster: BrokerCluster, topic: str, partition: int) -> list[bytes]:
