@@ -269,8 +269,10 @@ def test_inflight_isr_change_survives_a_reassignment_leader_and_isr(seed: int) -
 # overtaken by one due at its resume (the sim's FIFO); 5041, a retried AlterPartition naming
 # a replica removed and added back at the same partition epoch (acknowledged records lost;
 # fixed by ``decisions.on_replicas_changed``); 18014, a follower asking for ever about an
-# epoch it opened at its LEO and never wrote in (the sim's truncation to the LEO kept it).
-@pytest.mark.parametrize("seed", [5041, 18014, 18219])
+# epoch it opened at its LEO and never wrote in (the sim's truncation to the LEO kept it);
+# 55604, a replace dropping the only in-sync replica of an offline partition (refused now,
+# ``decisions.replica_removal_problem``).
+@pytest.mark.parametrize("seed", [5041, 18014, 18219, 55604])
 def test_session_12_sweep_seeds(seed: int) -> None:
     result = run_seed(seed, reassign_share=1.0)
     assert result.ok, result.violations

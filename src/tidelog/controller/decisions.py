@@ -49,6 +49,7 @@ __all__ = [
     "on_replicas_changed",
     "plan_reassignment",
     "reassignment_target_error",
+    "replica_removal_problem",
 ]
 
 
@@ -393,6 +394,38 @@ def plan_reassignment(current: ReplicaAssignment, target: Sequence[BrokerId]) ->
         adding=tuple(r for r in target if r not in origin),
         removing=tuple(r for r in origin if r not in target),
     )
+
+
+def replica_removal_problem(
+    tp: object,
+    state: LeaderAndIsr,
+    dropped: Collection[BrokerId],
+    replicas: Sequence[BrokerId],
+    electable: Collection[BrokerId],
+) -> str | None:
+    """Why replicas leaving a reassignment at once (a replace or cancel drops the replicas
+    the first one was adding) must be refused (INVALID_REPLICA_ASSIGNMENT), or None.
+
+    1. They are the whole ISR: the partition would have no in-sync replica left and the
+       removed ones' logs, the only ones holding every committed record, would be deleted
+       (found by the simulator, soak seed 55604 with ``--reassign-share 1``: an offline
+       partition whose only in-sync replica was an adding one; Kafka allows it).
+    2. The leader is one of them and no in-sync electable replica of ``replicas`` (the new
+       replica set) can take over."""
+    if not dropped:
+        return None
+    isr_left = [r for r in state.isr if r not in dropped]
+    if state.isr and not isr_left:
+        return (
+            f"Replicas {sorted(map(int, state.isr))} are the only in-sync replicas of {tp}; "
+            "removing them would leave it none. Let the running reassignment finish first."
+        )
+    if state.leader in dropped and not any(r in isr_left and r in electable for r in replicas):
+        return (
+            f"Replica {state.leader} leads {tp} and no other replica of the new assignment "
+            "is in sync to take over; let the running reassignment finish first."
+        )
+    return None
 
 
 def on_replicas_changed(

@@ -259,17 +259,13 @@ class Reassignments:
     def _removal_problem(
         self, tp: TopicPartition, before: ReplicaAssignment, after: ReplicaAssignment
     ) -> str | None:
-        """Step 3: replicas leaving at once must not take the only clean leader with them."""
-        dropped = set(before.replicas) - set(after.replicas)
+        """Step 3: replicas leaving at once (``decisions.replica_removal_problem``)."""
         state = self.c._states.get(tp)
-        if not dropped or state is None or state.leader not in dropped:
+        if state is None:
             return None
-        electable = self.c._electable()
-        if any(r in state.isr and r in electable for r in after.replicas):
-            return None
-        return (
-            f"Replica {state.leader} leads {tp} and no other replica of the new assignment "
-            "is in sync to take over; let the running reassignment finish first."
+        dropped = set(before.replicas) - set(after.replicas)
+        return decisions.replica_removal_problem(
+            tp, state.leader_and_isr(), dropped, after.replicas, self.c._electable()
         )
 
     async def _after_start(

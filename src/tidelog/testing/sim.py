@@ -552,15 +552,9 @@ class Simulation:
         dropped = [r for r in current.replicas if r not in planned.replicas]
         state = self.states[tp]
         electable = self._electable()
-        if state.leader in dropped and not any(
-            r in state.isr and r in electable for r in planned.replicas
-        ):
-            return self._refuse(
-                tp,
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Replica {state.leader} leads {tp} and no other replica of the new assignment "
-                "is in sync to take over; let the running reassignment finish first.",
-            )
+        problem = decisions.replica_removal_problem(tp, state, dropped, planned.replicas, electable)
+        if problem is not None:
+            return self._refuse(tp, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         self.assignment[tp] = planned.replicas
         if planned.is_reassigning:
             self.reassignments[tp] = planned

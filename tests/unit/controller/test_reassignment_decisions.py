@@ -8,6 +8,7 @@ from tidelog.controller.decisions import (
     on_replicas_changed,
     plan_reassignment,
     reassignment_target_error,
+    replica_removal_problem,
 )
 from tidelog.model import BrokerId
 from tidelog.replication.partition import LeaderAndIsr
@@ -105,3 +106,26 @@ def test_dropped_replicas_leave_the_isr_and_a_dropped_leader_hands_over() -> Non
     assert on_replicas_changed(before, b(0, 1), b(2), b(0, 1, 2)) == state(0, (0, 1), epoch=4, pe=8)
     # No in-sync electable replica left to lead: nothing to write (refused before).
     assert on_replicas_changed(state(0, (0,)), b(1, 2), b(0), b(0, 1, 2)) is None
+
+
+def test_dropping_the_whole_isr_is_refused_even_without_a_leader() -> None:
+    # Soak seed 55604: offline (leader -1), its only in-sync replica 2 an adding replica that
+    # a replacing reassignment no longer wants. Dropping it would leave no in-sync replica
+    # and delete the only complete log.
+    offline = state(-1, (2,))
+    assert replica_removal_problem("t-0", offline, b(2), b(3, 0, 1), b(0, 1, 3)) == (
+        "Replicas [2] are the only in-sync replicas of t-0; removing them would leave it "
+        "none. Let the running reassignment finish first."
+    )
+    # Another in-sync replica stays: allowed.
+    assert replica_removal_problem("t-0", state(-1, (1, 2)), b(2), b(0, 1), b(0, 1)) is None
+
+
+def test_dropping_the_leader_needs_an_in_sync_electable_successor() -> None:
+    led = state(2, (1, 2))
+    assert replica_removal_problem("t-0", led, b(2), b(0, 1), b(0, 1)) is None
+    # 1 is in sync but not electable (shutting down or fenced): refused.
+    refused = replica_removal_problem("t-0", led, b(2), b(0, 1), b(0))
+    assert refused is not None
+    assert refused.startswith("Replica 2 leads t-0 and no other replica")
+    assert replica_removal_problem("t-0", led, (), b(0, 1, 2), b(0)) is None
