@@ -18,10 +18,9 @@ lint: venv
 	$(BIN)/lint-imports
 
 # The contract: static checks, then every test not marked slow (unit, simulator seeds,
-# integration against real processes): the in-process tests run beside the real-process
-# ones, in a second pytest session (scripts/run_tests.sh says why).
+# integration against real processes).
 test: lint
-	bash scripts/run_tests.sh $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 test-fast: venv
 	$(BIN)/pytest -m "not slow and not integration and not spark" $(PYTEST_ARGS)
