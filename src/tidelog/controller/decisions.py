@@ -396,6 +396,19 @@ def plan_reassignment(current: ReplicaAssignment, target: Sequence[BrokerId]) ->
     )
 
 
+def _leader_after(
+    state: LeaderAndIsr,
+    replicas: Sequence[BrokerId],
+    gone: Collection[BrokerId],
+    electable: Collection[BrokerId],
+) -> BrokerId | None:
+    """The leader once ``gone`` leave: the same one, or, if it is one of them, the first
+    replica of ``replicas`` still in sync and electable (None when there is none)."""
+    if state.leader not in gone:
+        return state.leader
+    return next((r for r in replicas if r in state.isr and r not in gone and r in electable), None)
+
+
 def replica_removal_problem(
     tp: object,
     state: LeaderAndIsr,
@@ -414,13 +427,12 @@ def replica_removal_problem(
        replica set) can take over."""
     if not dropped:
         return None
-    isr_left = [r for r in state.isr if r not in dropped]
-    if state.isr and not isr_left:
+    if state.isr and all(r in dropped for r in state.isr):
         return (
             f"Replicas {sorted(map(int, state.isr))} are the only in-sync replicas of {tp}; "
             "removing them would leave it none. Let the running reassignment finish first."
         )
-    if state.leader in dropped and not any(r in isr_left and r in electable for r in replicas):
+    if _leader_after(state, replicas, dropped, electable) is None:
         return (
             f"Replica {state.leader} leads {tp} and no other replica of the new assignment "
             "is in sync to take over; let the running reassignment finish first."
@@ -449,12 +461,9 @@ def on_replicas_changed(
     electable replica of ``replicas`` takes over. Leader or ISR changed: a new leader epoch.
     None when the leader leaves and no replica can take over (refused before the write)."""
     isr = tuple(r for r in state.isr if r not in gone)
-    leader = state.leader
-    if leader in gone:
-        candidates = [r for r in replicas if r in isr and r in electable]
-        if not candidates:
-            return None
-        leader = candidates[0]
+    leader = _leader_after(state, replicas, gone, electable)
+    if leader is None:
+        return None
     moved = leader != state.leader or isr != state.isr
     return LeaderAndIsr(
         leader=leader,

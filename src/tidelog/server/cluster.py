@@ -826,7 +826,7 @@ class ClusterNode:
         self._configs_loaded: set[str] = set()
         #: The registration (broker epoch) whose first UpdateMetadata was checked for logs of
         #: unknown topics (``tidelog.server.stray_replicas`` rule 2).
-        self._strays_checked_for = -1
+        self._unknown_logs_checked_for = -1
         self._config_changed = asyncio.Event()
         self._config_watch: Watch | None = None
         replica_manager.alter_partition_sink = self.propose
@@ -1343,8 +1343,8 @@ class ClusterNode:
         # A whole view for this registration: clients may be answered (readiness rule 2).
         self.readiness.applied_update_metadata(request.broker_epoch)
         self._delete_stray_logs(listed)
-        if self._strays_checked_for != request.broker_epoch:
-            self._strays_checked_for = request.broker_epoch
+        if self._unknown_logs_checked_for != request.broker_epoch:
+            self._unknown_logs_checked_for = request.broker_epoch
             unknown = unknown_topic_logs(
                 self.replica_manager.log_manager.all_logs(), self.metadata.topics
             )
@@ -1370,9 +1370,16 @@ class ClusterNode:
             "deleting the stray replicas %s: this broker is not one of their replicas",
             ", ".join(map(str, strays[:10])),
         )
-        for tp in strays:
+        self._delete_replicas(strays)
+
+    def _delete_replicas(self, tps: Sequence[TopicPartition]) -> None:
+        """Stop fetching ``tps`` and delete their replicas (partition state and log):
+        StopReplica(delete) and the stray rule. Only the replicas: the topic may live on (a
+        reassignment moved them away); a deleted topic leaves the metadata cache with the
+        UpdateMetadata that follows (leader LEADER_DURING_DELETE), on the same channel."""
+        for tp in tps:
             self.fetchers.remove(tp)
-        rm.delete_partitions(strays)
+        self.replica_manager.delete_partitions(tps)
 
     def handle_stop_replica(
         self, request: control.StopReplicaRequest
@@ -1385,15 +1392,13 @@ class ClusterNode:
         errors = []
         for p in request.partitions:
             tp = TopicPartition(p.topic_name, p.partition_index)
-            self.fetchers.remove(tp)
             if p.delete_partition:
                 deleted.append(tp)
+            else:
+                self.fetchers.remove(tp)
             errors.append(_perror(tp, ErrorCode.NONE))
         if deleted:
-            # Only the replicas: the topic may live on (a reassignment moved them away). A
-            # deleted topic leaves the metadata cache with the UpdateMetadata that follows
-            # (leader LEADER_DURING_DELETE), on the same ordered channel.
-            self.replica_manager.delete_partitions(deleted)
+            self._delete_replicas(deleted)
             log.info("deleted the replicas %s", ", ".join(map(str, deleted[:10])))
         return control.StopReplicaResponse(partition_errors=tuple(errors))
 
