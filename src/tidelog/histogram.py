@@ -1,6 +1,7 @@
 """Millisecond timers as Prometheus histograms: fixed buckets, plain counters.
 
-Shared by the request metrics (``tidelog.server.metrics``) and the controller's election
+Shared by the request metrics (``tidelog.server.observability.metrics``) and the controller's
+election
 timer (``Controller.election_times``, Kafka's LeaderElectionRateAndTimeMs): no locks, no
 prometheus_client here; everything that bumps them runs on the event loop.
 """
@@ -36,7 +37,7 @@ BOUND_TEXTS: Final = (*(repr(b) for b in TIME_BUCKETS_MS), "+Inf")
 
 class Histogram:
     """One ``...Ms`` timer: per-bucket counts (not cumulative, the last one +Inf) and the
-    sum, plain numbers bumped on the event loop (tidelog.server.metrics' rule 3)."""
+    sum, plain numbers bumped on the event loop (tidelog.server.observability.metrics' rule 3)."""
 
     __slots__ = ("buckets", "sum_ms")
 

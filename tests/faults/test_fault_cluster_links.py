@@ -14,7 +14,7 @@ import pytest
 
 from tests.faults.test_proxy import Target, nothing_arrives, recv_exactly
 from tidelog.cli.launcher import BrokerInfo, ClusterState
-from tidelog.server.config import load_broker_config
+from tidelog.server.config.broker_config import load_broker_config
 from tidelog.testing.faults.cluster import FaultCluster
 
 BROKERS = (1, 2, 3)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 #: Written next to the broker's config: ``python -m tidelog`` runs with that directory as
 #: its working directory, so the broker imports it like an operator's own module.
 POLICY_MODULE = """
-from tidelog.server.policies import PolicyViolationError
+from tidelog.server.config.policies import PolicyViolationError
 
 
 class NoScratchTopics:

@@ -1,4 +1,4 @@
-"""ACLs on a real ZooKeeper (``tidelog.controller.zk_acls``, ``tidelog.server.authorizer``):
+"""ACLs on a real ZooKeeper (``tidelog.controller.zk_acls``, ``tidelog.server.auth.authorizer``):
 Kafka's znodes byte for byte, change notifications, a second broker's authorizer following
 the first, removal by filter, concurrent compare-and-set writers, and ACLs a Kafka broker
 wrote."""
@@ -24,8 +24,8 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.authorizer import AclAuthorizer
-from tidelog.server.request_context import RequestContext
+from tidelog.server.auth.authorizer import AclAuthorizer
+from tidelog.server.network.request_context import RequestContext
 
 pytestmark = pytest.mark.integration
 

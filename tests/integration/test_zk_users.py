@@ -31,8 +31,8 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.security.scram import ScramClient, ScramMechanism, make_credential, salted_password
-from tidelog.server.sasl import SaslAuthenticatorFactory
-from tidelog.server.scram_apis import ScramCredentialApis
+from tidelog.server.apis.scram_apis import ScramCredentialApis
+from tidelog.server.network.sasl import SaslAuthenticatorFactory
 
 pytestmark = pytest.mark.integration
 

@@ -172,7 +172,7 @@ def test_controller_dies_between_the_two_writes_of_completion() -> None:
 def test_controller_dies_after_writing_the_assignment_the_next_one_deletes_the_strays() -> None:
     """Seen in CI: the completion's writes made, its StopReplica never sent. The removed
     replica (here the leader) runs on; the next controller has nothing to resume and
-    removes it with its UpdateMetadata (``tidelog.server.stray_replicas`` rule 1)."""
+    removes it with its UpdateMetadata (``tidelog.server.replica.stray_replicas`` rule 1)."""
     sim = cluster()
     load(sim, sim.now_ms, sim.now_ms + 600)
     sim.run_for(100)

@@ -106,7 +106,7 @@ def cluster_settings(cluster: LocalCluster) -> dict[str, str]:
     """librdkafka settings for ``cluster``'s admin (empty for a plaintext cluster)."""
     if cluster.security is None:
         return {}
-    from tidelog.server.config import parse_properties
+    from tidelog.server.config.broker_config import parse_properties
 
     text = (cluster.directory / CLIENT_PROPERTIES).read_text(encoding="utf-8")
     return librdkafka_settings(parse_properties(text))

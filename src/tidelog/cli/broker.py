@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here: the server is heavy, and every `tidelog` command builds this parser.
     from tidelog.server.broker import run_broker  # noqa: PLC0415
-    from tidelog.server.config import load_broker_config_file, parse_override  # noqa: PLC0415
-    from tidelog.server.policies import Policies  # noqa: PLC0415
+    from tidelog.server.config.broker_config import load_broker_config_file, parse_override  # noqa: PLC0415
+    from tidelog.server.config.policies import Policies  # noqa: PLC0415
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tidelog broker: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    from tidelog.server.log_format import use_log_format  # noqa: PLC0415
+    from tidelog.server.observability.log_format import use_log_format  # noqa: PLC0415
 
     use_log_format(args.log_format or config.get_str("log.format"), config.broker_id)
     for key in sorted(config.ignored):

@@ -56,7 +56,7 @@ from tidelog.coordinator.txn import TxnState
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.messages import build
+from tidelog.server.apis.messages import build
 
 FIND_COORDINATOR_V: Final = 3
 KEY_TYPE_TRANSACTION: Final = 1

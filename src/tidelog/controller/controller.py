@@ -397,11 +397,12 @@ class Controller:
         #: added to an ISR, until they report the dir back (or restart).
         self._offline_dirs: set[BrokerId] = set()
         #: Partition leaders this controller wrote that changed the leader epoch, and those of
-        #: them taken from outside the ISR (Kafka's ControllerStats; tidelog.server.metrics).
+        #: them taken from outside the ISR (Kafka's ControllerStats;
+        #: tidelog.server.observability.metrics).
         self.leader_elections = 0
         self.unclean_leader_elections = 0
         #: Kafka's LeaderElectionRateAndTimeMs timer: the time of each decide-and-write
-        #: round that elected at least one leader (tidelog.server.metrics renders it).
+        #: round that elected at least one leader (tidelog.server.observability.metrics renders it).
         self.election_times = Histogram()
         #: Partition reassignments (KIP-455; ``tidelog.controller.reassignment``).
         self.reassignments = Reassignments(self)

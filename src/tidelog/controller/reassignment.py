@@ -36,7 +36,7 @@ A crash between the two writes of step 2 leaves RS in the topic znode with a par
 that already completed; the next controller finds every target replica in the ISR and
 completes again (one more leader epoch). A dead target replica holds the reassignment until
 it returns (or until it is cancelled); a removed replica that was down when its StopReplica
-went out deletes its log when it returns (``tidelog.server.stray_replicas``).
+went out deletes its log when it returns (``tidelog.server.replica.stray_replicas``).
 
 Under the deterministic simulator (``Simulation.reassign``, ``tests/sim/test_reassignment.py``,
 ``python -m tidelog.testing.soak --reassign-share 1``) the same rules run with crashes,

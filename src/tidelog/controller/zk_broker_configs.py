@@ -15,7 +15,7 @@ Rules and invariants:
    (create when absent, delete when the config becomes empty); a lost race reads again and
    asks ``change`` again with what it read. After the write a ``/config/changes``
    notification is posted so Kafka brokers sharing the ZooKeeper see it. Notifications are
-   never consumed or deleted here (the topic-config watcher in ``tidelog.server.cluster``
+   never consumed or deleted here (the topic-config watcher in ``tidelog.server.cluster.node``
    and Kafka's purger own them).
 3. ``BrokerConfigWatch`` keeps one data watch on this broker's znode and one on
    ``<default>``: each event carries the znode's whole content (empty when it is gone), so

@@ -19,7 +19,7 @@ Rules and invariants:
    (create when absent, delete when the config becomes empty); a lost race reads again.
    After the write, a ``/config/changes`` notification is posted (persistent sequential)
    so Kafka brokers sharing the ZooKeeper see it. Notifications are never consumed or
-   deleted here: the broker's topic-config watcher (``tidelog.server.cluster``) and Kafka's
+   deleted here: the broker's topic-config watcher (``tidelog.server.cluster.node``) and Kafka's
    own purger own them.
 4. ``UserCredentialCache`` holds every user's credentials in memory, so authentication
    never waits for ZooKeeper: a children watch on ``/config/users`` plus one data watch per

@@ -1,6 +1,6 @@
 """The group coordinator's pure core: consumer group membership (the classic rebalance
 protocol) and committed offsets, with no IO (time comes in as ``now_ms``), and the record
-format of ``__consumer_offsets``. The asyncio shell is ``tidelog.server.group_coordinator``.
+format of ``__consumer_offsets``. The asyncio shell is ``tidelog.server.coordinators.group``.
 """
 
 from __future__ import annotations

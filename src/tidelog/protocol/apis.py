@@ -151,10 +151,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.ALTER_PARTITION: (2, 3),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
         # KIP-1142 (v0: KIP-714's ListClientMetricsResources) and KIP-966's paged
-        # topic metadata (tidelog.server.config_apis, tidelog.server.topic_partitions).
+        # topic metadata (tidelog.server.apis.config_apis, tidelog.server.apis.topic_partitions).
         ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
-        # Group coordination (tidelog.server.group_coordinator), classic protocol.
+        # Group coordination (tidelog.server.coordinators.group), classic protocol.
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
         ApiKey.FIND_COORDINATOR: (0, 6),
@@ -168,7 +168,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.OFFSET_DELETE: (0, 0),
         # KIP-98 TxnOffsetCommit (group coordinator); v5 is KIP-890's, not built.
         ApiKey.TXN_OFFSET_COMMIT: (0, 4),
-        # Transactions (tidelog.server.txn_coordinator), KIP-98 / KIP-447 as clients use
+        # Transactions (tidelog.server.coordinators.txn), KIP-98 / KIP-447 as clients use
         # them: AddPartitionsToTxn v4+ and WriteTxnMarkers v2 / EndTxn v5 / TxnOffsetCommit
         # v5 belong to KIP-890's transaction version 2 (server-side verification, an epoch
         # bump per transaction), not built; InitProducerId v6 is KIP-939's two-phase commit.
@@ -176,7 +176,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
-        # Transaction admin (tidelog.server.txn_admin), KIP-664.
+        # Transaction admin (tidelog.server.apis.txn_admin), KIP-664.
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),
@@ -190,7 +190,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-        # Log dirs (KIP-113; tidelog.server.log_dir_apis). kio has no DescribeLogDirs v0.
+        # Log dirs (KIP-113; tidelog.server.apis.log_dir_apis). kio has no DescribeLogDirs v0.
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
         ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
     }

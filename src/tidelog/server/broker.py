@@ -35,17 +35,24 @@ from tidelog.protocol.codec import (
     warm_up_steps,
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
-from tidelog.server.alter_log_dirs import ReplicaAlterLogDirsManager
-from tidelog.server.apis import KafkaApis
-from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
-from tidelog.server.cluster_apis import ClusterApis
-from tidelog.server.config import BrokerConfig
-from tidelog.server.console import Console
-from tidelog.server.group_coordinator import GroupCoordinator, client_host
-from tidelog.server.listeners import ListenerSecurity
-from tidelog.server.log_dir_apis import LogDirApis
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.metrics import (
+from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.log_dir_apis import LogDirApis
+from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
+from tidelog.server.apis.txn_admin import TxnAdmin
+from tidelog.server.auth.broker_security import BrokerSecurity
+from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.readiness import ReadinessGate
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.coordinators.group import GroupCoordinator, client_host
+from tidelog.server.coordinators.txn import TransactionCoordinator
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
+from tidelog.server.network.listeners import ListenerSecurity
+from tidelog.server.network.request_context import set_request
+from tidelog.server.network.sasl import SaslServerAuthenticator
+from tidelog.server.observability.console import Console
+from tidelog.server.observability.metrics import (
     BrokerState,
     MetricsEndpoint,
     RequestMetrics,
@@ -53,11 +60,9 @@ from tidelog.server.metrics import (
     ZkSessionTracker,
     broker_registry,
 )
-from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.process import keep_freed_memory
-from tidelog.server.readiness import ReadinessGate
-from tidelog.server.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
-from tidelog.server.replica_manager import (
+from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
+from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
     effective_topic_config,
@@ -65,11 +70,6 @@ from tidelog.server.replica_manager import (
     now_ms,
     probe_log_dir,
 )
-from tidelog.server.request_context import set_request
-from tidelog.server.sasl import SaslServerAuthenticator
-from tidelog.server.security import BrokerSecurity
-from tidelog.server.txn_admin import TxnAdmin
-from tidelog.server.txn_coordinator import TransactionCoordinator
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.log_manager import LogManager
 
@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 
-#: Group coordination (``tidelog.server.group_coordinator``), alone and in a cluster.
+#: Group coordination (``tidelog.server.coordinators.group``), alone and in a cluster.
 GROUP_APIS = frozenset(
     {
         ApiKey.FIND_COORDINATOR,
@@ -93,7 +93,7 @@ GROUP_APIS = frozenset(
         ApiKey.OFFSET_DELETE,
     }
 )
-#: Transactions (``tidelog.server.txn_coordinator``), alone and in a cluster.
+#: Transactions (``tidelog.server.coordinators.txn``), alone and in a cluster.
 TXN_APIS = frozenset(
     {
         ApiKey.ADD_PARTITIONS_TO_TXN,
@@ -106,7 +106,7 @@ TXN_APIS = frozenset(
         ApiKey.DESCRIBE_PRODUCERS,
     }
 )
-#: Security (``tidelog.server.security``): logins and ACLs, alone and in a cluster.
+#: Security (``tidelog.server.auth.broker_security``): logins and ACLs, alone and in a cluster.
 SECURITY_APIS = frozenset(
     {
         ApiKey.SASL_HANDSHAKE,
@@ -118,7 +118,7 @@ SECURITY_APIS = frozenset(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
-#: Log dirs (``tidelog.server.log_dir_apis``, KIP-113), alone and in a cluster.
+#: Log dirs (``tidelog.server.apis.log_dir_apis``, KIP-113), alone and in a cluster.
 LOG_DIR_APIS = frozenset({ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ALTER_REPLICA_LOG_DIRS})
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
 #: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
@@ -198,7 +198,8 @@ class Dispatcher:
         self._handlers = apis.handlers
         #: In a cluster: client requests wait until the broker has the cluster's metadata.
         self._gate = gate
-        #: Per-API counts and times when ``metrics.listener`` is set (tidelog.server.metrics).
+        #: Per-API counts and times when ``metrics.listener`` is set
+        #: (tidelog.server.observability.metrics).
         self._request_metrics = request_metrics
 
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
@@ -213,7 +214,8 @@ class Dispatcher:
             return decoded
         header, body = decoded
         metrics = self._request_metrics
-        # Time marks (tidelog.server.metrics rule 5): received, handler start, local done;
+        # Time marks (tidelog.server.observability.metrics rule 5): received, handler start, local
+        # done;
         # the answer's readiness and write are marked later.
         timing = (
             metrics.start(header.api_key, body, conn.last_active) if metrics is not None else None
@@ -307,7 +309,7 @@ class Dispatcher:
         body: Any,
         timing: RequestTiming | None = None,
     ) -> asyncio.Future[Response | None]:
-        """The broker is not ready (``tidelog.server.readiness``): the request runs when it
+        """The broker is not ready (``tidelog.server.cluster.readiness``): the request runs when it
         is, or its connection closes."""
         out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
 
@@ -365,10 +367,11 @@ class Broker:
         self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
-        #: Prometheus endpoint when ``metrics.listener`` is set (tidelog.server.metrics).
+        #: Prometheus endpoint when ``metrics.listener`` is set
+        #: (tidelog.server.observability.metrics).
         self.request_metrics: RequestMetrics | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
-        #: The web console on the metrics listener (tidelog.server.console).
+        #: The web console on the metrics listener (tidelog.server.observability.console).
         self.console: Console | None = None
         self.state = BrokerState.STARTING
 

@@ -40,7 +40,7 @@ Start-up resolves what a crash left (``_resolve_moves``, before any log is loade
   R1. A future dir without the marker (stopped or crashed before step 2): the current log
       is the replica; the future log is loaded after the current logs (recovered from
       offset 0: it has no checkpoint entries) and registered as ``tp``'s future log, and
-      the move resumes once the partition is hosted (``tidelog.server.alter_log_dirs``,
+      the move resumes once the partition is hosted (``tidelog.server.replica.alter_log_dirs``,
       future_log rule 6), as Kafka's LogManager loads ``-future`` dirs as future replicas.
       It is deleted, with a warning, when there is nothing to move it for: no online
       current log of ``tp`` in another log dir, another future dir of ``tp`` (a move

@@ -603,7 +603,7 @@ class Simulation:
             if self.crash_controller_after_assignment > 0:
                 # Both writes made, nobody told: the removed replicas never get their
                 # StopReplica; the next controller has no reassignment to resume, and its
-                # UpdateMetadata (``tidelog.server.stray_replicas`` rule 1) removes them.
+                # UpdateMetadata (``tidelog.server.replica.stray_replicas`` rule 1) removes them.
                 self.crash_controller_after_assignment -= 1
                 self._write_state_untold(tp, new, "after the assignment, telling nobody")
                 continue
@@ -753,7 +753,7 @@ class Simulation:
     def _on_update_metadata(
         self, broker: BrokerId, assignment: dict[TopicPartition, tuple[BrokerId, ...]]
     ) -> None:
-        """An UpdateMetadata listing every partition (``tidelog.server.stray_replicas`` rule
+        """An UpdateMetadata listing every partition (``tidelog.server.replica.stray_replicas`` rule
         1): a log of a partition whose replicas exclude this broker, hosted or not, is a stray
         (its StopReplica never reached it: the broker was down, its session had expired, or
         the controller died after writing the assignment) and is deleted."""

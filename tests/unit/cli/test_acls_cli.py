@@ -38,7 +38,7 @@ from tidelog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
-from tidelog.server.messages import build
+from tidelog.server.apis.messages import build
 
 ALLOW = AclPermissionType.ALLOW
 DENY = AclPermissionType.DENY

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tidelog.cli import local_security
-from tidelog.server.config import load_broker_config
+from tidelog.server.config.broker_config import load_broker_config
 
 
 def test_plaintext_needs_nothing(tmp_path: Path) -> None:

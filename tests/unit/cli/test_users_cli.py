@@ -35,7 +35,7 @@ from tidelog.security.scram import (
     make_credential,
     salted_password,
 )
-from tidelog.server.messages import build
+from tidelog.server.apis.messages import build
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

@@ -32,13 +32,13 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.records import iter_batches
-from tidelog.server.apis import KafkaApis
-from tidelog.server.config import load_broker_config
-from tidelog.server.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from tidelog.server.internal_topics import replay_batches
-from tidelog.server.messages import build
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.replica_manager import (
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.messages import build
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
+from tidelog.server.coordinators.internal_topics import replay_batches
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,
@@ -175,12 +175,12 @@ def test_standalone_offsets_expire_by_commit_time_with_tombstones(
     commit(groups, {1: 6})
     maintain(groups)  # schedules the first round one interval on
     clock(groups).now = T0 + RETENTION_MS - 1
-    with caplog.at_level(logging.INFO, logger="tidelog.server.group_coordinator"):
+    with caplog.at_level(logging.INFO, logger="tidelog.server.coordinators.group"):
         maintain(groups)  # a round: nothing is old enough
     assert "Removed 0 expired offsets in 0 milliseconds." in caplog.messages
     assert fetch(groups) == {0: 5, 1: 6}
     clock(groups).now = T0 + RETENTION_MS + CHECK_MS
-    with caplog.at_level(logging.INFO, logger="tidelog.server.group_coordinator"):
+    with caplog.at_level(logging.INFO, logger="tidelog.server.coordinators.group"):
         maintain(groups)
     assert "Removed 1 expired offsets in 0 milliseconds." in caplog.messages
     assert fetch(groups) == {0: -1, 1: 6}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tidelog.server.cluster import ClusterMetadataCache, ClusterNode
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
+from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,

@@ -1,6 +1,6 @@
-"""CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) (``tidelog.server.acl_apis``) over
+"""CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) (``tidelog.server.apis.acl_apis``) over
 an ``AclAuthorizer`` with an in-memory store, every error code of the three; and the
-authorizer shell (``tidelog.server.authorizer``): configuration, denial log, reloads."""
+authorizer shell (``tidelog.server.auth.authorizer``): configuration, denial log, reloads."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.acl_apis import (
+from tidelog.server.apis.acl_apis import (
     ACL_API_VERSIONS,
     CLUSTER_AUTHORIZATION_MESSAGE,
     SECURITY_DISABLED_MESSAGE,
     AclApis,
 )
-from tidelog.server.authorizer import (
+from tidelog.server.auth.authorizer import (
     AclAuthorizer,
     AclTable,
     Cancellable,
@@ -46,7 +46,7 @@ from tidelog.server.authorizer import (
     parse_super_users,
     request_name,
 )
-from tidelog.server.request_context import RequestContext, set_request
+from tidelog.server.network.request_context import RequestContext, set_request
 
 ADMIN = RequestContext(KafkaPrincipal.user("admin"), "127.0.0.1", "PLAINTEXT", "PLAINTEXT")
 BOB = RequestContext(KafkaPrincipal.user("bob"), "10.0.0.9", "PLAINTEXT", "PLAINTEXT")

@@ -34,23 +34,23 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.apis import KafkaApis
-from tidelog.server.authorizer import AclAuthorizer, InMemoryAclStore
-from tidelog.server.cluster_apis import ClusterApis
-from tidelog.server.config import load_broker_config
-from tidelog.server.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from tidelog.server.messages import build
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.network import CloseConnection, Response
-from tidelog.server.replica_manager import (
+from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.messages import build
+from tidelog.server.apis.txn_admin import TxnAdmin
+from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
+from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.network.connection import CloseConnection, Response
+from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,
     now_ms,
 )
-from tidelog.server.request_context import INTERNAL, RequestContext, set_request
-from tidelog.server.txn_admin import TxnAdmin
-from tidelog.server.txn_coordinator import TXN_TOPIC, TransactionCoordinator
 from tidelog.storage.log_manager import LogManager
 
 from .nodes import cluster_node

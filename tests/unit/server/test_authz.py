@@ -1,4 +1,4 @@
-"""The shared authorization helpers (``tidelog.server.authz``): name filtering with Kafka's
+"""The shared authorization helpers (``tidelog.server.auth.authz``): name filtering with Kafka's
 reference counts and log lines, authorized-operation bit fields (KIP-430), KIP-679's
 "WRITE on any topic", transactional batch detection and the Metadata decisions."""
 
@@ -23,9 +23,9 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server import authz
-from tidelog.server.authorizer import AclAuthorizer, InMemoryAclStore
-from tidelog.server.request_context import INTERNAL, RequestContext, set_request
+from tidelog.server.auth import authz
+from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

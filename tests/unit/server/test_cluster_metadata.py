@@ -22,9 +22,9 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.server.cluster import ClusterNode
-from tidelog.server.cluster_apis import ClusterApis
-from tidelog.server.group_coordinator import GroupCoordinator
+from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.cluster.node import ClusterNode
+from tidelog.server.coordinators.group import GroupCoordinator
 
 from .nodes import cluster_node
 

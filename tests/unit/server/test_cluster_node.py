@@ -14,9 +14,9 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server import cluster as cluster_module
-from tidelog.server.cluster import CachedBroker, ClusterNode
-from tidelog.server.replica_manager import (
+from tidelog.server.cluster import node as cluster_module
+from tidelog.server.cluster.node import CachedBroker, ClusterNode
+from tidelog.server.replica.manager import (
     ProduceResult,
     effective_topic_config,
 )
@@ -157,7 +157,7 @@ def test_update_metadata_fills_the_cache_and_a_deleted_topic_leaves_it(tmp_path:
 
 
 def test_update_metadata_without_this_broker_deletes_its_hosted_replica(tmp_path: Path) -> None:
-    """``tidelog.server.stray_replicas`` rule 1: a replica removed by a reassignment whose
+    """``tidelog.server.replica.stray_replicas`` rule 1: a replica removed by a reassignment whose
     StopReplica(delete) was lost (its controller died after writing the new assignment)
     goes when an UpdateMetadata lists the partition without this broker; an older
     controller's UpdateMetadata changes nothing."""

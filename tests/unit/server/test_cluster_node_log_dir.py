@@ -17,9 +17,9 @@ from tidelog.controller.zk import ZkClient
 from tidelog.controller.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster import CachedBroker, ClusterMetadataCache, ClusterNode
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
+from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tidelog.errors import ConfigError
-from tidelog.server.config import load_broker_config, validate_topic_configs
-from tidelog.server.replica_manager import effective_topic_config, log_config_for
+from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
+from tidelog.server.replica.manager import effective_topic_config, log_config_for
 
 BASE = {"log.dirs": "/tmp/x"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tidelog.errors import ConfigError
-from tidelog.server.config import (
+from tidelog.server.config.broker_config import (
     LONG_MAX,
     load_broker_config,
     load_broker_config_file,

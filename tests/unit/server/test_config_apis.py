@@ -27,20 +27,20 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.apis import KafkaApis
-from tidelog.server.authorizer import AclAuthorizer, InMemoryAclStore
-from tidelog.server.config import load_broker_config
-from tidelog.server.config_apis import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
-from tidelog.server.config_docs import ConfigSource, ConfigType
-from tidelog.server.messages import build
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.replica_manager import (
+from tidelog.server.apis.config_apis import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.messages import build
+from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.docs import ConfigSource, ConfigType
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,
     now_ms,
 )
-from tidelog.server.request_context import INTERNAL, RequestContext, set_request
 from tidelog.storage.log_manager import LogManager
 
 E = ErrorCode

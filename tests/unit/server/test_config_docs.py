@@ -1,12 +1,12 @@
-"""The config metadata table (``tidelog.server.config_docs``): every key has Kafka's type,
+"""The config metadata table (``tidelog.server.config.docs``): every key has Kafka's type,
 documentation, sensitivity and read-only-ness, and the topic <-> broker synonyms."""
 
 from __future__ import annotations
 
 import pytest
 
-from tidelog.server.config import BROKER_KEYS, IGNORED_KEYS, TOPIC_KEYS
-from tidelog.server.config_docs import (
+from tidelog.server.config.broker_config import BROKER_KEYS, IGNORED_KEYS, TOPIC_KEYS
+from tidelog.server.config.docs import (
     BROKER_DOCS,
     DYNAMIC_BROKER_KEYS,
     TOPIC_DOCS,

@@ -1,4 +1,5 @@
-"""The web console's HTTP side (tidelog.server.console) behind the metrics endpoint, on a
+"""The web console's HTTP side (tidelog.server.observability.console) behind the metrics endpoint,
+on a
 broker without ZooKeeper (a fake replica manager): the page, the snapshot with each
 replica's LEO, lag and the HW, the event stream, and the answers to bad requests."""
 
@@ -16,10 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.security.client_config import PLAINTEXT
-from tidelog.server.cluster import CachedBroker, CachedPartition
-from tidelog.server.config import MetricsListener
-from tidelog.server.console import QUORUM_TIMEOUT_S, Console
-from tidelog.server.metrics import MetricsEndpoint
+from tidelog.server.cluster.node import CachedBroker, CachedPartition
+from tidelog.server.config.broker_config import MetricsListener
+from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
+from tidelog.server.observability.metrics import MetricsEndpoint
 
 
 def fake_replica_manager(now_ms: int) -> SimpleNamespace:

@@ -20,9 +20,9 @@ import pytest
 from tidelog.controller.controller import ControlledShutdownResult
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.server.cluster import CachedBroker, ClusterMetadataCache, ClusterNode
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
+from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.replica.manager import (
     ReplicaManager,
     effective_topic_config,
     log_config_for,
@@ -69,7 +69,7 @@ def _node(tmp_path: Path, broker_id: int, metadata: ClusterMetadataCache) -> Clu
 
 
 def _controlled_shutdown(node: ClusterNode, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster"):
+    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster.node"):
         asyncio.run(node.controlled_shutdown(timeout_s=10.0))
 
 

@@ -1,5 +1,5 @@
 """How a broker secures its listeners and its own connections to peers
-(``tidelog.server.listeners``)."""
+(``tidelog.server.network.listeners``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from tidelog.errors import ConfigError
 from tidelog.security.certs import generate_local_pki
-from tidelog.server.config import load_broker_config
-from tidelog.server.listeners import (
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.network.listeners import (
     enabled_mechanisms,
     inter_broker_security,
     listener_security,

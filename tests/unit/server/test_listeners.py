@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.server.config import ConfigError, Endpoint, load_broker_config
+from tidelog.server.config.broker_config import ConfigError, Endpoint, load_broker_config
 
 BASE = {"log.dirs": "/tmp/x", "broker.id": "1"}
 

@@ -1,5 +1,6 @@
 """DescribeLogDirs (35) and AlterReplicaLogDirs (34) on one broker with two log dirs
-(``tidelog.server.log_dir_apis`` and ``tidelog.server.alter_log_dirs``): sizes and lags,
+(``tidelog.server.apis.log_dir_apis`` and ``tidelog.server.replica.alter_log_dirs``): sizes and
+lags,
 errors as Kafka answers them, the cluster ACL checks, moves that run while the
 partition keeps taking produces, and moves resumed after a crash or a clean restart."""
 
@@ -30,21 +31,21 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.alter_log_dirs import ReplicaAlterLogDirsManager
-from tidelog.server.apis import KafkaApis
-from tidelog.server.authorizer import AclAuthorizer, InMemoryAclStore
-from tidelog.server.config import load_broker_config
-from tidelog.server.log_dir_apis import LOG_DIR_API_VERSIONS, LogDirApis
-from tidelog.server.messages import build
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.replica_manager import (
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.log_dir_apis import LOG_DIR_API_VERSIONS, LogDirApis
+from tidelog.server.apis.messages import build
+from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.network.request_context import RequestContext, set_request
+from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
+from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
     effective_topic_config,
     log_config_for,
     now_ms,
 )
-from tidelog.server.request_context import RequestContext, set_request
 from tidelog.storage.future_log import FutureLogCopier
 from tidelog.storage.log_manager import LogManager
 

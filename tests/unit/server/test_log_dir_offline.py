@@ -14,8 +14,8 @@ import pytest
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_FILE,
     FetchRequestPartition,
     ReplicaManager,

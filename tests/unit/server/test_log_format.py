@@ -1,4 +1,5 @@
-"""``log.format=json`` (``tidelog.server.log_format``): one JSON object per record, with the
+"""``log.format=json`` (``tidelog.server.observability.log_format``): one JSON object per record,
+with the
 partition fields from ``extra=`` or from tidelog's message conventions, escaping, and
 exceptions in ``exc_info``."""
 
@@ -15,8 +16,13 @@ import pytest
 
 from tidelog.errors import ConfigError
 from tidelog.model import TopicPartition
-from tidelog.server.config import load_broker_config
-from tidelog.server.log_format import JsonFormatter, iso_time, partition_fields, use_log_format
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.observability.log_format import (
+    JsonFormatter,
+    iso_time,
+    partition_fields,
+    use_log_format,
+)
 
 
 @pytest.fixture

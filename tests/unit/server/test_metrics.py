@@ -1,4 +1,5 @@
-"""Prometheus metrics (tidelog.server.metrics): names and HELP, gauges computed at scrape
+"""Prometheus metrics (tidelog.server.observability.metrics): names and HELP, gauges computed at
+scrape
 time from broker state, request counters, the HTTP endpoint, the config key."""
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
-from tidelog.server.cluster import FetchState
-from tidelog.server.config import MetricsListener, load_broker_config
-from tidelog.server.metrics import (
+from tidelog.server.cluster.node import FetchState
+from tidelog.server.config.broker_config import MetricsListener, load_broker_config
+from tidelog.server.network.request_context import RequestContext
+from tidelog.server.observability.metrics import (
     CONTENT_TYPE,
     BrokerState,
     BrokerTopicStats,
@@ -44,16 +46,15 @@ from tidelog.server.metrics import (
     broker_registry,
     request_name,
 )
-from tidelog.server.purgatory import DelayedOperation, Purgatory
-from tidelog.server.replica_manager import (
+from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
     effective_topic_config,
     log_config_for,
     now_ms,
 )
-from tidelog.server.replication_quota import ReplicationQuotas
-from tidelog.server.request_context import RequestContext
+from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.storage.log_manager import LogManager
 
 # --- fake broker state -------------------------------------------------------------------

@@ -11,7 +11,7 @@ import tempfile
 from typing import Any
 
 from tidelog.protocol.framing import frame
-from tidelog.server.network import CloseConnection, Connection, DispatchResult, Response
+from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
 
 
 class FakeTransport(asyncio.Transport):
@@ -171,7 +171,7 @@ def test_frame_assembler_splits_any_chunking_like_the_decoder() -> None:
     import pytest
 
     from tidelog.protocol.errors import FrameTooLargeError
-    from tidelog.server.network import FrameAssembler
+    from tidelog.server.network.connection import FrameAssembler
 
     rng = random.Random(7)
     payloads = [os.urandom(rng.choice([0, 1, 5, 300, 70_000, 300_000])) for _ in range(30)]

@@ -18,15 +18,15 @@ from tidelog.controller.znodes import BrokerRegistration, EndPoint
 from tidelog.errors import ConfigError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster import (
+from tidelog.server.cluster.node import (
     CachedBroker,
     ClusterMetadataCache,
     ClusterNode,
     RpcControllerSender,
 )
-from tidelog.server.config import BrokerConfig, load_broker_config
-from tidelog.server.replica_manager import ReplicaManager, effective_topic_config, log_config_for
-from tidelog.server.replica_manager import now_ms as rm_now_ms
+from tidelog.server.config.broker_config import BrokerConfig, load_broker_config
+from tidelog.server.replica.manager import ReplicaManager, effective_topic_config, log_config_for
+from tidelog.server.replica.manager import now_ms as rm_now_ms
 from tidelog.storage.log_manager import LogManager
 
 KEY = "tidelog.testing.peer.addresses"

@@ -1,11 +1,11 @@
-"""``tidelog.server.policies``: loading policy classes and asking them."""
+"""``tidelog.server.config.policies``: loading policy classes and asking them."""
 
 from __future__ import annotations
 
 import pytest
 
 from tidelog.errors import ConfigError, ErrorCode
-from tidelog.server.policies import (
+from tidelog.server.config.policies import (
     AlterConfigRequest,
     CreateTopicRequest,
     Policies,
@@ -23,7 +23,9 @@ def request(
 def test_min_replication_factor_policy_counts_assignments_too() -> None:
     policies = Policies.from_config(
         {
-            "create.topic.policy.class.name": "tidelog.server.policies.MinReplicationFactorPolicy",
+            "create.topic.policy.class.name": (
+                "tidelog.server.config.policies.MinReplicationFactorPolicy"
+            ),
             "tidelog.policy.min.replication.factor": 3,
         }
     )
@@ -54,8 +56,8 @@ def test_a_policy_that_crashes_refuses_with_the_exception_named() -> None:
     ("name", "expected"),
     [
         ("nope.Nothing", "cannot load 'nope.Nothing'"),
-        ("tidelog.server.policies.Missing", "cannot load"),
-        ("tidelog.server.policies:Policies", "cannot load"),  # needs arguments
+        ("tidelog.server.config.policies.Missing", "cannot load"),
+        ("tidelog.server.config.policies:Policies", "cannot load"),  # needs arguments
         ("builtins.object", "has no validate(request) method"),
     ],
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
-from tidelog.server.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 
 
 class Op(DelayedOperation):

@@ -1,4 +1,5 @@
-"""The readiness gate (``tidelog.server.readiness``): when a cluster broker may answer clients."""
+"""The readiness gate (``tidelog.server.cluster.readiness``): when a cluster broker may answer
+clients."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.readiness import NotReadyError, ReadinessGate
+from tidelog.server.cluster.readiness import NotReadyError, ReadinessGate
 
 
 def on_a_loop(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:

@@ -10,8 +10,8 @@ from pathlib import Path
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.config import load_broker_config
-from tidelog.server.replica_manager import (
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.replica.manager import (
     FetchRequestPartition,
     FetchResult,
     ProduceResult,

@@ -17,11 +17,11 @@ from tidelog.client.client import FetchResult as ClientFetchResult
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.cluster import FetchState, LeaderFetcher
-from tidelog.server.config import LONG_MAX, load_broker_config, validate_topic_configs
-from tidelog.server.dynamic_config import check_alteration
-from tidelog.server.metrics import broker_registry
-from tidelog.server.replica_manager import (
+from tidelog.server.cluster.node import FetchState, LeaderFetcher
+from tidelog.server.config.broker_config import LONG_MAX, load_broker_config, validate_topic_configs
+from tidelog.server.config.dynamic import check_alteration
+from tidelog.server.observability.metrics import broker_registry
+from tidelog.server.replica.manager import (
     FetchRequestPartition,
     FetchResult,
     ReplicaManager,
@@ -29,7 +29,7 @@ from tidelog.server.replica_manager import (
     log_config_for,
     now_ms,
 )
-from tidelog.server.replication_quota import (
+from tidelog.server.replica.quota import (
     ALL_REPLICAS,
     ReplicationQuota,
     ReplicationQuotas,

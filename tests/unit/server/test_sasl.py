@@ -1,5 +1,5 @@
-"""The broker's SASL authenticator (tidelog.server.sasl), the SCRAM credential admin APIs
-(tidelog.server.scram_apis) over an in-memory store, and the client's ``sasl_authenticate``
+"""The broker's SASL authenticator (tidelog.server.network.sasl), the SCRAM credential admin APIs
+(tidelog.server.apis.scram_apis) over an in-memory store, and the client's ``sasl_authenticate``
 (tidelog.client.sasl) against the authenticator over a real loopback socket."""
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from tidelog.security.scram import (
     make_credential,
     salted_password,
 )
-from tidelog.server.network import CloseConnection
-from tidelog.server.sasl import SaslAuthenticatorFactory, SaslServerAuthenticator
-from tidelog.server.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
+from tidelog.server.apis.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
+from tidelog.server.network.connection import CloseConnection
+from tidelog.server.network.sasl import SaslAuthenticatorFactory, SaslServerAuthenticator
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ def scram_login(
 
 @pytest.fixture
 def caplog_info(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    with caplog.at_level(logging.DEBUG, logger="tidelog.server.sasl"):
+    with caplog.at_level(logging.DEBUG, logger="tidelog.server.network.sasl"):
         yield caplog
 
 
@@ -114,7 +114,7 @@ def failure_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "tidelog.server.sasl" and r.levelno >= logging.INFO
+        if r.name == "tidelog.server.network.sasl" and r.levelno >= logging.INFO
     ]
 
 

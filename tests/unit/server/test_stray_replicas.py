@@ -1,11 +1,11 @@
-"""Stray replica detection (``tidelog.server.stray_replicas``)."""
+"""Stray replica detection (``tidelog.server.replica.stray_replicas``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
-from tidelog.server.stray_replicas import stray_logs, unknown_topic_logs
+from tidelog.server.replica.stray_replicas import stray_logs, unknown_topic_logs
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """DescribeTransactions (65), ListTransactions (66) and DescribeProducers (61) on one broker
-(``tidelog.server.txn_admin``), on real storage and a real transaction coordinator whose
+(``tidelog.server.apis.txn_admin``), on real storage and a real transaction coordinator whose
 ``__transaction_state`` partition holds the state given here."""
 
 from __future__ import annotations
@@ -19,18 +19,9 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
-from tidelog.server.apis import KafkaApis
-from tidelog.server.config import load_broker_config
-from tidelog.server.group_coordinator import GroupCoordinator
-from tidelog.server.messages import build
-from tidelog.server.metadata import MetadataStore
-from tidelog.server.replica_manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
-from tidelog.server.txn_admin import (
+from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.apis.messages import build
+from tidelog.server.apis.txn_admin import (
     ListFilters,
     TxnAdmin,
     active_producers,
@@ -38,7 +29,16 @@ from tidelog.server.txn_admin import (
     kafka_datetime,
     list_transactions,
 )
-from tidelog.server.txn_coordinator import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.coordinators.group import GroupCoordinator
+from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.replica.manager import (
+    ReplicaManager,
+    effective_topic_config,
+    log_config_for,
+    now_ms,
+)
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
 

@@ -1,0 +1,214 @@
+"""What the coordinators share about the internal topics they own (``__consumer_offsets``,
+``__transaction_state``): where a partition's leader is, creating the topic on first use,
+and appending a batch that is answered only once replicated.
+
+Rules:
+  1. A coordinator owns partition ``p`` of its topic while this broker leads it; its state is
+     the replay of that partition (the new leader was in the ISR, so every acknowledged
+     write is in its log: seed 3's HW rule, made exact in DESIGN.md).
+  2. Every write is acks=all through the ordinary replication path: the caller is told the
+     outcome only once the high watermark passed the batch (or the error that ended the
+     wait), mapped by ``error_map`` to what the coordinator's clients understand.
+  3. Both topics are compacted (``cleanup.policy=compact``, Kafka's offsetsTopicConfigs and
+     TransactionLog's): their state is the last record per key, so the log cleaner
+     (``tidelog.storage.cleaner``) bounds them. A topic created earlier keeps its config
+     (Kafka does not alter an existing internal topic either).
+  4. A load replays whatever the log holds from its start: after compaction batches and
+     offsets have gaps (``replay_batches`` skips them, also a gap at a segment's end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from tidelog.aio import wait_for
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.protocol.records import BatchHeader, iter_batches
+from tidelog.server.network.request_context import current_request
+from tidelog.server.replica.manager import ProduceResult, ReplicaManager
+from tidelog.storage.log import Log
+from tidelog.storage.producer_state import AppendOrigin
+
+if TYPE_CHECKING:
+    from tidelog.server.apis.kafka_apis import KafkaApis
+    from tidelog.server.cluster.node import ClusterNode
+
+log = logging.getLogger(__name__)
+
+#: Kafka maps append errors of an internal topic to what coordinator clients understand.
+COORDINATOR_APPEND_ERRORS: Mapping[ErrorCode, ErrorCode] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def append_replicated(
+    replica_manager: ReplicaManager,
+    tp: TopicPartition,
+    batch: bytes,
+    timeout_ms: int,
+    error_map: Mapping[ErrorCode, ErrorCode] = COORDINATOR_APPEND_ERRORS,
+) -> tuple[int, asyncio.Future[ErrorCode]]:
+    """Append ``batch`` to ``tp`` (led here) with acks=all (rule 2), as the broker's own
+    write (``AppendOrigin.COORDINATOR``: a coordinator's transactional batch carries no
+    sequence, and only this path may write transaction markers). Returns the batch's base
+    offset (-1 when refused) and the outcome once replicated."""
+    future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+    appended = replica_manager.append_records({tp: batch}, -1, origin=AppendOrigin.COORDINATOR)
+    result, required = appended[tp]
+    if result.error != ErrorCode.NONE or required < 0:
+        future.set_result(error_map.get(result.error, result.error))
+        return -1, future
+
+    def respond(final: dict[TopicPartition, ProduceResult]) -> None:
+        if not future.done():
+            error = final[tp].error
+            future.set_result(error_map.get(error, error))
+
+    replica_manager.wait_for_acks(appended, timeout_ms, respond)
+    return result.base_offset, future
+
+
+def replay_batches(the_log: Log) -> Iterator[tuple[BatchHeader, bytes, int]]:
+    """Every batch of ``the_log`` from its start to its end, once, for a coordinator's
+    load (rule 1): ``(header, batch bytes, first offset to use)``; records of the first
+    batch below the log start offset (DeleteRecords inside a batch) are to be skipped."""
+    position = the_log.log_start_offset
+    end = the_log.log_end_offset
+    while position < end:
+        chunk = the_log.read(position, 1 << 20, max_offset=None, min_one_batch=True)
+        if chunk is None:
+            # A compacted segment may end in a gap (its last batches cleaned away): go on
+            # at the next segment (rule 4).
+            later = [b for b in the_log.segment_base_offsets if b > position]
+            if not later:
+                return
+            position = min(later)
+            continue
+        data = chunk.read_bytes()
+        next_position = position
+        for at, header in iter_batches(data):
+            next_position = max(next_position, header.next_offset)
+            if header.next_offset > position:
+                yield header, data[at : at + header.size], position
+        if next_position <= position:
+            return
+        position = next_position
+
+
+def leader_of(
+    apis: KafkaApis, node: ClusterNode | None, tp: TopicPartition, *, for_client: bool = False
+) -> tuple[int, str, int] | None:
+    """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it, or None.
+
+    The address is on the inter-broker listener (the broker's own connections), or with
+    ``for_client`` on the listener the current request came in on (FindCoordinator: a
+    client on the SASL_SSL port must be sent to the coordinator's SASL_SSL port)."""
+    if node is None:
+        if tp not in apis.replica_manager.partitions:
+            return None
+        host, port = apis.own_address() if for_client else (apis.host, apis.port)
+        return apis.broker_id, host, port
+    state = node.metadata.partitions.get(tp)
+    if state is None or state.leader < 0:
+        return None
+    broker = node.metadata.brokers.get(state.leader)
+    if broker is None:
+        return None
+    if for_client:
+        address = broker.address_on(current_request().listener_name)
+        if address is None:  # the leader has no such listener: no coordinator for this client
+            return None
+        return broker.broker_id, address[0], address[1]
+    return broker.broker_id, broker.host, broker.port
+
+
+def partition_count(apis: KafkaApis, topic: str) -> int:
+    """How many partitions ``topic`` has, 0 while this broker does not know (a broker that
+    replicates some partitions knows those before it knows the count, and a key hashed over
+    the wrong count would live in the wrong partition)."""
+    info = apis.metadata.topics.get(topic)
+    return 0 if info is None else info.num_partitions
+
+
+class InternalTopicCreator:
+    """Creates one internal topic on first use, once, however many requests ask at once."""
+
+    def __init__(
+        self,
+        apis: KafkaApis,
+        node: ClusterNode | None,
+        name: str,
+        *,
+        partitions_key: str,
+        replication_key: str,
+        config: Mapping[str, str],
+    ) -> None:
+        self.apis = apis
+        self.node = node
+        self.name = name
+        self.partitions_key = partitions_key
+        self.replication_key = replication_key
+        #: Rule 3: compacted unless the caller says otherwise.
+        self.config = {"cleanup.policy": "compact", **config}
+        self._creating: asyncio.Task[None] | None = None
+
+    async def ensure(self, timeout_s: float = 5.0) -> int:
+        """The topic's partition count, creating it first if needed; 0 if not there yet."""
+        count = partition_count(self.apis, self.name)
+        if count:
+            return count
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        try:
+            await wait_for(asyncio.shield(self._creating), timeout_s)
+        except TimeoutError:
+            return 0
+        return partition_count(self.apis, self.name)
+
+    async def _create(self) -> None:
+        settings = self.apis.config
+        n = settings.get_int(self.partitions_key)
+        live = 1 if self.node is None else max(1, len(self.node.metadata.brokers))
+        rf = min(settings.get_int(self.replication_key), live)
+        config = dict(self.config)
+        if "min.insync.replicas" in config:  # never above the replication factor chosen
+            config["min.insync.replicas"] = str(min(int(config["min.insync.replicas"]), rf))
+        if self.node is None:
+            # Alone, topic configs are typed values (what validation would have parsed).
+            typed: dict[str, object] = {
+                k: int(v) if v.lstrip("-").isdigit() else v for k, v in config.items()
+            }
+            self.apis.create_topic(self.name, n, typed)
+            return
+        error, message, _topic_id = await self.node.create_topic(
+            self.name,
+            num_partitions=n,
+            replication_factor=rf,
+            config=config,
+            assignment=None,
+            validate_only=False,
+        )
+        if error == ErrorCode.NONE:
+            log.info("created %s: %d partitions, replication factor %d", self.name, n, rf)
+        elif error != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.warning("creating %s failed: %s %s", self.name, error.name, message or "")
+            return
+        await self.node.wait_for_leaders([self.name], 5.0)
+
+
+__all__ = [
+    "COORDINATOR_APPEND_ERRORS",
+    "InternalTopicCreator",
+    "append_replicated",
+    "leader_of",
+    "partition_count",
+    "replay_batches",
+]

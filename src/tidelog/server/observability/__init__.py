@@ -1,0 +1,1 @@
+"""What a running broker shows: Prometheus metrics, the web console and structured logs."""

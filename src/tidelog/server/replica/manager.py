@@ -1,0 +1,782 @@
+"""The replica manager: this broker's partitions, their logs, and the produce/fetch paths.
+
+Each hosted partition pairs a storage ``Log`` with the replication core's ``Partition``
+(leader/follower state, ISR, high watermark). The rules for appends, acks and the high
+watermark live in ``tidelog.replication``; this module only sequences IO around them:
+
+1. Produce: ``Partition.check_append(acks)`` first (NOT_LEADER_OR_FOLLOWER,
+   NOT_ENOUGH_REPLICAS), then ``Log.append_as_leader`` (which validates every batch before
+   writing any: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE), then ``Partition.on_leader_append`` with
+   the new log end offset. If the high watermark moved, parked fetches and ``acks=all``
+   produces on that partition are woken (DESIGN.md rule 6).
+2. ``acks=all`` parks in the produce purgatory until
+   ``Partition.check_enough_replicas_reach_offset(last_offset + 1)`` says done (or an error),
+   or the request timeout passes (REQUEST_TIMED_OUT).
+3. Consumer fetches read only below the high watermark (``max_offset``); a fetch that starts
+   inside a batch gets the whole batch (storage returns whole batches).
+4. Fetches that find fewer than ``min_bytes`` park in the fetch purgatory keyed by partition
+   and are woken by appends, or answered with what there is after ``max_wait_ms``.
+5. Log dir failure (Kafka's LogDirFailureChannel, KIP-112): an OSError while writing a log
+   (ENOSPC, EIO) takes its whole log dir offline. Produces to partitions in it are answered
+   KAFKA_STORAGE_ERROR (56) without touching the disk (before any append: nothing that
+   failed was acknowledged, and nothing half-written is visible, ``tidelog.storage.log``);
+   reads go on (the data is intact). ``log_dir_failure_sink`` tells the cluster side
+   (stop fetching, report to the controller). A dir that went offline for lack of space
+   (ENOSPC, EDQUOT) is probed (``probe_log_dir``: free space above a margin and a small
+   write + fsync) and comes back through ``mark_log_dir_online``; after any other error it
+   stays offline until the broker restarts, as in Kafka.
+6. Replication throttles (KIP-73, ``tidelog.server.replica.quota``): a follower's fetch
+   gets no data for a leader-throttled partition while that follower is out of the ISR and
+   the leader rate is exceeded, and such a partition does not count towards ``min_bytes``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.replication.partition import AlterPartitionProposal, Partition
+from tidelog.server.config.broker_config import LONG_MAX, BrokerConfig
+from tidelog.server.observability.metrics import BrokerTopicStats
+from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replica.quota import (
+    FOLLOWER_THROTTLED_RATE,
+    LEADER_THROTTLED_RATE,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    ReplicationQuotas,
+)
+from tidelog.storage.log import FetchSlice, Log, LogConfig
+from tidelog.storage.log_manager import LogManager
+from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
+
+log = logging.getLogger(__name__)
+
+#: Errors after which a log dir may come back by itself once it has room (rule 5).
+RECOVERABLE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: Free space an offline log dir needs before its replicas come back: room for a follower's
+#: first fetches (replica.fetch.max.bytes is 1 MiB by default), so a dir that is still all
+#: but full does not flap between offline and online.
+LOG_DIR_RECOVERY_FREE_BYTES: Final = 2 << 20
+#: How often an offline log dir is probed.
+LOG_DIR_PROBE_INTERVAL_S: Final = 1.0
+#: The probe's file in the log dir (not a partition directory: the log manager ignores it).
+LOG_DIR_PROBE_FILE: Final = ".tidelog-log-dir-probe"
+#: Append errors whose bytes count as rejected (Kafka's BytesRejectedPerSec).
+_TOO_LARGE: Final = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+
+
+def probe_log_dir(log_dir: Path, free_bytes: int = LOG_DIR_RECOVERY_FREE_BYTES) -> bool:
+    """Whether ``log_dir`` can take writes again: ``free_bytes`` available to us and a small
+    write + fsync + unlink that succeeds. Blocking (fsync): run it in a worker thread."""
+    try:
+        stat = os.statvfs(log_dir)
+        if stat.f_bavail * stat.f_frsize < free_bytes:
+            return False
+        probe = log_dir / LOG_DIR_PROBE_FILE
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = memoryview(b"\0" * 4096)
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+    except OSError as exc:
+        log.debug("log dir %s still unwritable: %s", log_dir, exc)
+        return False
+    return True
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def log_config_for(
+    topic_config: Mapping[str, object], broker_config: BrokerConfig | None = None
+) -> LogConfig:
+    """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config, plus
+    the broker-only ``producer.id.expiration.ms`` and ``tidelog.log.page.cache.keep.bytes``
+    when ``broker_config`` is given."""
+
+    def get(key: str) -> int:
+        value = topic_config[key]
+        assert isinstance(value, int)
+        return value
+
+    return LogConfig(
+        segment_bytes=get("segment.bytes"),
+        segment_ms=get("segment.ms"),
+        index_interval_bytes=get("index.interval.bytes"),
+        segment_index_bytes=get("segment.index.bytes"),
+        retention_ms=get("retention.ms"),
+        retention_bytes=get("retention.bytes"),
+        flush_interval_messages=get("flush.messages"),
+        flush_interval_ms=get("flush.ms"),
+        max_message_bytes=get("max.message.bytes"),
+        compression_type=str(topic_config["compression.type"]),
+        compression_gzip_level=get("compression.gzip.level"),
+        compression_lz4_level=get("compression.lz4.level"),
+        compression_zstd_level=get("compression.zstd.level"),
+        cleanup_policy=str(topic_config["cleanup.policy"]),
+        min_cleanable_dirty_ratio=float(topic_config["min.cleanable.dirty.ratio"]),  # type: ignore[arg-type]
+        delete_retention_ms=get("delete.retention.ms"),
+        min_compaction_lag_ms=get("min.compaction.lag.ms"),
+        max_compaction_lag_ms=get("max.compaction.lag.ms"),
+        producer_id_expiration_ms=(
+            broker_config.get_int("producer.id.expiration.ms")
+            if broker_config is not None
+            else DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        ),
+        page_cache_keep_bytes=(
+            broker_config.get_int("tidelog.log.page.cache.keep.bytes")
+            if broker_config is not None
+            else -1
+        ),
+    )
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    log: Log
+    partition: Partition
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
+    current_leader_epoch: int = -1
+
+
+#: Fetch / ListOffsets isolation levels (KIP-98).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: FetchSlice | None = None
+    #: KIP-98: the offset below which every transaction is decided (-1 unknown).
+    last_stable_offset: int = -1
+    #: read_committed only: (producer id, first offset) of aborted transactions the records
+    #: may hold; None for read_uncommitted.
+    aborted_transactions: list[tuple[int, int]] | None = None
+
+
+class ReplicaManager:
+    """Hosted partitions of this broker (leader of all of them when alone)."""
+
+    def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
+        self.config = config
+        self.broker_id = BrokerId(config.broker_id)
+        self.log_manager = log_manager
+        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+        #: Where ISR change proposals go (the cluster's AlterPartition sender); None alone.
+        self.alter_partition_sink: Callable[[AlterPartitionProposal], None] | None = None
+        #: Offline log dirs and the error that took each offline (rule 5).
+        self.offline_log_dirs: dict[Path, OSError] = {}
+        #: Told of a log dir that went offline / came back (the cluster side); None alone.
+        self.log_dir_failure_sink: Callable[[Path], None] | None = None
+        self.log_dir_recovery_sink: Callable[[Path], None] | None = None
+        #: In a cluster: whether the metadata cache knows ``tp`` (``not_hosted_error``).
+        self.partition_known: Callable[[TopicPartition], bool] | None = None
+        #: Committed ISR changes of partitions led here, and AlterPartition answers that were
+        #: errors (Kafka's IsrShrinksPerSec, IsrExpandsPerSec, FailedIsrUpdatesPerSec; read
+        #: by tidelog.server.observability.metrics).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.failed_isr_updates = 0
+        #: Per-topic bytes/records in and out (Kafka's BrokerTopicMetrics; read by
+        #: tidelog.server.observability.metrics): plain ints bumped by ``append_records`` and
+        #: ``read``.
+        self.topic_stats = BrokerTopicStats()
+        #: KIP-73 replication throttles (``tidelog.server.replica.quota``): the leader
+        #: side is applied in ``read``, the follower side by the cluster's fetchers.
+        self.replication_quotas = ReplicationQuotas(
+            config.broker_id,
+            window_num=config.get_int(WINDOW_NUM),
+            window_size_s=config.get_int(WINDOW_SIZE_SECONDS),
+        )
+
+    def not_hosted_error(self, tp: TopicPartition) -> ErrorCode:
+        """The answer for a partition this broker does not host (Kafka's
+        ``ReplicaManager.getPartitionOrError``): NOT_LEADER_OR_FOLLOWER (retriable; the
+        client refreshes its metadata) when the cluster has it, and UNKNOWN_TOPIC_OR_PARTITION
+        only when it does not. A broker that just started has the controller's metadata
+        before the LeaderAndIsr that makes it host anything; before this, a consumer whose
+        old metadata sent it there was told that the partition does not exist (issue 18)."""
+        known = self.partition_known
+        if known is not None and known(tp):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    # --- log dirs (rule 5) -------------------------------------------------------------
+
+    @staticmethod
+    def log_dir_of(hosted: HostedPartition) -> Path:
+        return hosted.log.directory.parent
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s log is in an offline log dir (it can be read, not written)."""
+        hosted = self.partitions.get(tp)
+        return (
+            hosted is not None
+            and bool(self.offline_log_dirs)
+            and self.log_dir_of(hosted) in self.offline_log_dirs
+        )
+
+    def on_storage_error(self, tp: TopicPartition, exc: OSError) -> None:
+        """Writing ``tp``'s log failed: its log dir goes offline (one without a log yet:
+        the only log dir, if there is one)."""
+        hosted = self.partitions.get(tp)
+        if hosted is not None:
+            self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
+        elif len(self.log_manager.log_dirs) == 1:
+            self.mark_log_dir_offline(self.log_manager.log_dirs[0], exc)
+
+    def mark_log_dir_offline(self, log_dir: Path, exc: OSError) -> None:
+        if log_dir in self.offline_log_dirs:
+            return
+        self.offline_log_dirs[log_dir] = exc
+        recoverable = exc.errno in RECOVERABLE_ERRNOS
+        log.error(
+            "log dir %s is offline: %s; its partitions refuse writes (KAFKA_STORAGE_ERROR)%s",
+            log_dir,
+            exc,
+            " until it has room again" if recoverable else " until the broker restarts",
+        )
+        if self.log_dir_failure_sink is not None:
+            self.log_dir_failure_sink(log_dir)
+
+    def recoverable_offline_log_dirs(self) -> list[Path]:
+        return [d for d, exc in self.offline_log_dirs.items() if exc.errno in RECOVERABLE_ERRNOS]
+
+    def mark_log_dir_online(self, log_dir: Path) -> None:
+        if self.offline_log_dirs.pop(log_dir, None) is None:
+            return
+        log.info("log dir %s has room again: its partitions take writes", log_dir)
+        if self.log_dir_recovery_sink is not None:
+            self.log_dir_recovery_sink(log_dir)
+
+    # --- partition lifecycle ---------------------------------------------------------
+
+    def make_leader(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        topic_config: Mapping[str, object],
+        high_watermark: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        partition_epoch: int = 0,
+        replicas: Sequence[BrokerId] | None = None,
+        isr: Sequence[BrokerId] | None = None,
+    ) -> HostedPartition:
+        """Host ``tp`` as leader. Alone (the defaults) this broker is the only replica and the
+        ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
+        a controller passes the epochs, replicas and ISR it decided."""
+        existing = self.partitions.get(tp)
+        the_log = self.log_manager.get_or_create_log(
+            tp, log_config_for(topic_config, self.config), topic_id
+        )
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(tp.topic, topic_config)
+        if existing is not None:
+            partition = existing.partition
+            partition.min_insync_replicas = min_isr
+        else:
+            partition = Partition(
+                tp,
+                self.broker_id,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_isr,
+            )
+        cache = the_log.leader_epoch_cache
+        if leader_epoch is None:
+            latest = cache.latest_epoch()
+            leader_epoch = latest if latest is not None and latest >= 0 else 0
+        now = now_ms()
+        partition.make_leader(
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            replicas=list(replicas) if replicas is not None else [self.broker_id],
+            isr=list(isr) if isr is not None else [self.broker_id],
+            log_end_offset=the_log.log_end_offset,
+            high_watermark=the_log.log_end_offset if high_watermark is None else high_watermark,
+            now_ms=now,
+            epoch_cache=cache,
+        )
+        # Kafka's leader moves the HW at once when it can (alone: to the log end offset, so
+        # records past a stale checkpointed HW are readable right after a restart).
+        partition.maybe_increment_high_watermark(now)
+        hosted = HostedPartition(the_log, partition, topic_id)
+        self.partitions[tp] = hosted
+        return hosted
+
+    def make_follower(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        topic_config: Mapping[str, object],
+        *,
+        leader: BrokerId,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: Sequence[BrokerId],
+        isr: Sequence[BrokerId],
+        high_watermark: int = 0,
+    ) -> bool:
+        """Host ``tp`` as a follower of ``leader`` (-1: the partition is offline); return
+        whether the leader or leader epoch changed (the fetcher must truncate again, rule 7).
+        Parked produces and fetches on ``tp`` answer now (NOT_LEADER_OR_FOLLOWER)."""
+        existing = self.partitions.get(tp)
+        the_log = self.log_manager.get_or_create_log(
+            tp, log_config_for(topic_config, self.config), topic_id
+        )
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(tp.topic, topic_config)
+        if existing is not None:
+            partition = existing.partition
+            partition.min_insync_replicas = min_isr
+        else:
+            partition = Partition(
+                tp,
+                self.broker_id,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_isr,
+            )
+            partition.high_watermark = min(high_watermark, the_log.log_end_offset)
+        changed = partition.make_follower(
+            leader_id=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            replicas=list(replicas),
+            isr=list(isr),
+            log_end_offset=the_log.log_end_offset,
+        )
+        self.partitions[tp] = HostedPartition(the_log, partition, topic_id)
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        return changed
+
+    def update_topic_config(self, topic: str, topic_config: Mapping[str, object]) -> None:
+        new_config = log_config_for(topic_config, self.config)
+        min_isr = topic_config["min.insync.replicas"]
+        assert isinstance(min_isr, int)
+        self.replication_quotas.apply_topic_config(topic, topic_config)
+        for tp, hosted in self.partitions.items():
+            if tp.topic == topic:
+                hosted.log.update_config(new_config)
+                hosted.partition.min_insync_replicas = min_isr
+
+    def delete_partitions(self, tps: Sequence[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+            self.log_manager.delete_log(tp)
+        # Parked requests on deleted partitions answer now (they will see the error).
+        for tp in tps:
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: h.partition.high_watermark for tp, h in self.partitions.items()}
+
+    def checkpoint(self) -> None:
+        self.log_manager.checkpoint(self.high_watermarks())
+
+    # --- produce ---------------------------------------------------------------------
+
+    def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        acks: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> dict[TopicPartition, tuple[ProduceResult, int]]:
+        """Rule 1. Returns per partition (result, required offset for acks=all or -1).
+        ``origin`` COORDINATOR: the broker's own write (a coordinator's batch, a transaction
+        marker); a client's Produce may not carry control batches."""
+        results: dict[TopicPartition, tuple[ProduceResult, int]] = {}
+        now = now_ms()
+        topic_stats = self.topic_stats
+        for tp, records in entries.items():
+            hosted = self.partitions.get(tp)
+            if hosted is None:
+                results[tp] = (ProduceResult(self.not_hosted_error(tp)), -1)
+                continue
+            stats = topic_stats[tp.topic]
+            stats.produced += 1
+            error = hosted.partition.check_append(acks)
+            if error != ErrorCode.NONE:
+                results[tp] = (ProduceResult(error), -1)
+                continue
+            if self.is_offline(tp):
+                results[tp] = (
+                    ProduceResult(
+                        ErrorCode.KAFKA_STORAGE_ERROR,
+                        message=f"log dir {self.log_dir_of(hosted)} is offline",
+                    ),
+                    -1,
+                )
+                continue
+            try:
+                info = hosted.log.append_as_leader(
+                    records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
+                )
+            except KafkaError as exc:
+                log.info("produce to %s refused: %s", tp, exc)
+                if exc.code in _TOO_LARGE:
+                    stats.bytes_rejected += len(records)
+                results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
+                continue
+            except OSError as exc:
+                # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
+                # (56, retriable) for this partition, not a dropped connection. Nothing of
+                # the batch is published or left in the file (``tidelog.storage.log``), and
+                # the dir goes offline (rule 5).
+                log.warning("produce to %s failed on its log dir: %s", tp, exc)
+                self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
+                results[tp] = (
+                    ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
+                    -1,
+                )
+                continue
+            if info.error != ErrorCode.NONE:
+                # An idempotent producer's batch refused by its sequence/epoch checks: nothing
+                # was written, so the answer must be the error (never a success with offsets).
+                log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
+                results[tp] = (ProduceResult(info.error, message=info.error_message), -1)
+                continue
+            if info.duplicate:
+                # A retry of a batch this log already holds (maybe written under a previous
+                # leader): answered with its original offsets, nothing written (issue #9).
+                log.info(
+                    "duplicate batch to %s answered with its original offsets %d..%d",
+                    tp,
+                    info.first_offset,
+                    info.last_offset,
+                )
+            stats.appended += 1
+            stats.bytes_in += len(records)
+            stats.messages_in += info.num_records
+            if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
+                self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+            results[tp] = (
+                ProduceResult(ErrorCode.NONE, info.first_offset, hosted.log.log_start_offset),
+                info.last_offset + 1,
+            )
+        return results
+
+    def wait_for_acks(
+        self,
+        results: dict[TopicPartition, tuple[ProduceResult, int]],
+        timeout_ms: int,
+        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+    ) -> None:
+        """Rule 2: park an acks=all produce until every appended partition is replicated."""
+        op = DelayedProduce(self, results, timeout_ms, respond)
+        waiting = [tp for tp, (result, required) in results.items() if required >= 0]
+        self.produce_purgatory.try_complete_else_watch(op, waiting)
+
+    # --- fetch -----------------------------------------------------------------------
+
+    def read(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> list[FetchResult]:
+        """Rule 3: consumers read up to the high watermark (read_committed: up to the last
+        stable offset, with the aborted transactions in that range), follower replicas
+        (``replica_id`` >= 0) up to the log end offset; the first non-empty read may exceed
+        the limits."""
+        results = []
+        budget = max_bytes
+        got_any = False
+        committed = isolation_level == READ_COMMITTED and replica_id < 0
+        quota = self.replication_throttles().leader if replica_id >= 0 else None
+        throttled_bytes = 0
+        topic_stats = self.topic_stats
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if hosted is None:
+                results.append(FetchResult(self.not_hosted_error(request.tp)))
+                continue
+            stats = topic_stats[request.tp.topic]
+            stats.fetched += 1
+            hw = hosted.partition.high_watermark
+            the_log = hosted.log
+            # Followers read to the log end and need no LSO (replication's hot path).
+            lso = -1 if replica_id >= 0 else the_log.last_stable_offset(hw)
+            upper = None if replica_id >= 0 else lso if committed else hw
+            records = None
+            aborted = None
+            error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
+            held = quota is not None and quota.should_throttle(
+                request.tp, in_sync=replica_id in hosted.partition.isr
+            )
+            if error == ErrorCode.NONE and (budget > 0 or not got_any) and not held:
+                try:
+                    records = the_log.read(
+                        request.fetch_offset,
+                        max(0, min(request.max_bytes, budget)),
+                        max_offset=upper,
+                        min_one_batch=not got_any,
+                    )
+                except KafkaError as exc:
+                    error = exc.code
+            if error != ErrorCode.NONE:
+                stats.failed_fetch += 1
+            elif records is not None:
+                if replica_id >= 0:
+                    stats.replication_bytes_out += records.length
+                else:
+                    stats.bytes_out += records.length
+            if records is not None:
+                got_any = True
+                budget -= records.length
+                if quota is not None and quota.is_throttled(request.tp):
+                    throttled_bytes += records.length
+                if committed:
+                    aborted = the_log.collect_aborted_transactions(request.fetch_offset, lso)
+            results.append(FetchResult(error, hw, the_log.log_start_offset, records, lso, aborted))
+        if quota is not None:
+            quota.record(throttled_bytes)
+        return results
+
+    def replication_throttles(self) -> ReplicationQuotas:
+        """The replication quotas at the live broker rates: a dynamic config replaces
+        ``config.values`` (``dynamic_config`` rule 2), so a changed rate applies at the next
+        fetch without a restart."""
+        quotas = self.replication_quotas
+        quotas.update_rates(
+            leader=self.config.get_int(LEADER_THROTTLED_RATE),
+            follower=self.config.get_int(FOLLOWER_THROTTLED_RATE),
+        )
+        return quotas
+
+    def fetch(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> None:
+        """Rule 4: answer now if enough is there (or on any error), else park.
+
+        A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
+        end offset (rule 2) - before any wait, so the HW can move and release acks=all
+        produces at once (Kafka's fetchMessages -> updateFollowerFetchState).
+        """
+        if replica_id >= 0:
+            self.update_follower_fetch_state(BrokerId(replica_id), requests)
+        op = DelayedFetch(
+            self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id, isolation_level
+        )
+        self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
+
+    def update_follower_fetch_state(
+        self, replica_id: BrokerId, requests: Sequence[FetchRequestPartition]
+    ) -> None:
+        now = now_ms()
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if hosted is None or not hosted.partition.is_leader:
+                continue
+            result = hosted.partition.update_follower_fetch_state(
+                replica_id,
+                fetch_offset=request.fetch_offset,
+                leader_log_end_offset=hosted.log.log_end_offset,
+                now_ms=now,
+            )
+            if result.high_watermark_moved:
+                self.produce_purgatory.check_and_complete(request.tp)
+                self.fetch_purgatory.check_and_complete(request.tp)
+            if result.proposal is not None:
+                self.on_alter_partition(result.proposal)
+
+    def count_isr_change(self, before: frozenset[BrokerId], after: frozenset[BrokerId]) -> None:
+        """The committed ISR of a partition led here went from ``before`` to ``after``."""
+        if after - before:
+            self.isr_expands += 1
+        if before - after:
+            self.isr_shrinks += 1
+
+    def on_alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        """An ISR change for the controller (AlterPartition, rule 5). A broker running with a
+        controller sets ``alter_partition_sink``; alone, the ISR never changes."""
+        if self.alter_partition_sink is not None:
+            self.alter_partition_sink(proposal)
+            return
+        log.warning("ISR change %s proposed but no controller is attached", proposal)
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.complete_all()
+        self.fetch_purgatory.complete_all()
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting for the high watermark (Kafka's DelayedProduce)."""
+
+    __slots__ = ("_manager", "_respond", "_results", "_status")
+
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        results: dict[TopicPartition, tuple[ProduceResult, int]],
+        timeout_ms: int,
+        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self._manager = manager
+        self._results = results
+        self._respond = respond
+        # Partitions still waiting -> required offset; decided ones get their final result.
+        self._status: dict[TopicPartition, ProduceResult] = {
+            tp: result for tp, (result, required) in results.items() if required < 0
+        }
+
+    def try_complete(self) -> bool:
+        for tp, (result, required) in self._results.items():
+            if tp in self._status:
+                continue
+            hosted = self._manager.partitions.get(tp)
+            if hosted is None:
+                self._status[tp] = ProduceResult(self._manager.not_hosted_error(tp))
+                continue
+            done, error = hosted.partition.check_enough_replicas_reach_offset(required)
+            # Kafka's DelayedProduce: an error (e.g. leadership lost) also ends the wait.
+            if done or error != ErrorCode.NONE:
+                self._status[tp] = result if error == ErrorCode.NONE else ProduceResult(error)
+        if len(self._status) == len(self._results):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        final = {
+            tp: self._status.get(tp, ProduceResult(ErrorCode.REQUEST_TIMED_OUT))
+            for tp in self._results
+        }
+        self._respond(final)
+
+
+class DelayedFetch(DelayedOperation):
+    """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable."""
+
+    __slots__ = (
+        "_isolation_level",
+        "_manager",
+        "_max_bytes",
+        "_min_bytes",
+        "_replica_id",
+        "_requests",
+        "_respond",
+    )
+
+    def __init__(  # noqa: PLR0917
+        self,
+        manager: ReplicaManager,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+        respond: Callable[[list[FetchResult]], None],
+        replica_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> None:
+        super().__init__(max_wait_ms)
+        self._manager = manager
+        self._replica_id = replica_id
+        self._isolation_level = isolation_level
+        self._requests = requests
+        self._max_bytes = max_bytes
+        self._min_bytes = min_bytes
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        quota = self._manager.replication_throttles().leader if self._replica_id >= 0 else None
+        for request in self._requests:
+            hosted = self._manager.partitions.get(request.tp)
+            if hosted is None:
+                return self.force_complete()
+            the_log = hosted.log
+            # Followers may read up to the log end offset, consumers up to the HW
+            # (read_committed: the last stable offset).
+            hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
+            if self._replica_id < 0 and self._isolation_level == READ_COMMITTED:
+                hw = the_log.last_stable_offset(hw)
+            if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
+                return self.force_complete()  # fenced / not leader: answer the error now
+            if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
+                return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
+            if request.fetch_offset < hw:
+                try:
+                    piece = the_log.read(
+                        request.fetch_offset,
+                        request.max_bytes,
+                        max_offset=hw if self._replica_id < 0 else None,
+                        min_one_batch=True,
+                    )
+                except KafkaError:
+                    return self.force_complete()
+                held = quota is not None and quota.should_throttle(
+                    request.tp, in_sync=self._replica_id in hosted.partition.isr
+                )
+                if piece is not None and not held:
+                    accumulated += piece.length
+        if accumulated >= self._min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._respond(
+            self._manager.read(
+                self._requests, self._max_bytes, self._replica_id, self._isolation_level
+            )
+        )
+
+
+def effective_topic_config(
+    config: BrokerConfig, overrides: Mapping[str, object]
+) -> dict[str, object]:
+    merged = config.topic_defaults()
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    if merged.get("flush.ms") == -1:
+        merged["flush.ms"] = LONG_MAX
+    return merged
