@@ -8,7 +8,6 @@ import pytest
 
 from tidelog.errors import ConfigError
 from tidelog.server.config.broker_config import (
-    LONG_MAX,
     load_broker_config,
     load_broker_config_file,
     parse_override,
@@ -16,6 +15,7 @@ from tidelog.server.config.broker_config import (
     topic_name_error,
     validate_topic_configs,
 )
+from tidelog.server.config.values import LONG_MAX
 
 BASE = {"log.dirs": "/tmp/x"}
 

@@ -32,7 +32,8 @@ from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.messages import build
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
 from tidelog.server.config.broker_config import load_broker_config
-from tidelog.server.config.docs import ConfigSource, ConfigType
+from tidelog.server.config.docs import ConfigSource
+from tidelog.server.config.keys import ConfigType
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
 from tidelog.server.replica.manager import (

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.server.config.broker_config import BROKER_KEYS, IGNORED_KEYS, TOPIC_KEYS
+from tidelog.server.config.broker_keys import BROKER_KEYS
 from tidelog.server.config.docs import (
-    BROKER_DOCS,
     DYNAMIC_BROKER_KEYS,
-    TOPIC_DOCS,
     TOPIC_SYNONYMS,
-    ConfigType,
     broker_doc,
     broker_synonyms,
     topic_doc,
 )
+from tidelog.server.config.keys import IGNORED_KEYS, TOPIC_KEYS, ConfigType
 
 T = ConfigType
 
@@ -92,8 +90,8 @@ def test_read_only_is_what_tidelog_cannot_apply_live() -> None:
     } <= DYNAMIC_BROKER_KEYS
     for fixed in ("broker.id", "listeners", "num.partitions", "log.dirs", "ssl.key.password"):
         assert fixed not in DYNAMIC_BROKER_KEYS
-    assert not any(BROKER_DOCS[k].sensitive for k in DYNAMIC_BROKER_KEYS)
-    assert not any(d.dynamic for d in TOPIC_DOCS.values())
+    assert not any(BROKER_KEYS[k].sensitive for k in DYNAMIC_BROKER_KEYS)
+    assert not any(d.dynamic for d in TOPIC_KEYS.values())
 
 
 @pytest.mark.parametrize(

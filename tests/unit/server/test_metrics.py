@@ -32,7 +32,8 @@ from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
 from tidelog.server.cluster.node import FetchState
-from tidelog.server.config.broker_config import MetricsListener, load_broker_config
+from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.values import MetricsListener
 from tidelog.server.network.request_context import RequestContext
 from tidelog.server.observability.metrics import (
     CONTENT_TYPE,

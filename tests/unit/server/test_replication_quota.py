@@ -18,8 +18,9 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.cluster.node import FetchState, LeaderFetcher
-from tidelog.server.config.broker_config import LONG_MAX, load_broker_config, validate_topic_configs
+from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
 from tidelog.server.config.dynamic import check_alteration
+from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics import broker_registry
 from tidelog.server.replica.manager import (
     FetchRequestPartition,

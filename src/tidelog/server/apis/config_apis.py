@@ -46,14 +46,10 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation
 from tidelog.server.auth import authz
-from tidelog.server.config.broker_config import TOPIC_KEYS, config_to_string, validate_topic_configs
-from tidelog.server.config.docs import (
-    ConfigSource,
-    ConfigType,
-    broker_doc,
-    topic_doc,
-)
+from tidelog.server.config.broker_config import config_to_string, validate_topic_configs
+from tidelog.server.config.docs import ConfigSource, broker_doc, topic_doc
 from tidelog.server.config.dynamic import DynamicBrokerConfig, Synonym, check_alteration
+from tidelog.server.config.keys import TOPIC_KEYS, ConfigType
 from tidelog.server.config.policies import AlterConfigRequest
 from tidelog.server.replica.manager import effective_topic_config
 

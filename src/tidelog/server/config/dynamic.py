@@ -36,11 +36,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from tidelog.errors import ErrorCode
-from tidelog.server.config.broker_config import (
-    BROKER_KEYS,
-    BrokerConfig,
-    config_to_string,
-)
+from tidelog.server.config.broker_config import BrokerConfig, config_to_string
+from tidelog.server.config.broker_keys import BROKER_KEYS
 from tidelog.server.config.docs import (
     DYNAMIC_BROKER_KEYS,
     TOPIC_SYNONYMS,

@@ -87,7 +87,7 @@ from prometheus_client.samples import Sample
 from tidelog.controller.zk import SessionEvent
 from tidelog.histogram import TIME_BUCKETS_MS, Histogram
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.config.broker_config import MetricsListener
+from tidelog.server.config.values import MetricsListener
 
 if TYPE_CHECKING:
     from tidelog.server.cluster.node import ClusterNode

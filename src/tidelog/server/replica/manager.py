@@ -45,7 +45,8 @@ from typing import Final
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
-from tidelog.server.config.broker_config import LONG_MAX, BrokerConfig
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics import BrokerTopicStats
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import (
