@@ -45,7 +45,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 import tidelog.spark
 from tidelog.client import BlockingClient, NewTopic
 from tidelog.errors import ErrorCode
-from tidelog.spark.connector import Producer
+from tidelog.spark.producer import Producer
 
 CATEGORIES = ("books", "electronics", "fashion", "garden", "grocery", "toys")
 HEARTBEAT = "__heartbeat__"

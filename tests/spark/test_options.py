@@ -10,8 +10,10 @@ pytest.importorskip("pyarrow")  # the spark extra (scripts/bootstrap.sh spark)
 
 from tidelog.client import Record, build_batch, decode_records
 from tidelog.model import TopicPartition
+from tidelog.protocol.partitioner import murmur2
+from tidelog.protocol.partitioner import partition_for_key as default_partition
 from tidelog.protocol.records import Compression
-from tidelog.spark.connector import Columns, decode_into, default_partition, murmur2
+from tidelog.spark.decode import Columns, decode_into
 from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
 from tidelog.spark.options import (
     Assign,
@@ -225,7 +227,7 @@ def test_column_decoder_agrees_with_the_client_decoder(compression: Compression)
 
 
 def test_write_encoder_matches_the_client_batch_builder() -> None:
-    from tidelog.spark.connector import encode_batch
+    from tidelog.protocol.batch_builder import encode_batch
 
     records = [
         (None if i % 3 == 0 else f"key-{i}".encode(), None if i == 5 else b"v" * (i * 300), h)

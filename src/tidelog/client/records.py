@@ -1,14 +1,9 @@
-"""A small record batch v2 builder and a consumer-side record decoder.
+"""Records as a client sees them: ``Record`` in, ``build_batch`` (with compression) and
+transaction markers out, and ``decode_records`` of what a Fetch returns.
 
-For tidelog's own CLI, tests and the Spark source; the broker never decodes records
-(DESIGN.md "Speed"). Record layout inside a batch (after the 61-byte header of
-``tidelog.protocol.records``; varints are zigzag)::
-
-    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-    keyLength varint, key | valueLength varint, value |
-    headerCount varint, (keyLength varint, key utf-8, valueLength varint, value)*
-
-Null key/value/header value: length -1. Compressed batches compress everything after the
+For tidelog's own CLI, coordinators, tests and the Spark source; the broker never decodes
+records (DESIGN.md "Speed"). The record layout and the one encoder are
+``tidelog.protocol.batch_builder``. Compressed batches compress everything after the
 header; the decoder handles gzip, snappy (raw or xerial-framed, as the Java client writes),
 lz4 (frame format) and zstd through ``cramjam``.
 """
@@ -21,27 +16,26 @@ from dataclasses import dataclass
 from typing import Final
 
 import cramjam
-import crc32c
 
+from tidelog.protocol.batch_builder import (
+    CONTROL_ATTRIBUTE,
+    TRANSACTIONAL_ATTRIBUTE,
+    encode_records,
+    frame_batch,
+)
 from tidelog.protocol.records import (
     BATCH_HEADER_SIZE,
-    CRC_START,
-    LOG_OVERHEAD,
-    MAGIC_V2,
     Compression,
     CorruptRecordBatchError,
     TimestampType,
     iter_batches,
     read_batch_size,
 )
+from tidelog.protocol.varint import VarintError, read_varint
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE: Final = 16
 _I32 = struct.Struct(">i")
-#: attributes bits 4 and 5.
-_TRANSACTIONAL: Final = 0x10
-_CONTROL: Final = 0x20
 #: ControlRecordType key (version int16, type int16) and EndTransactionMarker value
 #: (version int16, coordinator epoch int32), both version 0.
 _CONTROL_KEY = struct.Struct(">hh")
@@ -73,26 +67,6 @@ class ConsumerRecord:
     leader_epoch: int
 
 
-def _zigzag(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _varint(value: int) -> bytes:
-    value = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _nullable_bytes(value: bytes | None) -> bytes:
-    if value is None:
-        return _varint(-1)
-    return _varint(len(value)) + value
-
-
 def _compress(codec: Compression, data: bytes) -> bytes:
     if codec == Compression.NONE:
         return data
@@ -121,7 +95,8 @@ def build_batch(
     is_transactional: bool = False,
     is_control: bool = False,
 ) -> bytes:
-    """One v2 batch holding ``records`` (at least one), CRC-32C filled in.
+    """One v2 batch holding ``records`` (at least one), CRC-32C filled in
+    (``tidelog.protocol.batch_builder`` encodes it).
 
     ``is_control`` sets attributes bit 5 (a control batch: see ``build_control_batch``).
 
@@ -132,52 +107,31 @@ def build_batch(
         raise ValueError("a batch holds at least one record")
     if base_timestamp_ms is None:
         base_timestamp_ms = next((r.timestamp_ms for r in records if r.timestamp_ms is not None), 0)
-    body_parts = []
-    max_timestamp = base_timestamp_ms
-    for delta, record in enumerate(records):
-        timestamp = base_timestamp_ms if record.timestamp_ms is None else record.timestamp_ms
-        max_timestamp = max(max_timestamp, timestamp)
-        parts = [
-            b"\x00",  # record attributes (unused)
-            _varint(timestamp - base_timestamp_ms),
-            _varint(delta),
-            _nullable_bytes(record.key),
-            _nullable_bytes(record.value),
-            _varint(len(record.headers)),
-        ]
-        for header_key, header_value in record.headers:
-            parts.append(_nullable_bytes(header_key.encode()))
-            parts.append(_nullable_bytes(header_value))
-        encoded = b"".join(parts)
-        body_parts.append(_varint(len(encoded)))
-        body_parts.append(encoded)
-    body = _compress(compression, b"".join(body_parts))
+    deltas = [0 if r.timestamp_ms is None else r.timestamp_ms - base_timestamp_ms for r in records]
+    body = _compress(
+        compression,
+        encode_records(
+            [(r.key, r.value, r.headers) for r in records], deltas if any(deltas) else None
+        ),
+    )
     attributes = (
         int(compression)
         | (int(timestamp_type) << 3)
-        | (_TRANSACTIONAL if is_transactional else 0)
-        | (_CONTROL if is_control else 0)
+        | (TRANSACTIONAL_ATTRIBUTE if is_transactional else 0)
+        | (CONTROL_ATTRIBUTE if is_control else 0)
     )
-    header = bytearray(
-        _HEADER.pack(
-            base_offset,
-            BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            attributes,
-            len(records) - 1,
-            base_timestamp_ms,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
+    return frame_batch(
+        body,
+        count=len(records),
+        base_timestamp_ms=base_timestamp_ms,
+        max_timestamp_ms=base_timestamp_ms + max(0, *deltas),
+        attributes=attributes,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
     )
-    batch = header + body
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[CRC_START:])))
-    return bytes(batch)
 
 
 def build_control_batch(
@@ -212,7 +166,8 @@ def build_control_batch(
     )
 
 
-def _decompress(codec: int, data: bytes) -> bytes:
+def decompress(codec: int, data: bytes) -> bytes:
+    """The records section of a batch compressed with ``codec`` (attributes bits 0-2)."""
     if codec == Compression.NONE:
         return data
     if codec == Compression.GZIP:
@@ -244,20 +199,11 @@ class _Cursor:
         self.pos = 0
 
     def varint(self) -> int:
-        value = 0
-        shift = 0
-        buf = self.buf
-        while True:
-            if self.pos >= len(buf):
-                raise CorruptRecordBatchError("record is truncated")
-            byte = buf[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return (value >> 1) ^ -(value & 1)
-            shift += 7
-            if shift > 63:
-                raise CorruptRecordBatchError("record varint is too long")
+        try:
+            value, self.pos = read_varint(self.buf, self.pos, len(self.buf))
+        except VarintError as exc:
+            raise CorruptRecordBatchError(f"record varint: {exc}") from exc
+        return value
 
     def nullable_bytes(self) -> bytes | None:
         length = self.varint()
@@ -291,7 +237,7 @@ def decode_records(
             continue
         payload = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
         try:
-            data = _decompress(header.compression, payload)
+            data = decompress(header.compression, payload)
         except CorruptRecordBatchError:
             raise
         except Exception as exc:  # cramjam's DecompressionError and friends

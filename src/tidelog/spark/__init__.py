@@ -9,9 +9,11 @@
           .option("subscribe", "orders").load())
 
 See docs/spark.md. Modules: ``options`` (parsing, pure), ``offsets`` (offset JSON,
-admission control, splitting; pure), ``connector`` (driver offsets, executor fetches into
-Arrow, producing; no Spark), ``transactions`` (the ``exactlyOnce`` sink's transactions,
-docs/exactly-once.md; no Spark), ``source`` (the Spark classes).
+admission control, splitting; pure), and the connector's IO, no Spark in it: ``errors``
+(its exceptions), ``session`` (connections and retries), ``offset_reader`` (the driver's
+look-ups), ``decode`` (fetched batches into Arrow columns), ``read_loop`` (an executor's
+offset range), ``producer`` (writes), ``transactions`` (the ``exactlyOnce`` sink's
+transactions, docs/exactly-once.md); ``source`` (the Spark classes).
 """
 
 from __future__ import annotations

@@ -56,13 +56,8 @@ from pyspark.sql.types import (
 
 from tidelog.model import TopicPartition
 from tidelog.spark import transactions
-from tidelog.spark.connector import (
-    ConnectorError,
-    OffsetReader,
-    Producer,
-    _report_loss,
-    read_range,
-)
+from tidelog.spark.errors import ConnectorError
+from tidelog.spark.offset_reader import OffsetReader
 from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
 from tidelog.spark.options import (
     ReadOptions,
@@ -71,6 +66,8 @@ from tidelog.spark.options import (
     parse_read_options,
     parse_write_options,
 )
+from tidelog.spark.producer import Producer
+from tidelog.spark.read_loop import read_range, report_loss
 from tidelog.spark.transactions import (
     TransactionalProducer,
     TxnHandle,
@@ -259,7 +256,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = self.offsets.partitions()
             gone = sorted(set(begin) - set(tps))
             if gone:
-                _report_loss(
+                report_loss(
                     self.options,
                     "partitions " + ", ".join(map(str, gone)) + " no longer exist",
                 )
@@ -276,7 +273,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in tps:
             if latest[tp] < begin[tp]:
                 if self.offsets.truncated_below(tp, begin[tp]):
-                    _report_loss(
+                    report_loss(
                         self.options,
                         f"{tp}: the log ends at {latest[tp]}, below the offset {begin[tp]} "
                         "the query had reached (records were taken back)",

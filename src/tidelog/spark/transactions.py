@@ -49,16 +49,11 @@ from tidelog.client import Client, ClientConnectionError, ClientTimeoutError
 from tidelog.client.client import TransactionDescription
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.spark.connector import (
-    _BACKOFF_MAX_S,
-    _BACKOFF_START_S,
-    ConnectorError,
-    PendingRecord,
-    Producer,
-    _Session,
-    encode_batch,
-)
+from tidelog.protocol.batch_builder import RecordFields, encode_batch
+from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import WriteOptions
+from tidelog.spark.producer import Producer
+from tidelog.spark.session import Backoff, Session
 
 log = logging.getLogger(__name__)
 
@@ -105,24 +100,9 @@ class TxnHandle:
     producer_epoch: int
 
 
-class _AsyncBackoff:
-    """The connector's backoff (100 ms doubling to 2 s until a deadline), for coroutines."""
-
-    def __init__(self, deadline: float, what: str) -> None:
-        self.deadline = deadline
-        self.delay = _BACKOFF_START_S
-        self.what = what
-        self.attempts = 0
-
-    async def wait(self, reason: object) -> None:
-        self.attempts += 1
-        if time.monotonic() + self.delay > self.deadline:
-            raise ConnectorError(
-                f"{self.what}: gave up after {self.attempts} attempts; last error: {reason}"
-            )
-        log.info("%s: retrying in %.1fs after %s", self.what, self.delay, reason)
-        await asyncio.sleep(self.delay)
-        self.delay = min(self.delay * 2, _BACKOFF_MAX_S)
+async def _wait(backoff: Backoff, reason: object) -> None:
+    """Sleep ``backoff``'s next delay in this coroutine."""
+    await asyncio.sleep(backoff.next_delay(time.monotonic(), reason))
 
 
 async def at_coordinator(
@@ -137,7 +117,7 @@ async def at_coordinator(
     """``call(coordinator node id)`` for ``txn_id``; the coordinator is found (again) before
     each attempt, and retriable answers (``RETRIABLE``, lost connections, timeouts) are
     retried until ``deadline`` (``time.monotonic()``). Returns the first other answer."""
-    backoff = _AsyncBackoff(deadline, what)
+    backoff = Backoff(deadline, what)
     while True:
         try:
             found = await client.find_coordinator(txn_id)
@@ -147,16 +127,16 @@ async def at_coordinator(
                         f"{what}: FindCoordinator answered {found.error_code.name}"
                         + (f" ({found.error_message})" if found.error_message else "")
                     )
-                await backoff.wait(f"FindCoordinator: {found.error_code.name}")
+                await _wait(backoff, f"FindCoordinator: {found.error_code.name}")
                 continue
             result = await call(found.node_id)
         except (ClientConnectionError, ClientTimeoutError) as exc:
-            await backoff.wait(exc)
+            await _wait(backoff, exc)
             continue
         code = error_of(result)
         if code not in RETRIABLE:
             return result
-        await backoff.wait(code.name)
+        await _wait(backoff, code.name)
 
 
 async def describe(client: Client, txn_id: str, deadline: float) -> TransactionDescription | None:
@@ -270,8 +250,8 @@ async def end_transaction(
 # --- the driver ------------------------------------------------------------------------------
 
 
-def _session(options: WriteOptions) -> _Session:
-    return _Session(
+def _session(options: WriteOptions) -> Session:
+    return Session(
         options.bootstrap_servers,
         options.client_id,
         options.request_timeout_ms,
@@ -406,7 +386,7 @@ class TransactionalProducer(Producer):
         self._handle = self.session.client.run(run())
         return self._handle is not None
 
-    def _encode(self, tp: TopicPartition, records: Sequence[PendingRecord], now_ms: int) -> bytes:
+    def _encode(self, tp: TopicPartition, records: Sequence[RecordFields], now_ms: int) -> bytes:
         handle = self.handle
         sequence = self._sequences.get(tp, 0)
         self._sequences[tp] = (sequence + len(records)) & _MAX_SEQUENCE

@@ -25,8 +25,9 @@ from tidelog.client.records import Record
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.batch_builder import encode_batch
 from tidelog.spark import transactions
-from tidelog.spark.connector import ConnectorError, encode_batch
+from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     SparkOptionError,

@@ -20,15 +20,11 @@ from tidelog.client.client import ListOffsetsResult
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import CRC_START, Compression, stamp_batch
-from tidelog.spark.connector import (
-    Columns,
-    ConnectorError,
-    DataLossError,
-    OffsetReader,
-    decode_into,
-    read_range,
-)
+from tidelog.spark.decode import Columns, decode_into
+from tidelog.spark.errors import ConnectorError, DataLossError
+from tidelog.spark.offset_reader import OffsetReader
 from tidelog.spark.options import SparkOptionError, parse_read_options
+from tidelog.spark.read_loop import read_range
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
 TP = TopicPartition("t", 0)

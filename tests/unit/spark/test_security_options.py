@@ -186,7 +186,7 @@ class BuiltError(Exception):
 @pytest.fixture
 def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     pytest.importorskip("pyarrow")  # the spark extra
-    from tidelog.spark import connector
+    from tidelog.spark import session as connector
 
     captured: dict[str, Any] = {}
 
@@ -205,7 +205,7 @@ def _check(seen: dict[str, Any]) -> None:
 
 
 def test_driver_offset_reader(seen: dict[str, Any]) -> None:
-    from tidelog.spark.connector import OffsetReader
+    from tidelog.spark.offset_reader import OffsetReader
 
     with pytest.raises(BuiltError):
         _ = OffsetReader(_read(SCRAM)).session.client
@@ -216,7 +216,7 @@ def test_executor_read_range(seen: dict[str, Any]) -> None:
     import pyarrow as pa
 
     from tidelog.model import TopicPartition
-    from tidelog.spark.connector import read_range
+    from tidelog.spark.read_loop import read_range
 
     options = pickle.loads(pickle.dumps(_read(SCRAM)))  # as an executor gets it
     with pytest.raises(BuiltError):
@@ -225,7 +225,7 @@ def test_executor_read_range(seen: dict[str, Any]) -> None:
 
 
 def test_producers(seen: dict[str, Any]) -> None:
-    from tidelog.spark.connector import Producer
+    from tidelog.spark.producer import Producer
     from tidelog.spark.transactions import TransactionalProducer, _session
 
     options = pickle.loads(pickle.dumps(_write({**SCRAM, "exactlyOnce": "true"})))

@@ -1,0 +1,20 @@
+"""The connector's exceptions (no Spark here, so plain tests catch them too)::
+
+    TidelogError
+    └── ConnectorError    a non-retriable error, or retries ran past their deadline
+        └── DataLossError planned offsets are gone (and ``failOnDataLoss`` is true)
+
+Option errors are ``tidelog.spark.options.SparkOptionError``.
+"""
+
+from __future__ import annotations
+
+from tidelog.errors import TidelogError
+
+
+class ConnectorError(TidelogError):
+    """The connector gave up: a non-retriable error, or retries ran past their deadline."""
+
+
+class DataLossError(ConnectorError):
+    """Offsets the query planned to read are gone (and ``failOnDataLoss`` is true)."""
