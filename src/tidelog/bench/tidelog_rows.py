@@ -1,6 +1,6 @@
 """The tidelog rows: produce, catch-up, end-to-end latency, failover and scale.
 
-Brokers are a :class:`~tidelog.cli.launcher.LocalCluster` (ZooKeeper + three broker
+Brokers are a :class:`~tidelog.bench.launch.Cluster` (ZooKeeper + three broker
 processes on loopback), stopped by PID when the rows are done.
 """
 
@@ -30,7 +30,7 @@ from tidelog.bench.kafka import (
     run_parallel,
     summarise_produce,
 )
-from tidelog.cli.launcher import LocalCluster
+from tidelog.bench.launch import Cluster, ClusterFactory
 
 Say = Callable[[str], None]
 
@@ -38,8 +38,8 @@ Say = Callable[[str], None]
 CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
 
 
-def start_cluster(directory: Path) -> LocalCluster:
-    return LocalCluster(directory, brokers=3, overrides=CLUSTER_OVERRIDES).start(timeout_s=120)
+def start_cluster(launch: ClusterFactory, directory: Path) -> Cluster:
+    return launch(directory, brokers=3, overrides=CLUSTER_OVERRIDES).start(timeout_s=120)
 
 
 def _admin(bootstrap: str) -> Any:
@@ -305,7 +305,7 @@ def e2e_rows(
 # --- failover and scale ---------------------------------------------------------------------
 
 
-def _idle(cluster: LocalCluster, seconds: float, settle_s: float) -> dict[str, Any]:
+def _idle(cluster: Cluster, seconds: float, settle_s: float) -> dict[str, Any]:
     """CPU share and RSS of each broker over ``seconds`` of no client traffic, after
     ``settle_s`` for ISR changes and checkpoints after the topic creation to pass."""
     pids = {b.broker_id: b.pid for b in cluster.state.brokers if b.pid} if cluster.state else {}
@@ -353,7 +353,7 @@ def _produce_to_each(bootstrap: str, topic: str, partitions: int, timeout_s: flo
 
 
 def _failover(
-    cluster: LocalCluster, topic: str, partitions: int, victim: int, crash: bool
+    cluster: Cluster, topic: str, partitions: int, victim: int, crash: bool
 ) -> dict[str, Any]:
     """Kill (SIGKILL) or stop (SIGTERM) ``victim``; seconds until Metadata shows every
     partition led by a live broker, and until one acks=all produce to each succeeded."""
@@ -400,10 +400,16 @@ def _failover(
 
 
 def failover_rows(
-    directory: Path, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+    launch: ClusterFactory,
+    directory: Path,
+    partitions: int,
+    big: int,
+    idle_s: float,
+    say: Say,
+    rows: list[Row],
 ) -> list[Row]:
     """Appends to ``rows`` as it goes, so what was measured survives a later failure."""
-    cluster = start_cluster(directory)
+    cluster = start_cluster(launch, directory)
     try:
         bootstrap = cluster.bootstrap_servers
         answered, ready = create_topic(
