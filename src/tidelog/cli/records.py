@@ -44,6 +44,7 @@ from tidelog.client import (
 from tidelog.client.client import ClusterMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.partitioner import partition_for_key
 
 ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
 #: Errors after which a metadata refresh and a retry may succeed.
@@ -58,39 +59,6 @@ RETRY_ERRORS: Final = frozenset(
         ErrorCode.NOT_ENOUGH_REPLICAS,
     }
 )
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    i = 0
-    while length - i >= 4:
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-        i += 4
-    rest = length - i
-    if rest == 3:
-        h ^= data[i + 2] << 16
-    if rest >= 2:
-        h ^= data[i + 1] << 8
-    if rest >= 1:
-        h ^= data[i]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % n``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 def parse_line(line: str, separator: str | None, line_number: int) -> Record:
