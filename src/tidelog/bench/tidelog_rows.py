@@ -411,102 +411,125 @@ def failover_rows(
     """Appends to ``rows`` as it goes, so what was measured survives a later failure."""
     cluster = start_cluster(launch, directory)
     try:
-        bootstrap = cluster.bootstrap_servers
-        answered, ready = create_topic(
-            bootstrap, "failover", partitions, 3, min_isr=2, timeout_s=300
-        )
-        rows.append(
-            Row(
-                "scale",
-                "tidelog",
-                f"create {partitions} partitions RF=3",
-                {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
-            )
-        )
-        say(
-            f"tidelog create {partitions} partitions: answered {answered:.2f} s, "
-            f"ready {ready:.2f} s"
-        )
-        idle = _idle(cluster, idle_s, settle_s=idle_s)
-        rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
-        say(
-            f"tidelog idle with {partitions} replicas/broker: CPU max "
-            f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
-        )
-        session_ms = 6000
+        _scale_rows(cluster, partitions, idle_s, say, rows)
         controller = cluster.controller_id()
         for crash in (True, False):
-            candidates = [b.broker_id for b in cluster.state.brokers if b.broker_id != controller]  # type: ignore[union-attr]
-            admin = _admin(bootstrap)
-            leaders = _leaders(admin, "failover")
-            victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
-            # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
-            # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
-            settled = time.perf_counter()
-            not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
-            while not_full is not None and time.perf_counter() < settled + 120:
-                time.sleep(0.5)
-                not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
-            waited = time.perf_counter() - settled
-            result = _failover(cluster, "failover", partitions, victim, crash)
-            result["full_isr_wait_before_s"] = waited
-            result["full_isr_before"] = not_full is None
-            if not_full is not None:
-                result["not_full_isr_before"] = not_full
-            kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
-            result["zookeeper_session_timeout_s"] = session_ms / 1000
-            rows.append(
-                Row(
-                    "failover",
-                    "tidelog",
-                    f"{kind} of a broker, {partitions} partitions RF=3",
-                    result,
-                    note="victim is not the controller; zookeeper.session.timeout.ms=6000",
-                )
-            )
-            say(f"tidelog failover {kind}: {result}")
-            cluster.start_broker(victim, timeout_s=120)
-            back = time.perf_counter()
-            deadline = back + 90
-            while time.perf_counter() < deadline:
-                if _all_ready(admin, "failover", partitions, 3, frozenset()):
-                    result["restarted_full_isr_s"] = time.perf_counter() - back
-                    break
-                time.sleep(0.5)
-            else:
-                result["restarted_full_isr_s"] = None
-                result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
-            say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
+            _failover_round(cluster, partitions, controller, crash, say, rows)
         if big > partitions:
-            more = big - partitions
-            answered, ready = create_topic(
-                bootstrap, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
-            )
-            rows.append(
-                Row(
-                    "scale",
-                    "tidelog",
-                    f"create {more} more partitions RF=3",
-                    {"create_topics_answered_s": answered, "all_led_s": ready},
-                )
-            )
-            idle = _idle(cluster, idle_s, settle_s=idle_s)
-            rows.append(
-                Row(
-                    "scale",
-                    "tidelog",
-                    f"{big} replicas per broker",
-                    idle,
-                    note="two brokers were restarted by the failover rows before this",
-                )
-            )
-            say(
-                f"tidelog idle with {big} replicas/broker: CPU max "
-                f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
-            )
+            _bigger_scale_rows(cluster, partitions, big, idle_s, say, rows)
     finally:
         cluster.stop()
     return rows
+
+
+def _scale_rows(
+    cluster: Cluster, partitions: int, idle_s: float, say: Say, rows: list[Row]
+) -> None:
+    """Create the ``failover`` topic, then measure the brokers idle with its replicas."""
+    answered, ready = create_topic(
+        cluster.bootstrap_servers, "failover", partitions, 3, min_isr=2, timeout_s=300
+    )
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"create {partitions} partitions RF=3",
+            {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
+        )
+    )
+    say(f"tidelog create {partitions} partitions: answered {answered:.2f} s, ready {ready:.2f} s")
+    idle = _idle(cluster, idle_s, settle_s=idle_s)
+    rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
+    say(
+        f"tidelog idle with {partitions} replicas/broker: CPU max "
+        f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+    )
+
+
+def _failover_round(
+    cluster: Cluster,
+    partitions: int,
+    controller: int | None,
+    crash: bool,
+    say: Say,
+    rows: list[Row],
+) -> None:
+    """Kill (``crash``) or stop the non-controller broker leading the most partitions once
+    every ISR is full, then start it again and time its partitions' return to full ISR."""
+    session_ms = 6000
+    candidates = [b.broker_id for b in cluster.state.brokers if b.broker_id != controller]  # type: ignore[union-attr]
+    admin = _admin(cluster.bootstrap_servers)
+    leaders = _leaders(admin, "failover")
+    victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
+    # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
+    # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
+    settled = time.perf_counter()
+    not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+    while not_full is not None and time.perf_counter() < settled + 120:
+        time.sleep(0.5)
+        not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+    waited = time.perf_counter() - settled
+    result = _failover(cluster, "failover", partitions, victim, crash)
+    result["full_isr_wait_before_s"] = waited
+    result["full_isr_before"] = not_full is None
+    if not_full is not None:
+        result["not_full_isr_before"] = not_full
+    kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
+    result["zookeeper_session_timeout_s"] = session_ms / 1000
+    rows.append(
+        Row(
+            "failover",
+            "tidelog",
+            f"{kind} of a broker, {partitions} partitions RF=3",
+            result,
+            note="victim is not the controller; zookeeper.session.timeout.ms=6000",
+        )
+    )
+    say(f"tidelog failover {kind}: {result}")
+    cluster.start_broker(victim, timeout_s=120)
+    back = time.perf_counter()
+    deadline = back + 90
+    while time.perf_counter() < deadline:
+        if _all_ready(admin, "failover", partitions, 3, frozenset()):
+            result["restarted_full_isr_s"] = time.perf_counter() - back
+            break
+        time.sleep(0.5)
+    else:
+        result["restarted_full_isr_s"] = None
+        result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
+    say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
+
+
+def _bigger_scale_rows(
+    cluster: Cluster, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+) -> None:
+    """Grow to ``big`` replicas per broker with a second topic and measure idle again."""
+    more = big - partitions
+    answered, ready = create_topic(
+        cluster.bootstrap_servers, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
+    )
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"create {more} more partitions RF=3",
+            {"create_topics_answered_s": answered, "all_led_s": ready},
+        )
+    )
+    idle = _idle(cluster, idle_s, settle_s=idle_s)
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"{big} replicas per broker",
+            idle,
+            note="two brokers were restarted by the failover rows before this",
+        )
+    )
+    say(
+        f"tidelog idle with {big} replicas/broker: CPU max "
+        f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+    )
 
 
 def _size(size: int) -> str:

@@ -129,46 +129,16 @@ def decommission(
     preserve_throttles: bool = False,
     poll_interval_s: float = POLL_INTERVAL_S,
 ) -> int:
-    if admin.list_reassignments(None):
-        # Rule 3, before planning: a partition being reassigned lists RS, not its replicas.
-        raise CommandError(
-            reassign.CANNOT_EXECUTE_WITH_EXISTING.partition("  ")[0],
-            code=ErrorCode.REASSIGNMENT_IN_PROGRESS,
-            hint="wait for it (`tidelog reassign verify`) or cancel it (`tidelog reassign "
-            "cancel`) first",
-        )
+    _refuse_while_reassigning(admin)
     live = admin.live_brokers()
     assignment = admin.assignment(None)
-    plan, stuck = decommission_plan(broker, assignment, live)
-    if stuck:
-        others = sorted(set(live) - {broker})
-        details = "; ".join(
-            f"{tp} (replicas {reassign.ids_text(assignment[tp])}: {why})"
-            for tp, why in sorted(stuck.items())
-        )
-        raise CommandError(
-            f"cannot move every replica off broker {broker} (live brokers besides it: "
-            f"{','.join(map(str, others)) or 'none'}): {len(stuck)} partition"
-            f"{reassign.plural(len(stuck))} cannot move: {details}",
-            code=ErrorCode.INVALID_REPLICATION_FACTOR,
-            hint="start another broker (or the dead ones), or lower those topics' replication "
-            "factor first; nothing was changed",
-        )
+    plan = _plan_or_refuse(broker, assignment, live)
     if not plan:
         note = "" if broker in live else f" (nor is it live: {','.join(map(str, live))} are)"
         print(f"Broker {broker} hosts no replicas: nothing to move{note}.")
         return 0
     current = {tp: tuple(assignment[tp]) for tp in plan}
-    print(
-        f"Current partition replica assignment\n\n{reassign.reassignment_json(current)}\n\n"
-        "Save this to use as the --reassignment-json-file option during rollback"
-    )
-    print(f"Proposed partition reassignment configuration\n{reassign.reassignment_json(plan)}")
-    gaining = sorted({b for tp, rs in plan.items() for b in rs if b not in current[tp]})
-    _err(
-        f"Moving {len(plan)} replica{reassign.plural(len(plan))} off broker {broker} "
-        f"onto broker{reassign.plural(len(gaining))} {','.join(map(str, gaining))}"
-    )
+    _print_plan(broker, plan, current)
     if dry_run:
         print("Dry run: nothing was changed.")
         return 0
@@ -184,6 +154,73 @@ def decommission(
     _wait(admin, plan, broker, timeout_s=timeout_s, poll_interval_s=poll_interval_s)
     if not preserve_throttles and throttle >= 0:
         reassign.clear_throttles(admin, {tp.topic for tp in plan})
+    _check_moved(admin, broker, plan, current, started=started, poll_interval_s=poll_interval_s)
+    return 0
+
+
+def _refuse_while_reassigning(admin: reassign.Admin) -> None:
+    if admin.list_reassignments(None):
+        # Rule 3, before planning: a partition being reassigned lists RS, not its replicas.
+        raise CommandError(
+            reassign.CANNOT_EXECUTE_WITH_EXISTING.partition("  ")[0],
+            code=ErrorCode.REASSIGNMENT_IN_PROGRESS,
+            hint="wait for it (`tidelog reassign verify`) or cancel it (`tidelog reassign "
+            "cancel`) first",
+        )
+
+
+def _plan_or_refuse(
+    broker: int,
+    assignment: Mapping[TopicPartition, Sequence[int]],
+    live: Collection[int],
+) -> dict[TopicPartition, list[int]]:
+    """The decommission plan; refused, with nothing changed, if a replica cannot move."""
+    plan, stuck = decommission_plan(broker, assignment, live)
+    if stuck:
+        others = sorted(set(live) - {broker})
+        details = "; ".join(
+            f"{tp} (replicas {reassign.ids_text(assignment[tp])}: {why})"
+            for tp, why in sorted(stuck.items())
+        )
+        raise CommandError(
+            f"cannot move every replica off broker {broker} (live brokers besides it: "
+            f"{','.join(map(str, others)) or 'none'}): {len(stuck)} partition"
+            f"{reassign.plural(len(stuck))} cannot move: {details}",
+            code=ErrorCode.INVALID_REPLICATION_FACTOR,
+            hint="start another broker (or the dead ones), or lower those topics' replication "
+            "factor first; nothing was changed",
+        )
+    return plan
+
+
+def _print_plan(
+    broker: int,
+    plan: Mapping[TopicPartition, Sequence[int]],
+    current: Mapping[TopicPartition, Sequence[int]],
+) -> None:
+    """The current assignment (for a rollback) and the proposed one, as Kafka prints them."""
+    print(
+        f"Current partition replica assignment\n\n{reassign.reassignment_json(current)}\n\n"
+        "Save this to use as the --reassignment-json-file option during rollback"
+    )
+    print(f"Proposed partition reassignment configuration\n{reassign.reassignment_json(plan)}")
+    gaining = sorted({b for tp, rs in plan.items() for b in rs if b not in current[tp]})
+    _err(
+        f"Moving {len(plan)} replica{reassign.plural(len(plan))} off broker {broker} "
+        f"onto broker{reassign.plural(len(gaining))} {','.join(map(str, gaining))}"
+    )
+
+
+def _check_moved(
+    admin: reassign.Admin,
+    broker: int,
+    plan: Mapping[TopicPartition, Sequence[int]],
+    current: Mapping[TopicPartition, Sequence[int]],
+    *,
+    started: float,
+    poll_interval_s: float,
+) -> None:
+    """Every planned partition has its planned replicas and ``broker`` hosts none."""
     # The metadata of the broker asked may trail the controller for a moment.
     settle = time.monotonic() + METADATA_SETTLE_S
     while True:
@@ -214,7 +251,6 @@ def decommission(
         f"Broker {broker} hosts no replicas any more: moved {len(plan)} "
         f"replica{reassign.plural(len(plan))} in {elapsed:.1f} s."
     )
-    return 0
 
 
 def _wait(
