@@ -295,7 +295,8 @@ def _security(r: Run, work: Path, own_tmp: bool) -> None:
         return
     from tidelog.bench import security
 
-    # Two clusters, one after the other: last, so the rows above run as before.
+    # Two clusters, one after the other, and last: the rows above run in the same
+    # conditions whether this section runs or not.
     r.section(
         "security",
         lambda: (
