@@ -139,11 +139,11 @@ def machine() -> dict[str, Any]:
 # depends on how recently the guest freed the memory it lands in: memory freed in the last
 # few seconds is still backed by the host and cheap to write into (0.16-0.4 s of system
 # CPU per GB), memory freed 20 s or more before has gone back to the host and costs
-# 1.1-2.0 s per GB (a plain pwritev loop, measured). Rows that ran right after the
-# benchmark deleted GBs (the limits' files, a stopped cluster's data) were therefore
-# measured in a cheaper regime than the rest: the same tidelog 64 KiB RF=3 run made
-# 269/283 MB/s right after 14 GB had been freed and 206/233 MB/s 45 s later. And a row
-# after a fast one inherited its write-back debt. So before every such row, for every
+# 1.1-2.0 s per GB (a plain pwritev loop, measured). A row that runs right after the
+# benchmark deletes GBs (the limits' files, a stopped cluster's data) is measured in a
+# cheaper regime than the rest: the same tidelog 64 KiB RF=3 run makes 269/283 MB/s right
+# after 14 GB are freed and 206/233 MB/s 45 s later. And a row after a fast one inherits
+# its write-back debt. So before every such row, for every
 # system alike: ``os.sync()``, then wait until SETTLE_AFTER_FREE_S have passed since the
 # benchmark last freed data on disk. Steady state on this VM is the slow regime.
 

@@ -179,7 +179,7 @@ def acks_per_second(results: list[dict[str, Any]]) -> list[int]:
     """Acknowledged records in each whole second of the row, summed over its producers,
     from each producer's ``progress`` samples (acks so far, read at a sample's time: the
     count at the end of second k is the last sample at or before k). Empty when no result
-    has samples (results written before they were recorded)."""
+    has samples (a results file without them)."""
     totals: list[int] = []
     for r in results:
         raw = r.get("progress")
@@ -273,9 +273,9 @@ def e2e_consumer_worker(
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     latencies = array("d")
     deadline = time.perf_counter() + timeout_s
-    # poll() hands over each record as soon as librdkafka has it. consume(num_messages=1000,
-    # timeout=0.05), used before, returns only when it has 1,000 records or the timeout
-    # passed, so at 1k-10k records/s it added up to 50 ms (p50 ~34 ms where send->ack was 9).
+    # poll() hands over each record as soon as librdkafka has it; consume(num_messages=1000,
+    # timeout=0.05) returns only when it has 1,000 records or the timeout passed, which at
+    # 1k-10k records/s adds up to 50 ms to the latency measured.
     while len(latencies) < expected and time.perf_counter() < deadline:
         m = consumer.poll(0.05)
         if m is not None and m.error() is None:

@@ -31,7 +31,7 @@ def triple_write(directory: Path, seconds: float) -> Row:
 
     Timed, not sized: for as long as one produce run lasts, so the page cache fills and
     write-back throttles the loop exactly as it throttles the brokers in those runs (a
-    fixed 1 GiB took 7 s and measured a different regime from a 15 s produce run)."""
+    fixed 1 GiB takes about 7 s, a different regime from a 15 s produce run)."""
     directory.mkdir(parents=True, exist_ok=True)
     settled = settle()
     # Never more than half the free space (the three copies together).

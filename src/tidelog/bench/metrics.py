@@ -29,8 +29,8 @@ from typing import Any
 
 from tidelog.bench.common import Row, remove_data, settle
 from tidelog.bench.kafka import perf_test_line, produce_worker, run_parallel, summarise_produce
+from tidelog.bench.launch import Cluster, ClusterFactory
 from tidelog.bench.tidelog_rows import CLUSTER_OVERRIDES, create_topic
-from tidelog.cli.launcher import LocalCluster
 
 Say = Callable[[str], None]
 
@@ -45,7 +45,7 @@ TOPIC_PARTITIONS = 1000
 _SERVED = re.compile(r"metrics served on http://127\.0\.0\.1:(\d+)/metrics")
 
 
-def metrics_ports(cluster: LocalCluster, timeout_s: float = 30.0) -> list[int]:
+def metrics_ports(cluster: Cluster, timeout_s: float = 30.0) -> list[int]:
     """Each broker's metrics port, from its log line (``metrics.listener`` port 0)."""
     state = cluster.state
     assert state is not None
@@ -103,7 +103,14 @@ class Scraper:
 
 
 def on_off_rows(
-    work: Path, sizes: list[int], seconds: float, producers: int, say: Say, *, rounds: int = 2
+    work: Path,
+    sizes: list[int],
+    seconds: float,
+    producers: int,
+    say: Say,
+    *,
+    launch: ClusterFactory,
+    rounds: int = 2,
 ) -> list[Row]:
     """Rule 1, ``rounds`` times off then on (a drift of the machine over the run shows
     as rounds that disagree)."""
@@ -112,7 +119,7 @@ def on_off_rows(
     for round_, mode in [(n + 1, m) for n in range(rounds) for m in ("off", "on")]:
         directory = work / f"metrics-{mode}-{round_}"
         overrides = {**CLUSTER_OVERRIDES, **(METRICS_ON if mode == "on" else {})}
-        cluster = LocalCluster(directory, brokers=3, overrides=overrides).start(timeout_s=120)
+        cluster = launch(directory, brokers=3, overrides=overrides).start(timeout_s=120)
         try:
             bootstrap = cluster.bootstrap_servers
             ports = metrics_ports(cluster) if mode == "on" else []
@@ -164,6 +171,7 @@ def on_off_rows(
 
 
 def scrape_cost_rows(
+    launch: ClusterFactory,
     work: Path,
     say: Say,
     replicas: int = SCRAPE_REPLICAS,
@@ -175,7 +183,7 @@ def scrape_cost_rows(
         partitions = replicas * brokers // rf
         directory = work / f"metrics-scrape-{brokers}"
         overrides = {**CLUSTER_OVERRIDES, **METRICS_ON, "min.insync.replicas": "1"}
-        cluster = LocalCluster(directory, brokers=brokers, overrides=overrides).start(timeout_s=120)
+        cluster = launch(directory, brokers=brokers, overrides=overrides).start(timeout_s=120)
         try:
             ports = metrics_ports(cluster)
             # Topics of at most TOPIC_PARTITIONS partitions: one CreateTopics of 5,000 takes

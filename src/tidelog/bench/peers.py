@@ -38,7 +38,6 @@ from typing import Any
 
 from tidelog.bench.common import Row, remove_data, settle
 from tidelog.bench.kafka import perf_test_line, run_parallel, summarise_produce
-from tidelog.cli.zookeeper import free_port
 
 Say = Callable[[str], None]
 WINDOW_BYTES = 32 << 20
@@ -85,7 +84,7 @@ def _stop_pid(process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None
 
 
 class NatsCluster:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, free_port: Callable[[], int]) -> None:
         self.directory = directory
         self.processes: list[subprocess.Popen[bytes]] = []
         self.ports = [free_port() for _ in range(3)]
@@ -208,13 +207,18 @@ async def _nats_publish(url: str, subject: str, size: int, seconds: float) -> di
 
 
 def run_nats(
-    directory: Path, sizes: list[int], seconds: float, producers: int, say: Say
+    directory: Path,
+    sizes: list[int],
+    seconds: float,
+    producers: int,
+    say: Say,
+    free_port: Callable[[], int],
 ) -> list[Row]:
     _ensure_package("nats-server", "nats-server", say)
     version = subprocess.run(
         ["nats-server", "--version"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    cluster = NatsCluster(directory)
+    cluster = NatsCluster(directory, free_port)
     rows: list[Row] = []
     try:
         cluster.start()
@@ -252,7 +256,7 @@ RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 class RabbitCluster:
     """Three RabbitMQ nodes (tlbench1..3@localhost) run as user rabbitmq, own epmd."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, free_port: Callable[[], int]) -> None:
         self.directory = directory
         self.epmd_port = free_port()
         self.amqp_ports = [free_port() for _ in range(3)]
@@ -468,10 +472,15 @@ async def _rabbit_create_stream(port: int, stream: str) -> None:
 
 
 def run_rabbitmq(
-    directory: Path, sizes: list[int], seconds: float, producers: int, say: Say
+    directory: Path,
+    sizes: list[int],
+    seconds: float,
+    producers: int,
+    say: Say,
+    free_port: Callable[[], int],
 ) -> list[Row]:
     _ensure_package("rabbitmq-server", "rabbitmq-server", say)
-    cluster = RabbitCluster(directory)
+    cluster = RabbitCluster(directory, free_port)
     rows: list[Row] = []
     try:
         cluster.start(say)
@@ -512,13 +521,14 @@ def run_peer(
     producers: int,
     say: Say,
     skipped: list[dict[str, str]],
+    free_port: Callable[[], int],
 ) -> list[Row]:
     """The produce rows of one peer; a peer that cannot run here is recorded in ``skipped``."""
     try:
         if name == "nats":
-            return run_nats(directory, sizes, seconds, producers, say)
+            return run_nats(directory, sizes, seconds, producers, say, free_port)
         if name == "rabbitmq":
-            return run_rabbitmq(directory, sizes, seconds, producers, say)
+            return run_rabbitmq(directory, sizes, seconds, producers, say, free_port)
     except PeerUnavailableError as exc:
         skipped.append({"section": f"peer {name}", "reason": str(exc)})
         say(f"peer {name} not measured: {exc}")

@@ -5,7 +5,7 @@ Theory of operation:
 1. Each figure is drawn from the rows of ``results.json`` alone (``report.write_report``
    gives them the loaded data), so any committed results file can be drawn again later.
    Nothing is drawn that the rows do not record: rates over the whole row, latency
-   percentiles, and for produce rows measured since the per-second series was recorded
+   percentiles, and for produce rows that carry the per-second series
    (``acks_per_second``), throughput over time.
 2. One group of figures per report section (``Chart.section``), embedded by
    ``report.render_markdown`` under that section's table with a relative link:

@@ -35,9 +35,51 @@ def _load_s(row: dict[str, Any]) -> str:
 
 
 def render_markdown(data: dict[str, Any], charts: Sequence[plots.Chart] = ()) -> str:
+    """The report: a header, the targets, one table per section with its figures after it,
+    then what was not measured and the rows' notes."""
     rows = data["rows"]
+
+    def section(name: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["section"] == name]
+
+    out = _header(data)
+    out += _targets_table(rows)
+    out += _limits_table(section("limits"))
+    out += _produce_table(section("produce"))
+    out += _figures(charts, "produce")
+    out += _compression_table(section("compression"))
+    out += _figures(charts, "compression")
+    out += _cleaner_table(section("cleaner"))
+    out += _catch_up_table(section("catch-up"))
+    out += _figures(charts, "catch-up")
+    out += _e2e_table(section("e2e"))
+    out += _figures(charts, "e2e")
+    if txn := section("transactions"):
+        out += _transactions(txn)
+    out += _figures(charts, "transactions")
+    if sec := section("security"):
+        out += security_section(sec)
+    out += _figures(charts, "security")
+    out += _failover_table(section("failover"))
+    out += _figures(charts, "failover")
+    out += _scale_table(section("scale"))
+    if (met := section("metrics")) or section("metrics scrape"):
+        from tidelog.bench import metrics
+
+        out += metrics.markdown(met, section("metrics scrape"))
+    out += _figures(charts, "metrics")
+    # Figures of a section this report has no table for (yet): linked all the same.
+    if rest := [c for c in charts if c.section not in _SECTIONS_WITH_FIGURES]:
+        out += ["## More figures", "", *(x for c in rest for x in (f"![{c.title}]({c.file})", ""))]
+    out += _not_measured(data["skipped"])
+    out += _notes(rows)
+    return "\n".join(out)
+
+
+def _header(data: dict[str, Any]) -> list[str]:
+    """The command, the machine and its load at the start and the end."""
     m = data["machine"]
-    out = [
+    return [
         "# tidelog bench results",
         "",
         f"Command: `{data['command']}` — started {m['started_utc']}, took "
@@ -51,200 +93,250 @@ def render_markdown(data: dict[str, Any], charts: Sequence[plots.Chart] = ()) ->
         "",
     ]
 
-    def section(name: str) -> list[dict[str, Any]]:
-        return [r for r in rows if r["section"] == name]
 
-    if targets := _targets(rows):
-        out += [
-            "## Targets (issue 8)",
-            "",
-            "| target | measured | met |",
-            "|---|---|---|",
-        ]
-        out += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets]
+def _targets_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Each target of issue 8 this run has figures for, met or not."""
+    targets = _targets(rows)
+    if not targets:
+        return []
+    out = [
+        "## Targets (issue 8)",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    out += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets]
+    out.append("")
+    return out
+
+
+def _limits_table(lim: list[dict[str, Any]]) -> list[str]:
+    """The machine's limits: what a plain loop and loopback sendfile reach."""
+    if not lim:
+        return []
+    out: list[str] = []
+    out += ["## Machine limits", "", "| measurement | figure | load |", "|---|---|---|"]
+    for r in lim:
+        v = r["values"]
+        fig = (
+            f"{v['payload_mb_s']:,.0f} MB/s of payload ({v['disk_mb_s']:,.0f} MB/s to disk)"
+            if "payload_mb_s" in v
+            else f"{v['mb_s']:,.0f} MB/s"
+        )
+        out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
+    out.append("")
+    return out
+
+
+def _produce_table(prod: list[dict[str, Any]]) -> list[str]:
+    """Produce throughput and latency per system, then the same-run ratios."""
+    if not prod:
+        return []
+    out: list[str] = []
+    out += [
+        "## Produce throughput (send → delivery report)",
+        "",
+        "| system | workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | load | note |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in prod:
+        v = r["values"]
+        lat = v.get("latency_ms", {})
+        out.append(
+            f"| {r['system']} | {r['workload']} | {_f(v['records_per_s'], 0)} | "
+            f"{_f(v['mb_per_s'])} | {_f(lat.get('p50'))} | {_f(lat.get('p99'))} | "
+            f"{_f(lat.get('p99.9'))} | {_load_s(r)} | {r['note']} |"
+        )
+    out.append("")
+    ratios = _ratios(prod)
+    if ratios:
+        out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
+        out += [f"- {line}" for line in ratios]
         out.append("")
-    if lim := section("limits"):
-        out += ["## Machine limits", "", "| measurement | figure | load |", "|---|---|---|"]
-        for r in lim:
-            v = r["values"]
+    return out
+
+
+def _compression_table(comp: list[dict[str, Any]]) -> list[str]:
+    """Compressed produce rows."""
+    if not comp:
+        return []
+    out: list[str] = []
+    out += [
+        "## Compressed produce (RF=3 acks=all, text records)",
+        "",
+        "| workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | stored B/record | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in comp:
+        v = r["values"]
+        lat = v.get("latency_ms", {})
+        out.append(
+            f"| {r['workload']} | {_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | "
+            f"{_f(lat.get('p50'))} | {_f(lat.get('p99'))} | {_f(lat.get('p99.9'))} | "
+            f"{_f(v.get('stored_bytes_per_record'), 0)} | {_load_s(r)} |"
+        )
+    out.append("")
+    return out
+
+
+def _cleaner_table(cl: list[dict[str, Any]]) -> list[str]:
+    """The log cleaner's rows."""
+    if not cl:
+        return []
+    out: list[str] = []
+    out += [
+        "## Log cleaner (storage API, one clean)",
+        "",
+        "| workload | MB before | MB after | clean s | MB/s cleaned | records/s | load |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in cl:
+        v = r["values"]
+        out.append(
+            f"| {r['workload']} | {_f(v['bytes_before'] / 1e6)} | {_f(v['bytes_after'] / 1e6)} "
+            f"| {_f(v['clean_s'])} | {_f(v['mb_per_s'])} | {_f(v['records_per_s'], 0)} "
+            f"| {_load_s(r)} |"
+        )
+    out.append("")
+    return out
+
+
+def _catch_up_table(cu: list[dict[str, Any]]) -> list[str]:
+    """Consumer catch-up over the produce backlog."""
+    if not cu:
+        return []
+    out: list[str] = []
+    out += [
+        "## Consumer catch-up over the produce backlog",
+        "",
+        "| system | workload | records | records/s | MB/s | load |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in cu:
+        v = r["values"]
+        out.append(
+            f"| {r['system']} | {r['workload']} | {_f(v['records'])} | "
+            f"{_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | {_load_s(r)} |"
+        )
+    out.append("")
+    return out
+
+
+def _e2e_table(e2e: list[dict[str, Any]]) -> list[str]:
+    """End-to-end latency rows (and what isolation their consumer ran with)."""
+    if not e2e:
+        return []
+    out: list[str] = []
+    out += [
+        "## End-to-end latency produce → consume (acks=all, RF=3)",
+        "",
+        "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms | load |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in e2e:
+        v = r["values"]
+        lat = v["latency_ms"]
+        out.append(
+            f"| {r['system']} | {r['workload']} | {v['received']}/{v['sent']} | "
+            f"{_f(lat['p50'])} | {_f(lat['p99'])} | {_f(lat['p99.9'])} | {_f(lat['max'])} | "
+            f"{_load_s(r)} |"
+        )
+    out.append("")
+    if any("read_committed" in r["workload"] for r in e2e):
+        out += [
+            "The acks=all rows' consumer runs with librdkafka's default isolation.level, "
+            "read_committed, over non-transactional records: nothing is held back, as "
+            "with read_uncommitted. The read_committed rows' records wait for their "
+            "transaction's commit (see Notes).",
+            "",
+        ]
+    return out
+
+
+def _failover_table(fo: list[dict[str, Any]]) -> list[str]:
+    """Failover rows, and the last not-ready answer of a failover never led."""
+    if not fo:
+        return []
+    out: list[str] = []
+    out += [
+        "## Failover",
+        "",
+        "| event | victim led | every ISR full before | leaders elected s | "
+        "produce to every partition s | process exit s | load |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
+    for r in fo:
+        v = r["values"]
+        before = v.get("full_isr_before")
+        full = "—" if before is None else ("yes" if before else "**no**")
+        out.append(
+            f"| {r['workload']} | {v['partitions_led_by_victim']} | {full} | "
+            f"{_f(v['leaders_s'], 2)} | {_f(v['all_produced_s'], 2)} | "
+            f"{_f(v['process_exit_s'], 2)} | {_load_s(r)} |"
+        )
+    for r in fo:
+        if r["values"].get("last_not_ready") and r["values"]["leaders_s"] is None:
+            out.append(
+                f"\n{r['workload']}: never all led within 120 s; last seen: "
+                f"`{r['values']['last_not_ready']}`"
+            )
+    out.append("")
+    return out
+
+
+def _scale_table(sc: list[dict[str, Any]]) -> list[str]:
+    """Scale rows: topic creation, RSS and idle CPU."""
+    if not sc:
+        return []
+    out: list[str] = []
+    out += ["## Scale", "", "| measurement | figures | load |", "|---|---|---|"]
+    for r in sc:
+        v = r["values"]
+        if "rss_mb" in v:
             fig = (
-                f"{v['payload_mb_s']:,.0f} MB/s of payload ({v['disk_mb_s']:,.0f} MB/s to disk)"
-                if "payload_mb_s" in v
-                else f"{v['mb_s']:,.0f} MB/s"
+                "RSS MB per broker "
+                + ", ".join(f"{k}: {x:.0f}" for k, x in v["rss_mb"].items())
+                + "; idle CPU % "
+                + ", ".join(f"{k}: {x:.1f}" for k, x in v["idle_cpu_percent"].items())
             )
-            out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
-        out.append("")
-    if prod := section("produce"):
-        out += [
-            "## Produce throughput (send → delivery report)",
-            "",
-            "| system | workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | load | note |",
-            "|---|---|---:|---:|---:|---:|---:|---|---|",
-        ]
-        for r in prod:
-            v = r["values"]
-            lat = v.get("latency_ms", {})
-            out.append(
-                f"| {r['system']} | {r['workload']} | {_f(v['records_per_s'], 0)} | "
-                f"{_f(v['mb_per_s'])} | {_f(lat.get('p50'))} | {_f(lat.get('p99'))} | "
-                f"{_f(lat.get('p99.9'))} | {_load_s(r)} | {r['note']} |"
+        elif "all_led_full_isr_s" in v:
+            fig = (
+                f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
+                f"partition led with full ISR {v['all_led_full_isr_s']:.2f} s"
             )
-        out.append("")
-        ratios = _ratios(prod)
-        if ratios:
-            out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
-            out += [f"- {line}" for line in ratios]
-            out.append("")
-    out += _figures(charts, "produce")
-    if comp := section("compression"):
-        out += [
-            "## Compressed produce (RF=3 acks=all, text records)",
-            "",
-            "| workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | stored B/record | load |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for r in comp:
-            v = r["values"]
-            lat = v.get("latency_ms", {})
-            out.append(
-                f"| {r['workload']} | {_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | "
-                f"{_f(lat.get('p50'))} | {_f(lat.get('p99'))} | {_f(lat.get('p99.9'))} | "
-                f"{_f(v.get('stored_bytes_per_record'), 0)} | {_load_s(r)} |"
+        else:
+            fig = (
+                f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
+                f"partition led {v['all_led_s']:.2f} s"
             )
-        out.append("")
-    out += _figures(charts, "compression")
-    if cl := section("cleaner"):
-        out += [
-            "## Log cleaner (storage API, one clean)",
-            "",
-            "| workload | MB before | MB after | clean s | MB/s cleaned | records/s | load |",
-            "|---|---:|---:|---:|---:|---:|---|",
-        ]
-        for r in cl:
-            v = r["values"]
-            out.append(
-                f"| {r['workload']} | {_f(v['bytes_before'] / 1e6)} | {_f(v['bytes_after'] / 1e6)} "
-                f"| {_f(v['clean_s'])} | {_f(v['mb_per_s'])} | {_f(v['records_per_s'], 0)} "
-                f"| {_load_s(r)} |"
-            )
-        out.append("")
-    if cu := section("catch-up"):
-        out += [
-            "## Consumer catch-up over the produce backlog",
-            "",
-            "| system | workload | records | records/s | MB/s | load |",
-            "|---|---|---:|---:|---:|---|",
-        ]
-        for r in cu:
-            v = r["values"]
-            out.append(
-                f"| {r['system']} | {r['workload']} | {_f(v['records'])} | "
-                f"{_f(v['records_per_s'], 0)} | {_f(v['mb_per_s'])} | {_load_s(r)} |"
-            )
-        out.append("")
-    out += _figures(charts, "catch-up")
-    if e2e := section("e2e"):
-        out += [
-            "## End-to-end latency produce → consume (acks=all, RF=3)",
-            "",
-            "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms | load |",
-            "|---|---|---|---:|---:|---:|---:|---|",
-        ]
-        for r in e2e:
-            v = r["values"]
-            lat = v["latency_ms"]
-            out.append(
-                f"| {r['system']} | {r['workload']} | {v['received']}/{v['sent']} | "
-                f"{_f(lat['p50'])} | {_f(lat['p99'])} | {_f(lat['p99.9'])} | {_f(lat['max'])} | "
-                f"{_load_s(r)} |"
-            )
-        out.append("")
-        if any("read_committed" in r["workload"] for r in e2e):
-            out += [
-                "The acks=all rows' consumer runs with librdkafka's default isolation.level, "
-                "read_committed, over non-transactional records: nothing is held back, as "
-                "with read_uncommitted. The read_committed rows' records wait for their "
-                "transaction's commit (see Notes).",
-                "",
-            ]
-    out += _figures(charts, "e2e")
-    if txn := section("transactions"):
-        out += _transactions(txn)
-    out += _figures(charts, "transactions")
-    if sec := section("security"):
-        out += security_section(sec)
-    out += _figures(charts, "security")
-    if fo := section("failover"):
-        out += [
-            "## Failover",
-            "",
-            "| event | victim led | every ISR full before | leaders elected s | "
-            "produce to every partition s | process exit s | load |",
-            "|---|---:|---|---:|---:|---:|---|",
-        ]
-        for r in fo:
-            v = r["values"]
-            before = v.get("full_isr_before")
-            full = "—" if before is None else ("yes" if before else "**no**")
-            out.append(
-                f"| {r['workload']} | {v['partitions_led_by_victim']} | {full} | "
-                f"{_f(v['leaders_s'], 2)} | {_f(v['all_produced_s'], 2)} | "
-                f"{_f(v['process_exit_s'], 2)} | {_load_s(r)} |"
-            )
-        for r in fo:
-            if r["values"].get("last_not_ready") and r["values"]["leaders_s"] is None:
-                out.append(
-                    f"\n{r['workload']}: never all led within 120 s; last seen: "
-                    f"`{r['values']['last_not_ready']}`"
-                )
-        out.append("")
-    out += _figures(charts, "failover")
-    if sc := section("scale"):
-        out += ["## Scale", "", "| measurement | figures | load |", "|---|---|---|"]
-        for r in sc:
-            v = r["values"]
-            if "rss_mb" in v:
-                fig = (
-                    "RSS MB per broker "
-                    + ", ".join(f"{k}: {x:.0f}" for k, x in v["rss_mb"].items())
-                    + "; idle CPU % "
-                    + ", ".join(f"{k}: {x:.1f}" for k, x in v["idle_cpu_percent"].items())
-                )
-            elif "all_led_full_isr_s" in v:
-                fig = (
-                    f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
-                    f"partition led with full ISR {v['all_led_full_isr_s']:.2f} s"
-                )
-            else:
-                fig = (
-                    f"CreateTopics answered {v['create_topics_answered_s']:.2f} s, every "
-                    f"partition led {v['all_led_s']:.2f} s"
-                )
-            out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
-        out.append("")
-    if (met := section("metrics")) or section("metrics scrape"):
-        from tidelog.bench import metrics
+        out.append(f"| {r['workload']} | {fig} | {_load_s(r)} |")
+    out.append("")
+    return out
 
-        out += metrics.markdown(met, section("metrics scrape"))
-    out += _figures(charts, "metrics")
-    # Figures of a section this report has no table for (yet): linked all the same.
-    if rest := [c for c in charts if c.section not in _SECTIONS_WITH_FIGURES]:
-        out += ["## More figures", "", *(x for c in rest for x in (f"![{c.title}]({c.file})", ""))]
-    if data["skipped"]:
-        out += ["## Not measured", ""]
-        out += [f"- **{s['section']}**: {s['reason']}" for s in data["skipped"]]
-        out.append("")
+
+def _not_measured(skipped: list[dict[str, str]]) -> list[str]:
+    if not skipped:
+        return []
+    out = ["## Not measured", ""]
+    out += [f"- **{s['section']}**: {s['reason']}" for s in skipped]
+    out.append("")
+    return out
+
+
+def _notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Each distinct note of a row outside the produce table (which shows its own)."""
     notes = [r for r in rows if r["note"] and r["section"] != "produce"]
-    if notes:
-        out += ["## Notes", ""]
-        seen: set[str] = set()
-        for r in notes:
-            key = f"{r['system']} {r['section']}: {r['note']}"
-            if key not in seen:
-                seen.add(key)
-                out.append(f"- {key}")
-        out.append("")
-    return "\n".join(out)
+    if not notes:
+        return []
+    out = ["## Notes", ""]
+    seen: set[str] = set()
+    for r in notes:
+        key = f"{r['system']} {r['section']}: {r['note']}"
+        if key not in seen:
+            seen.add(key)
+            out.append(f"- {key}")
+    out.append("")
+    return out
 
 
 def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:

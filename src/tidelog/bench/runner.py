@@ -19,6 +19,7 @@ from typing import Any
 
 from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
+from tidelog.bench.launch import Launcher
 from tidelog.storage import page_cache
 
 SECTIONS = (
@@ -48,6 +49,8 @@ class Options:
     scale_partitions: int
     peers: tuple[str, ...]
     charts: bool
+    #: The CLI's cluster launcher (this package does not import tidelog.cli).
+    launcher: Launcher
 
 
 class Run:
@@ -98,8 +101,8 @@ class Run:
 
 
 def run(options: Options) -> int:
-    from tidelog.bench import tidelog_rows
-
+    """Every chosen section in order, then the report; 0 (a failed section is recorded as
+    skipped, not raised)."""
     r = Run(options)
     own_tmp = options.work_dir is None
     work = Path(tempfile.mkdtemp(prefix="tidelog-bench-")) if own_tmp else options.work_dir
@@ -107,155 +110,9 @@ def run(options: Options) -> int:
     work.mkdir(parents=True, exist_ok=True)
     # The RabbitMQ nodes run as user rabbitmq and must reach their directories below.
     work.chmod(0o755)
-    sizes = list(options.sizes)
     try:
-        if "limits" in options.sections:
-            r.section(
-                "limits",
-                lambda: [
-                    limits.triple_write(work / "limits", options.seconds),
-                    limits.parallel_triple_write(work / "limits", options.seconds),
-                    limits.parallel_triple_write(
-                        work / "limits", options.seconds, keep=page_cache.DEFAULT_KEEP
-                    ),
-                    limits.loopback_sendfile(
-                        work / "limits", 256 << 20, 3.0 if options.quick else 8.0
-                    ),
-                ],
-            )
-            for row in r.rows:
-                if row.section == "limits":
-                    r.say(f"{row.workload}: {row.values}")
-        if {"produce", "compression", "e2e", "transactions"} & set(options.sections):
-            cluster = tidelog_rows.start_cluster(work / "cluster")
-            try:
-                bootstrap = cluster.bootstrap_servers
-                r.info["tidelog_cluster"] = {
-                    "brokers": 3,
-                    "overrides": dict(tidelog_rows.CLUSTER_OVERRIDES),
-                    "event_loop": cluster.event_loop,
-                }
-                if "produce" in options.sections:
-                    r.section(
-                        "produce",
-                        lambda: tidelog_rows.produce_rows(
-                            bootstrap, sizes, options.seconds, options.producers, r.say, True
-                        ),
-                    )
-                if "compression" in options.sections:
-                    r.section(
-                        "compression",
-                        lambda: tidelog_rows.compression_rows(
-                            bootstrap,
-                            work / "cluster",
-                            sizes,
-                            options.seconds,
-                            options.producers,
-                            r.say,
-                        ),
-                    )
-                if "e2e" in options.sections:
-                    r.section(
-                        "e2e",
-                        lambda: tidelog_rows.e2e_rows(
-                            bootstrap, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
-                        ),
-                    )
-                if "transactions" in options.sections:
-                    from tidelog.bench import transactions
-
-                    r.section(
-                        "transactions",
-                        lambda: transactions.throughput_rows(
-                            bootstrap, options.seconds, options.producers, r.say
-                        ),
-                    )
-                    r.section(
-                        "e2e read_committed",
-                        lambda: transactions.read_committed_e2e_rows(
-                            bootstrap, 5.0 if options.quick else 15.0, r.say
-                        ),
-                    )
-            finally:
-                cluster.stop()
-                if own_tmp:
-                    remove_data(work / "cluster")
-        if "peers" in options.sections:
-            from tidelog.bench import peers
-
-            for name in options.peers:
-                r.section(
-                    f"peer {name}",
-                    lambda name=name: peers.run_peer(  # type: ignore[misc]
-                        name,
-                        work / name,
-                        sizes,
-                        options.seconds,
-                        options.producers,
-                        r.say,
-                        r.skipped,
-                    ),
-                )
-        if "failover" in options.sections:
-            r.section(
-                "failover",
-                lambda: (
-                    tidelog_rows.failover_rows(
-                        work / "failover",
-                        options.failover_partitions,
-                        options.scale_partitions,
-                        5.0 if options.quick else 10.0,
-                        r.say,
-                        r.rows,
-                    )
-                    and []
-                ),
-            )
-            if own_tmp:
-                remove_data(work / "failover")
-        if "cleaner" in options.sections:
-            from tidelog.bench import cleaner
-
-            r.section("cleaner", lambda: cleaner.cleaner_rows(work / "cleaner", r.say))
-        if "metrics" in options.sections:
-            from tidelog.bench import metrics
-
-            # Clusters of its own (metrics off, then on), one at a time.
-            r.section(
-                "metrics",
-                lambda: metrics.on_off_rows(
-                    work,
-                    [s for s in sizes if s <= 1024] or sizes,
-                    options.seconds,
-                    options.producers,
-                    r.say,
-                ),
-            )
-            if options.scale_partitions > 0:  # replicas per broker (quick: skipped)
-                r.section(
-                    "metrics scrape",
-                    lambda: metrics.scrape_cost_rows(work, r.say, options.scale_partitions),
-                )
-        if "security" in options.sections:
-            from tidelog.bench import security
-
-            # Two clusters, one after the other: last, so the rows above run as before.
-            r.section(
-                "security",
-                lambda: (
-                    security.security_rows(
-                        work,
-                        security.SIZES,
-                        options.seconds,
-                        options.producers,
-                        5.0 if options.quick else 15.0,
-                        r.say,
-                        r.rows,
-                        remove=own_tmp,
-                    )
-                    and []
-                ),
-            )
+        for step in (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _security):
+            step(r, work, own_tmp)
     finally:
         r.write()
         if own_tmp:
@@ -267,3 +124,193 @@ def run(options: Options) -> int:
     )
     r.say(f"results in {options.output}")
     return 0
+
+
+def _limits(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "limits" not in options.sections:
+        return
+    r.section(
+        "limits",
+        lambda: [
+            limits.triple_write(work / "limits", options.seconds),
+            limits.parallel_triple_write(work / "limits", options.seconds),
+            limits.parallel_triple_write(
+                work / "limits", options.seconds, keep=page_cache.DEFAULT_KEEP
+            ),
+            limits.loopback_sendfile(work / "limits", 256 << 20, 3.0 if options.quick else 8.0),
+        ],
+    )
+    for row in r.rows:
+        if row.section == "limits":
+            r.say(f"{row.workload}: {row.values}")
+
+
+def _one_cluster(r: Run, work: Path, own_tmp: bool) -> None:
+    """produce, compression, e2e and transactions: one cluster for all four."""
+    from tidelog.bench import tidelog_rows
+
+    options = r.options
+    if not {"produce", "compression", "e2e", "transactions"} & set(options.sections):
+        return
+    sizes = list(options.sizes)
+    cluster = tidelog_rows.start_cluster(options.launcher.cluster, work / "cluster")
+    try:
+        bootstrap = cluster.bootstrap_servers
+        r.info["tidelog_cluster"] = {
+            "brokers": 3,
+            "overrides": dict(tidelog_rows.CLUSTER_OVERRIDES),
+            "event_loop": cluster.event_loop,
+        }
+        if "produce" in options.sections:
+            r.section(
+                "produce",
+                lambda: tidelog_rows.produce_rows(
+                    bootstrap, sizes, options.seconds, options.producers, r.say, True
+                ),
+            )
+        if "compression" in options.sections:
+            r.section(
+                "compression",
+                lambda: tidelog_rows.compression_rows(
+                    bootstrap, work / "cluster", sizes, options.seconds, options.producers, r.say
+                ),
+            )
+        if "e2e" in options.sections:
+            r.section(
+                "e2e",
+                lambda: tidelog_rows.e2e_rows(
+                    bootstrap, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
+                ),
+            )
+        if "transactions" in options.sections:
+            _transactions(r, bootstrap)
+    finally:
+        cluster.stop()
+        if own_tmp:
+            remove_data(work / "cluster")
+
+
+def _transactions(r: Run, bootstrap: str) -> None:
+    from tidelog.bench import transactions
+
+    options = r.options
+    r.section(
+        "transactions",
+        lambda: transactions.throughput_rows(bootstrap, options.seconds, options.producers, r.say),
+    )
+    r.section(
+        "e2e read_committed",
+        lambda: transactions.read_committed_e2e_rows(
+            bootstrap, 5.0 if options.quick else 15.0, r.say
+        ),
+    )
+
+
+def _peers(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "peers" not in options.sections:
+        return
+    from tidelog.bench import peers
+
+    for name in options.peers:
+        r.section(
+            f"peer {name}",
+            lambda name=name: peers.run_peer(  # type: ignore[misc]
+                name,
+                work / name,
+                list(options.sizes),
+                options.seconds,
+                options.producers,
+                r.say,
+                r.skipped,
+                options.launcher.free_port,
+            ),
+        )
+
+
+def _failover(r: Run, work: Path, own_tmp: bool) -> None:
+    from tidelog.bench import tidelog_rows
+
+    options = r.options
+    if "failover" not in options.sections:
+        return
+    r.section(
+        "failover",
+        lambda: (
+            tidelog_rows.failover_rows(
+                options.launcher.cluster,
+                work / "failover",
+                options.failover_partitions,
+                options.scale_partitions,
+                5.0 if options.quick else 10.0,
+                r.say,
+                r.rows,
+            )
+            and []
+        ),
+    )
+    if own_tmp:
+        remove_data(work / "failover")
+
+
+def _cleaner(r: Run, work: Path, own_tmp: bool) -> None:
+    if "cleaner" not in r.options.sections:
+        return
+    from tidelog.bench import cleaner
+
+    r.section("cleaner", lambda: cleaner.cleaner_rows(work / "cleaner", r.say))
+
+
+def _metrics(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "metrics" not in options.sections:
+        return
+    from tidelog.bench import metrics
+
+    sizes = list(options.sizes)
+    launch = options.launcher.cluster
+    # Clusters of its own (metrics off, then on), one at a time.
+    r.section(
+        "metrics",
+        lambda: metrics.on_off_rows(
+            work,
+            [s for s in sizes if s <= 1024] or sizes,
+            options.seconds,
+            options.producers,
+            r.say,
+            launch=launch,
+        ),
+    )
+    if options.scale_partitions > 0:  # replicas per broker (quick: skipped)
+        r.section(
+            "metrics scrape",
+            lambda: metrics.scrape_cost_rows(launch, work, r.say, options.scale_partitions),
+        )
+
+
+def _security(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "security" not in options.sections:
+        return
+    from tidelog.bench import security
+
+    # Two clusters, one after the other, and last: the rows above run in the same
+    # conditions whether this section runs or not.
+    r.section(
+        "security",
+        lambda: (
+            security.security_rows(
+                options.launcher,
+                work,
+                security.SIZES,
+                options.seconds,
+                options.producers,
+                5.0 if options.quick else 15.0,
+                r.say,
+                r.rows,
+                remove=own_tmp,
+            )
+            and []
+        ),
+    )

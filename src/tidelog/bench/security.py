@@ -1,12 +1,12 @@
 """The security rows (issue 20): what SASL_SSL costs beside plaintext, from one run.
 
 Two three-broker clusters, one after the other (never both at once), the same in all but
-their security: ``LocalCluster(security="plaintext")`` and ``LocalCluster(security=
-"sasl_ssl")`` (one SASL_SSL listener per broker, used by the clients and by the brokers
-themselves, who log in to each other with SCRAM-SHA-512; the ACL authorizer on; the
-bench's clients log in as the ``admin`` super user with SCRAM-SHA-512 and trust the
-cluster's CA). Both have the bench's ``CLUSTER_OVERRIDES``. On each, the same rows as the
-tidelog RF=3 acks=all rows of the produce and e2e sections, with the same workers:
+their security: ``security="plaintext"`` and ``security="sasl_ssl"`` (one SASL_SSL
+listener per broker, used by the clients and by the brokers themselves, who log in to each
+other with SCRAM-SHA-512; the ACL authorizer on; the bench's clients log in as the
+``admin`` super user with SCRAM-SHA-512 and trust the cluster's CA). Both have the bench's
+``CLUSTER_OVERRIDES``. On each, the same rows as the tidelog RF=3 acks=all rows of the
+produce and e2e sections, with the same workers:
 
 - produce, RF=3 acks=all (min.insync.replicas=2), 100 B and 1 KiB records, 3 partitions,
   ``seconds`` per row, ``producers`` producer processes (``kafka.produce_worker``);
@@ -52,9 +52,8 @@ from tidelog.bench.kafka import (
     produce_worker,
     summarise_produce,
 )
+from tidelog.bench.launch import Cluster, ClusterFactory, Launcher
 from tidelog.bench.tidelog_rows import CLUSTER_OVERRIDES, _not_ready
-from tidelog.cli.launcher import LocalCluster
-from tidelog.cli.local_security import CLIENT_PROPERTIES
 
 Say = Callable[[str], None]
 
@@ -102,13 +101,14 @@ def librdkafka_settings(props: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def cluster_settings(cluster: LocalCluster) -> dict[str, str]:
-    """librdkafka settings for ``cluster``'s admin (empty for a plaintext cluster)."""
+def cluster_settings(cluster: Cluster, client_properties: str) -> dict[str, str]:
+    """librdkafka settings for ``cluster``'s admin, from the file ``client_properties`` in
+    its directory (empty for a plaintext cluster)."""
     if cluster.security is None:
         return {}
     from tidelog.server.config.broker_config import parse_properties
 
-    text = (cluster.directory / CLIENT_PROPERTIES).read_text(encoding="utf-8")
+    text = (cluster.directory / client_properties).read_text(encoding="utf-8")
     return librdkafka_settings(parse_properties(text))
 
 
@@ -189,7 +189,7 @@ def _in_process(settings: Mapping[str, str], fn: Callable[..., dict[str, Any]], 
         return pool.apply(run_with_settings, (dict(settings), fn, *args))
 
 
-def _broker_pids(cluster: LocalCluster) -> list[int]:
+def _broker_pids(cluster: Cluster) -> list[int]:
     state = cluster.state
     return [b.pid for b in state.brokers if b.pid] if state else []
 
@@ -258,13 +258,14 @@ def cluster_overrides(mode: str) -> dict[str, str]:
     return overrides
 
 
-def start_cluster(directory: Path, mode: str) -> LocalCluster:
-    return LocalCluster(
-        directory, brokers=3, overrides=cluster_overrides(mode), security=mode
-    ).start(timeout_s=120)
+def start_cluster(launch: ClusterFactory, directory: Path, mode: str) -> Cluster:
+    return launch(directory, brokers=3, overrides=cluster_overrides(mode), security=mode).start(
+        timeout_s=120
+    )
 
 
 def cluster_rows(
+    launcher: Launcher,
     directory: Path,
     mode: str,
     sizes: Sequence[int],
@@ -278,9 +279,9 @@ def cluster_rows(
     """Start a ``mode`` cluster, measure its rows, stop it and (``remove``) delete its
     data."""
     rows: list[Row] = []
-    cluster = start_cluster(directory, mode)
+    cluster = start_cluster(launcher.cluster, directory, mode)
     try:
-        settings = cluster_settings(cluster)
+        settings = cluster_settings(cluster, launcher.client_properties)
         protocol = settings.get("security.protocol", PLAINTEXT).upper()
         system = f"tidelog {protocol}"
         bootstrap = cluster.bootstrap_servers
@@ -439,6 +440,7 @@ def _e2e(
 
 
 def security_rows(
+    launcher: Launcher,
     work: Path,
     sizes: Sequence[int],
     seconds: float,
@@ -456,7 +458,15 @@ def security_rows(
         directory = work / f"security-{mode}"
         rows.extend(
             cluster_rows(
-                directory, mode, sizes, seconds, producers, e2e_seconds, say, remove=remove
+                launcher,
+                directory,
+                mode,
+                sizes,
+                seconds,
+                producers,
+                e2e_seconds,
+                say,
+                remove=remove,
             )
         )
     return rows

@@ -1,6 +1,6 @@
 """The tidelog rows: produce, catch-up, end-to-end latency, failover and scale.
 
-Brokers are a :class:`~tidelog.cli.launcher.LocalCluster` (ZooKeeper + three broker
+Brokers are a :class:`~tidelog.bench.launch.Cluster` (ZooKeeper + three broker
 processes on loopback), stopped by PID when the rows are done.
 """
 
@@ -30,7 +30,7 @@ from tidelog.bench.kafka import (
     run_parallel,
     summarise_produce,
 )
-from tidelog.cli.launcher import LocalCluster
+from tidelog.bench.launch import Cluster, ClusterFactory
 
 Say = Callable[[str], None]
 
@@ -38,8 +38,8 @@ Say = Callable[[str], None]
 CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
 
 
-def start_cluster(directory: Path) -> LocalCluster:
-    return LocalCluster(directory, brokers=3, overrides=CLUSTER_OVERRIDES).start(timeout_s=120)
+def start_cluster(launch: ClusterFactory, directory: Path) -> Cluster:
+    return launch(directory, brokers=3, overrides=CLUSTER_OVERRIDES).start(timeout_s=120)
 
 
 def _admin(bootstrap: str) -> Any:
@@ -305,7 +305,7 @@ def e2e_rows(
 # --- failover and scale ---------------------------------------------------------------------
 
 
-def _idle(cluster: LocalCluster, seconds: float, settle_s: float) -> dict[str, Any]:
+def _idle(cluster: Cluster, seconds: float, settle_s: float) -> dict[str, Any]:
     """CPU share and RSS of each broker over ``seconds`` of no client traffic, after
     ``settle_s`` for ISR changes and checkpoints after the topic creation to pass."""
     pids = {b.broker_id: b.pid for b in cluster.state.brokers if b.pid} if cluster.state else {}
@@ -353,7 +353,7 @@ def _produce_to_each(bootstrap: str, topic: str, partitions: int, timeout_s: flo
 
 
 def _failover(
-    cluster: LocalCluster, topic: str, partitions: int, victim: int, crash: bool
+    cluster: Cluster, topic: str, partitions: int, victim: int, crash: bool
 ) -> dict[str, Any]:
     """Kill (SIGKILL) or stop (SIGTERM) ``victim``; seconds until Metadata shows every
     partition led by a live broker, and until one acks=all produce to each succeeded."""
@@ -400,107 +400,136 @@ def _failover(
 
 
 def failover_rows(
-    directory: Path, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+    launch: ClusterFactory,
+    directory: Path,
+    partitions: int,
+    big: int,
+    idle_s: float,
+    say: Say,
+    rows: list[Row],
 ) -> list[Row]:
     """Appends to ``rows`` as it goes, so what was measured survives a later failure."""
-    cluster = start_cluster(directory)
+    cluster = start_cluster(launch, directory)
     try:
-        bootstrap = cluster.bootstrap_servers
-        answered, ready = create_topic(
-            bootstrap, "failover", partitions, 3, min_isr=2, timeout_s=300
-        )
-        rows.append(
-            Row(
-                "scale",
-                "tidelog",
-                f"create {partitions} partitions RF=3",
-                {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
-            )
-        )
-        say(
-            f"tidelog create {partitions} partitions: answered {answered:.2f} s, "
-            f"ready {ready:.2f} s"
-        )
-        idle = _idle(cluster, idle_s, settle_s=idle_s)
-        rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
-        say(
-            f"tidelog idle with {partitions} replicas/broker: CPU max "
-            f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
-        )
-        session_ms = 6000
+        _scale_rows(cluster, partitions, idle_s, say, rows)
         controller = cluster.controller_id()
         for crash in (True, False):
-            candidates = [b.broker_id for b in cluster.state.brokers if b.broker_id != controller]  # type: ignore[union-attr]
-            admin = _admin(bootstrap)
-            leaders = _leaders(admin, "failover")
-            victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
-            # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
-            # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
-            settled = time.perf_counter()
-            not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
-            while not_full is not None and time.perf_counter() < settled + 120:
-                time.sleep(0.5)
-                not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
-            waited = time.perf_counter() - settled
-            result = _failover(cluster, "failover", partitions, victim, crash)
-            result["full_isr_wait_before_s"] = waited
-            result["full_isr_before"] = not_full is None
-            if not_full is not None:
-                result["not_full_isr_before"] = not_full
-            kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
-            result["zookeeper_session_timeout_s"] = session_ms / 1000
-            rows.append(
-                Row(
-                    "failover",
-                    "tidelog",
-                    f"{kind} of a broker, {partitions} partitions RF=3",
-                    result,
-                    note="victim is not the controller; zookeeper.session.timeout.ms=6000",
-                )
-            )
-            say(f"tidelog failover {kind}: {result}")
-            cluster.start_broker(victim, timeout_s=120)
-            back = time.perf_counter()
-            deadline = back + 90
-            while time.perf_counter() < deadline:
-                if _all_ready(admin, "failover", partitions, 3, frozenset()):
-                    result["restarted_full_isr_s"] = time.perf_counter() - back
-                    break
-                time.sleep(0.5)
-            else:
-                result["restarted_full_isr_s"] = None
-                result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
-            say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
+            _failover_round(cluster, partitions, controller, crash, say, rows)
         if big > partitions:
-            more = big - partitions
-            answered, ready = create_topic(
-                bootstrap, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
-            )
-            rows.append(
-                Row(
-                    "scale",
-                    "tidelog",
-                    f"create {more} more partitions RF=3",
-                    {"create_topics_answered_s": answered, "all_led_s": ready},
-                )
-            )
-            idle = _idle(cluster, idle_s, settle_s=idle_s)
-            rows.append(
-                Row(
-                    "scale",
-                    "tidelog",
-                    f"{big} replicas per broker",
-                    idle,
-                    note="two brokers were restarted by the failover rows before this",
-                )
-            )
-            say(
-                f"tidelog idle with {big} replicas/broker: CPU max "
-                f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
-            )
+            _bigger_scale_rows(cluster, partitions, big, idle_s, say, rows)
     finally:
         cluster.stop()
     return rows
+
+
+def _scale_rows(
+    cluster: Cluster, partitions: int, idle_s: float, say: Say, rows: list[Row]
+) -> None:
+    """Create the ``failover`` topic, then measure the brokers idle with its replicas."""
+    answered, ready = create_topic(
+        cluster.bootstrap_servers, "failover", partitions, 3, min_isr=2, timeout_s=300
+    )
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"create {partitions} partitions RF=3",
+            {"create_topics_answered_s": answered, "all_led_full_isr_s": ready},
+        )
+    )
+    say(f"tidelog create {partitions} partitions: answered {answered:.2f} s, ready {ready:.2f} s")
+    idle = _idle(cluster, idle_s, settle_s=idle_s)
+    rows.append(Row("scale", "tidelog", f"{partitions} replicas per broker", idle))
+    say(
+        f"tidelog idle with {partitions} replicas/broker: CPU max "
+        f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+    )
+
+
+def _failover_round(
+    cluster: Cluster,
+    partitions: int,
+    controller: int | None,
+    crash: bool,
+    say: Say,
+    rows: list[Row],
+) -> None:
+    """Kill (``crash``) or stop the non-controller broker leading the most partitions once
+    every ISR is full, then start it again and time its partitions' return to full ISR."""
+    session_ms = 6000
+    candidates = [b.broker_id for b in cluster.state.brokers if b.broker_id != controller]  # type: ignore[union-attr]
+    admin = _admin(cluster.bootstrap_servers)
+    leaders = _leaders(admin, "failover")
+    victim = max(candidates, key=lambda b: sum(1 for v in leaders.values() if v == b))
+    # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
+    # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
+    settled = time.perf_counter()
+    not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+    while not_full is not None and time.perf_counter() < settled + 120:
+        time.sleep(0.5)
+        not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+    waited = time.perf_counter() - settled
+    result = _failover(cluster, "failover", partitions, victim, crash)
+    result["full_isr_wait_before_s"] = waited
+    result["full_isr_before"] = not_full is None
+    if not_full is not None:
+        result["not_full_isr_before"] = not_full
+    kind = "SIGKILL" if crash else "SIGTERM (controlled shutdown)"
+    result["zookeeper_session_timeout_s"] = session_ms / 1000
+    rows.append(
+        Row(
+            "failover",
+            "tidelog",
+            f"{kind} of a broker, {partitions} partitions RF=3",
+            result,
+            note="victim is not the controller; zookeeper.session.timeout.ms=6000",
+        )
+    )
+    say(f"tidelog failover {kind}: {result}")
+    cluster.start_broker(victim, timeout_s=120)
+    back = time.perf_counter()
+    deadline = back + 90
+    while time.perf_counter() < deadline:
+        if _all_ready(admin, "failover", partitions, 3, frozenset()):
+            result["restarted_full_isr_s"] = time.perf_counter() - back
+            break
+        time.sleep(0.5)
+    else:
+        result["restarted_full_isr_s"] = None
+        result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
+    say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
+
+
+def _bigger_scale_rows(
+    cluster: Cluster, partitions: int, big: int, idle_s: float, say: Say, rows: list[Row]
+) -> None:
+    """Grow to ``big`` replicas per broker with a second topic and measure idle again."""
+    more = big - partitions
+    answered, ready = create_topic(
+        cluster.bootstrap_servers, "scale", more, 3, min_isr=2, timeout_s=300, isr_size=1
+    )
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"create {more} more partitions RF=3",
+            {"create_topics_answered_s": answered, "all_led_s": ready},
+        )
+    )
+    idle = _idle(cluster, idle_s, settle_s=idle_s)
+    rows.append(
+        Row(
+            "scale",
+            "tidelog",
+            f"{big} replicas per broker",
+            idle,
+            note="two brokers were restarted by the failover rows before this",
+        )
+    )
+    say(
+        f"tidelog idle with {big} replicas/broker: CPU max "
+        f"{idle['idle_cpu_percent_max']:.1f}%, RSS max {idle['rss_mb_max']:.0f} MB"
+    )
 
 
 def _size(size: int) -> str:

@@ -1,1 +1,2 @@
-"""tidelog.cli (see DESIGN.md, Layers)."""
+"""The ``tidelog`` command line: each subcommand in its own module, registered in
+``tidelog.cli.main.COMMANDS`` (the top layer of DESIGN.md "Layers")."""

@@ -60,9 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tidelog.bench.launch import Launcher
     from tidelog.bench.runner import Options
     from tidelog.bench.runner import run as run_bench
+    from tidelog.cli.launcher import LocalCluster
+    from tidelog.cli.local_security import CLIENT_PROPERTIES
     from tidelog.cli.output import CommandError
+    from tidelog.cli.zookeeper import free_port
 
     sections = tuple(s.strip() for s in args.only.split(",") if s.strip())
     unknown = [s for s in sections if s not in SECTION_NAMES]
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         scale_partitions=scale,
         peers=tuple(p.strip() for p in args.peers.split(",") if p.strip()),
         charts=not args.no_charts,
+        launcher=Launcher(LocalCluster, free_port, CLIENT_PROPERTIES),
     )
     return run_bench(options)
 

@@ -34,9 +34,15 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
-from tidelog.cli import reassign
+from tidelog.cli import reassign, reassign_cluster
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import CommandError, add_bootstrap_flags
+from tidelog.cli.reassign_files import ids_text, partitions_text, plural, reassignment_json
+from tidelog.cli.reassign_steps import (
+    CANNOT_EXECUTE_WITH_EXISTING,
+    clear_throttles,
+    start_reassignment,
+)
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
@@ -102,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with reassign.open_admin(args) as admin:
+    with reassign_cluster.open_admin(args) as admin:
         return decommission(
             admin,
             args.broker,
@@ -119,7 +125,7 @@ def _err(text: str) -> None:
 
 
 def decommission(
-    admin: reassign.Admin,
+    admin: reassign_cluster.Admin,
     broker: int,
     *,
     throttle: int = -1,
@@ -129,51 +135,21 @@ def decommission(
     preserve_throttles: bool = False,
     poll_interval_s: float = POLL_INTERVAL_S,
 ) -> int:
-    if admin.list_reassignments(None):
-        # Rule 3, before planning: a partition being reassigned lists RS, not its replicas.
-        raise CommandError(
-            reassign.CANNOT_EXECUTE_WITH_EXISTING.partition("  ")[0],
-            code=ErrorCode.REASSIGNMENT_IN_PROGRESS,
-            hint="wait for it (`tidelog reassign verify`) or cancel it (`tidelog reassign "
-            "cancel`) first",
-        )
+    _refuse_while_reassigning(admin)
     live = admin.live_brokers()
     assignment = admin.assignment(None)
-    plan, stuck = decommission_plan(broker, assignment, live)
-    if stuck:
-        others = sorted(set(live) - {broker})
-        details = "; ".join(
-            f"{tp} (replicas {reassign.ids_text(assignment[tp])}: {why})"
-            for tp, why in sorted(stuck.items())
-        )
-        raise CommandError(
-            f"cannot move every replica off broker {broker} (live brokers besides it: "
-            f"{','.join(map(str, others)) or 'none'}): {len(stuck)} partition"
-            f"{reassign.plural(len(stuck))} cannot move: {details}",
-            code=ErrorCode.INVALID_REPLICATION_FACTOR,
-            hint="start another broker (or the dead ones), or lower those topics' replication "
-            "factor first; nothing was changed",
-        )
+    plan = _plan_or_refuse(broker, assignment, live)
     if not plan:
         note = "" if broker in live else f" (nor is it live: {','.join(map(str, live))} are)"
         print(f"Broker {broker} hosts no replicas: nothing to move{note}.")
         return 0
     current = {tp: tuple(assignment[tp]) for tp in plan}
-    print(
-        f"Current partition replica assignment\n\n{reassign.reassignment_json(current)}\n\n"
-        "Save this to use as the --reassignment-json-file option during rollback"
-    )
-    print(f"Proposed partition reassignment configuration\n{reassign.reassignment_json(plan)}")
-    gaining = sorted({b for tp, rs in plan.items() for b in rs if b not in current[tp]})
-    _err(
-        f"Moving {len(plan)} replica{reassign.plural(len(plan))} off broker {broker} "
-        f"onto broker{reassign.plural(len(gaining))} {','.join(map(str, gaining))}"
-    )
+    _print_plan(broker, plan, current)
     if dry_run:
         print("Dry run: nothing was changed.")
         return 0
     started = time.monotonic()
-    reassign.start_reassignment(admin, plan, current, throttle=throttle)
+    start_reassignment(admin, plan, current, throttle=throttle)
     if not wait:
         if throttle >= 0:
             _err(
@@ -183,7 +159,74 @@ def decommission(
         return 0
     _wait(admin, plan, broker, timeout_s=timeout_s, poll_interval_s=poll_interval_s)
     if not preserve_throttles and throttle >= 0:
-        reassign.clear_throttles(admin, {tp.topic for tp in plan})
+        clear_throttles(admin, {tp.topic for tp in plan})
+    _check_moved(admin, broker, plan, current, started=started, poll_interval_s=poll_interval_s)
+    return 0
+
+
+def _refuse_while_reassigning(admin: reassign_cluster.Admin) -> None:
+    if admin.list_reassignments(None):
+        # Rule 3, before planning: a partition being reassigned lists RS, not its replicas.
+        raise CommandError(
+            CANNOT_EXECUTE_WITH_EXISTING.partition("  ")[0],
+            code=ErrorCode.REASSIGNMENT_IN_PROGRESS,
+            hint="wait for it (`tidelog reassign verify`) or cancel it (`tidelog reassign "
+            "cancel`) first",
+        )
+
+
+def _plan_or_refuse(
+    broker: int,
+    assignment: Mapping[TopicPartition, Sequence[int]],
+    live: Collection[int],
+) -> dict[TopicPartition, list[int]]:
+    """The decommission plan; refused, with nothing changed, if a replica cannot move."""
+    plan, stuck = decommission_plan(broker, assignment, live)
+    if stuck:
+        others = sorted(set(live) - {broker})
+        details = "; ".join(
+            f"{tp} (replicas {ids_text(assignment[tp])}: {why})"
+            for tp, why in sorted(stuck.items())
+        )
+        raise CommandError(
+            f"cannot move every replica off broker {broker} (live brokers besides it: "
+            f"{','.join(map(str, others)) or 'none'}): {len(stuck)} partition"
+            f"{plural(len(stuck))} cannot move: {details}",
+            code=ErrorCode.INVALID_REPLICATION_FACTOR,
+            hint="start another broker (or the dead ones), or lower those topics' replication "
+            "factor first; nothing was changed",
+        )
+    return plan
+
+
+def _print_plan(
+    broker: int,
+    plan: Mapping[TopicPartition, Sequence[int]],
+    current: Mapping[TopicPartition, Sequence[int]],
+) -> None:
+    """The current assignment (for a rollback) and the proposed one, as Kafka prints them."""
+    print(
+        f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
+        "Save this to use as the --reassignment-json-file option during rollback"
+    )
+    print(f"Proposed partition reassignment configuration\n{reassignment_json(plan)}")
+    gaining = sorted({b for tp, rs in plan.items() for b in rs if b not in current[tp]})
+    _err(
+        f"Moving {len(plan)} replica{plural(len(plan))} off broker {broker} "
+        f"onto broker{plural(len(gaining))} {','.join(map(str, gaining))}"
+    )
+
+
+def _check_moved(
+    admin: reassign_cluster.Admin,
+    broker: int,
+    plan: Mapping[TopicPartition, Sequence[int]],
+    current: Mapping[TopicPartition, Sequence[int]],
+    *,
+    started: float,
+    poll_interval_s: float,
+) -> None:
+    """Every planned partition has its planned replicas and ``broker`` hosts none."""
     # The metadata of the broker asked may trail the controller for a moment.
     settle = time.monotonic() + METADATA_SETTLE_S
     while True:
@@ -195,7 +238,7 @@ def decommission(
             break
         time.sleep(poll_interval_s)
     if wrong:
-        details = ", ".join(f"{tp} has {reassign.ids_text(r)}" for tp, r in sorted(wrong.items()))
+        details = ", ".join(f"{tp} has {ids_text(r)}" for tp, r in sorted(wrong.items()))
         raise CommandError(
             f"the reassignment ended, but not as planned: {details}",
             hint="was it cancelled or replaced? run `tidelog brokers decommission` again",
@@ -203,22 +246,21 @@ def decommission(
     still = sorted(tp for tp, r in admin.assignment(None).items() if broker in r)
     elapsed = time.monotonic() - started
     for tp in sorted(plan):
-        print(f"{tp}: {reassign.ids_text(current[tp])} -> {reassign.ids_text(plan[tp])}")
+        print(f"{tp}: {ids_text(current[tp])} -> {ids_text(plan[tp])}")
     if still:
         raise CommandError(
             f"moved {len(plan)} replicas in {elapsed:.1f} s, but broker {broker} hosts "
-            f"replicas again: {reassign.partitions_text(still)}",
+            f"replicas again: {partitions_text(still)}",
             hint="topics created meanwhile may have been placed on it; run the command again",
         )
     print(
         f"Broker {broker} hosts no replicas any more: moved {len(plan)} "
-        f"replica{reassign.plural(len(plan))} in {elapsed:.1f} s."
+        f"replica{plural(len(plan))} in {elapsed:.1f} s."
     )
-    return 0
 
 
 def _wait(
-    admin: reassign.Admin,
+    admin: reassign_cluster.Admin,
     plan: Mapping[TopicPartition, Sequence[int]],
     broker: int,
     *,
@@ -237,13 +279,12 @@ def _wait(
         if last is None or last[0] != len(running) or now - last[1] >= PROGRESS_EVERY_S:
             _err(
                 f"{len(plan) - len(running)} of {len(plan)} moved off broker {broker}; still "
-                f"moving: {reassign.partitions_text(running[:10])}"
-                + (" ..." if len(running) > 10 else "")
+                f"moving: {partitions_text(running[:10])}" + (" ..." if len(running) > 10 else "")
             )
             last = (len(running), now)
         if now >= deadline:
             raise CommandError(
-                f"{len(running)} partition{reassign.plural(len(running))} still moving off "
+                f"{len(running)} partition{plural(len(running))} still moving off "
                 f"broker {broker} after {timeout_s:g} s",
                 code=ErrorCode.REQUEST_TIMED_OUT,
                 hint="the reassignment goes on: save the proposed configuration above and "

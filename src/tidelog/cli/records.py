@@ -37,6 +37,7 @@ from tidelog.client import (
     BlockingClient,
     ClientConnectionError,
     FetchRequestPartition,
+    FetchResult,
     Record,
     build_batch,
     decode_records,
@@ -44,6 +45,7 @@ from tidelog.client import (
 from tidelog.client.client import ClusterMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.partitioner import partition_for_key
 
 ACKS: Final = {"all": -1, "-1": -1, "1": 1, "0": 0}
 #: Errors after which a metadata refresh and a retry may succeed.
@@ -58,39 +60,6 @@ RETRY_ERRORS: Final = frozenset(
         ErrorCode.NOT_ENOUGH_REPLICAS,
     }
 )
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    i = 0
-    while length - i >= 4:
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-        i += 4
-    rest = length - i
-    if rest == 3:
-        h ^= data[i + 2] << 16
-    if rest >= 2:
-        h ^= data[i + 1] << 8
-    if rest >= 1:
-        h ^= data[i]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """Kafka's default partitioner for keyed records: ``toPositive(murmur2(key)) % n``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 def parse_line(line: str, separator: str | None, line_number: int) -> Record:
@@ -317,106 +286,147 @@ def run_consume(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         raise CommandError("--offset needs --partition", hint="add --partition N")
     bootstrap = resolve_bootstrap(args)
-    printed = 0
-    out = sys.stdout
     with BlockingClient(
         bootstrap, client_id="tidelog-consume", security=resolve_security(args)
     ) as client:
-        count = _topic_partitions(client, args.topic)
-        if args.partition is not None:
-            if not 0 <= args.partition < count:
-                raise kafka_error(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"it has partitions 0-{count - 1}",
-                    f"partition {args.partition} of topic '{args.topic}'",
-                )
-            tps = [TopicPartition(args.topic, args.partition)]
-        else:
-            tps = [TopicPartition(args.topic, p) for p in range(count)]
-        positions = _start_offsets(client, tps, args)
-        last_data = time.monotonic()
-        errors_in_a_row = 0
-        while args.max_messages is None or printed < args.max_messages:
-            if (
-                args.timeout_ms is not None
-                and (time.monotonic() - last_data) * 1000 >= args.timeout_ms
-            ):
-                break
-            md = client.client.cluster
-            by_leader: dict[int, list[TopicPartition]] = {}
-            for tp in tps:
-                leader = md.leader_for(tp) if md is not None else None
-                by_leader.setdefault(-1 if leader is None else leader, []).append(tp)
-            if -1 in by_leader:
-                client.metadata([args.topic])
-                time.sleep(0.2)
-                continue
-            got_any = False
-            refresh = False
-            for leader, group in sorted(by_leader.items()):
-                wait_ms = 500
-                if args.timeout_ms is not None:
-                    wait_ms = max(10, min(wait_ms, args.timeout_ms))
-                try:
-                    results = client.fetch(
-                        {tp: FetchRequestPartition(positions[tp]) for tp in group},
-                        max_wait_ms=wait_ms if len(by_leader) == 1 else 100,
-                        node_id=leader,
-                    )
-                except ClientConnectionError:
-                    refresh = True
-                    continue
-                for tp in group:
-                    r = results.get(tp)
-                    if r is None:
-                        continue
-                    if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                        raise kafka_error(
-                            r.error_code,
-                            f"offset {positions[tp]} is outside "
-                            f"[{r.log_start_offset}, {r.high_watermark}]",
-                            f"{tp.topic}-{tp.partition}",
-                        )
-                    if r.error_code != ErrorCode.NONE:
-                        if r.error_code not in RETRY_ERRORS:
-                            raise kafka_error(r.error_code, None, f"{tp.topic}-{tp.partition}")
-                        refresh = True
-                        continue
-                    for rec in decode_records(r.records):
-                        if rec.offset < positions[tp]:
-                            continue
-                        out.write(
-                            format_record(
-                                tp,
-                                rec.offset,
-                                rec.timestamp_ms,
-                                rec.key,
-                                rec.value,
-                                as_json=args.json,
-                                print_key=args.print_key,
-                            )
-                            + "\n"
-                        )
-                        positions[tp] = rec.offset + 1
-                        printed += 1
-                        got_any = True
-                        if args.max_messages is not None and printed >= args.max_messages:
-                            break
-                    if args.max_messages is not None and printed >= args.max_messages:
-                        break
-            out.flush()
-            if got_any:
-                last_data = time.monotonic()
-                errors_in_a_row = 0
-            if refresh:
-                errors_in_a_row += 1
-                if errors_in_a_row > 50:
-                    raise CommandError("the partitions' leaders keep failing; giving up")
-                time.sleep(min(1.0, 0.1 * errors_in_a_row))
-                with contextlib.suppress(ClientConnectionError):
-                    client.metadata([args.topic])
+        tps = _consumed_partitions(client, args)
+        printed = _consume(client, tps, _start_offsets(client, tps, args), args, sys.stdout)
     print(f"consumed {printed} records from {args.topic}", file=sys.stderr)
     return 0
+
+
+def _consumed_partitions(client: BlockingClient, args: argparse.Namespace) -> list[TopicPartition]:
+    """``--partition`` of the topic, or all its partitions."""
+    count = _topic_partitions(client, args.topic)
+    if args.partition is None:
+        return [TopicPartition(args.topic, p) for p in range(count)]
+    if not 0 <= args.partition < count:
+        raise kafka_error(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"it has partitions 0-{count - 1}",
+            f"partition {args.partition} of topic '{args.topic}'",
+        )
+    return [TopicPartition(args.topic, args.partition)]
+
+
+def _consume(
+    client: BlockingClient,
+    tps: list[TopicPartition],
+    positions: dict[TopicPartition, int],
+    args: argparse.Namespace,
+    out: TextIO,
+) -> int:
+    """Fetch rounds from each leader until ``--max-messages`` or ``--timeout-ms`` without
+    new records; the number of records printed."""
+    printed = 0
+    last_data = time.monotonic()
+    errors_in_a_row = 0
+    while args.max_messages is None or printed < args.max_messages:
+        if args.timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= args.timeout_ms:
+            break
+        by_leader = _partitions_by_leader(client, tps)
+        if -1 in by_leader:
+            client.metadata([args.topic])
+            time.sleep(0.2)
+            continue
+        before = printed
+        refresh = False
+        for leader, group in sorted(by_leader.items()):
+            wait_ms = 500
+            if args.timeout_ms is not None:
+                wait_ms = max(10, min(wait_ms, args.timeout_ms))
+            try:
+                results = client.fetch(
+                    {tp: FetchRequestPartition(positions[tp]) for tp in group},
+                    max_wait_ms=wait_ms if len(by_leader) == 1 else 100,
+                    node_id=leader,
+                )
+            except ClientConnectionError:
+                refresh = True
+                continue
+            for tp in group:
+                r = results.get(tp)
+                if r is None:
+                    continue
+                if not _fetched_cleanly(r, tp, positions[tp]):
+                    refresh = True
+                    continue
+                printed = _print_records(r.records, tp, positions, args, out, printed=printed)
+                if args.max_messages is not None and printed >= args.max_messages:
+                    break
+        out.flush()
+        if printed > before:
+            last_data = time.monotonic()
+            errors_in_a_row = 0
+        if refresh:
+            errors_in_a_row += 1
+            if errors_in_a_row > 50:
+                raise CommandError("the partitions' leaders keep failing; giving up")
+            time.sleep(min(1.0, 0.1 * errors_in_a_row))
+            with contextlib.suppress(ClientConnectionError):
+                client.metadata([args.topic])
+    return printed
+
+
+def _partitions_by_leader(
+    client: BlockingClient, tps: list[TopicPartition]
+) -> dict[int, list[TopicPartition]]:
+    """``tps`` by their leader in the client's metadata; -1 holds those without one."""
+    md = client.client.cluster
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        leader = md.leader_for(tp) if md is not None else None
+        by_leader.setdefault(-1 if leader is None else leader, []).append(tp)
+    return by_leader
+
+
+def _fetched_cleanly(r: FetchResult, tp: TopicPartition, position: int) -> bool:
+    """False for an error after which a metadata refresh and a retry may succeed; raises
+    for any other error."""
+    if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        raise kafka_error(
+            r.error_code,
+            f"offset {position} is outside [{r.log_start_offset}, {r.high_watermark}]",
+            f"{tp.topic}-{tp.partition}",
+        )
+    if r.error_code != ErrorCode.NONE:
+        if r.error_code not in RETRY_ERRORS:
+            raise kafka_error(r.error_code, None, f"{tp.topic}-{tp.partition}")
+        return False
+    return True
+
+
+def _print_records(
+    records: bytes,
+    tp: TopicPartition,
+    positions: dict[TopicPartition, int],
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    printed: int,
+) -> int:
+    """Write the fetched records at or past ``tp``'s position, advancing it; stops once
+    ``printed`` reaches ``--max-messages``. The new count of records printed."""
+    for rec in decode_records(records):
+        if rec.offset < positions[tp]:
+            continue
+        out.write(
+            format_record(
+                tp,
+                rec.offset,
+                rec.timestamp_ms,
+                rec.key,
+                rec.value,
+                as_json=args.json,
+                print_key=args.print_key,
+            )
+            + "\n"
+        )
+        positions[tp] = rec.offset + 1
+        printed += 1
+        if args.max_messages is not None and printed >= args.max_messages:
+            break
+    return printed
 
 
 COMMANDS["produce"] = ("stdin lines -> records", add_produce_arguments, run_produce)

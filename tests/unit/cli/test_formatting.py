@@ -13,13 +13,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from tidelog.cli import admin
 from tidelog.cli.output import CommandError, format_table, parse_key_value
-from tidelog.cli.records import (
-    format_record,
-    murmur2,
-    parse_line,
-    partition_for_key,
-    read_batches,
-)
+from tidelog.cli.records import format_record, parse_line, read_batches
 from tidelog.cli.topics import (
     PartitionDescription,
     ReplicaDescription,
@@ -32,6 +26,7 @@ from tidelog.cli.topics import (
 )
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.partitioner import murmur2, partition_for_key
 
 
 def _topic() -> TopicDescription:

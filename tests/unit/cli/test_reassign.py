@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 from kio.index import load_response_schema
 
-from tidelog.cli import brokers, reassign
+from tidelog.cli import (
+    brokers,
+    reassign,
+    reassign_cluster,
+    reassign_files,
+    reassign_plans,
+    reassign_steps,
+)
 from tidelog.cli.main import main
 from tidelog.cli.output import UsageError
 from tidelog.client import config_admin as ca
@@ -174,7 +181,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> list[FakeAdmin]:
     def fake_open(args: object) -> Iterator[FakeAdmin]:
         yield admins[0]
 
-    monkeypatch.setattr(reassign, "open_admin", fake_open)
+    monkeypatch.setattr(reassign_cluster, "open_admin", fake_open)
     return admins
 
 
@@ -198,21 +205,21 @@ BS = ("--bootstrap-server", "127.0.0.1:1")
 
 
 def test_reassignment_json_round_trip_in_kafkas_format() -> None:
-    text = reassign.reassignment_json({U0: [3], T1: [2, 3], T0: (1, 2)})
+    text = reassign_files.reassignment_json({U0: [3], T1: [2, 3], T0: (1, 2)})
     assert text == (
         '{"version":1,"partitions":['
         '{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]},'
         '{"topic":"t","partition":1,"replicas":[2,3],"log_dirs":["any","any"]},'
         '{"topic":"u","partition":0,"replicas":[3],"log_dirs":["any"]}]}'
     )
-    moves = reassign.parse_reassignment_json(text)
+    moves = reassign_files.parse_reassignment_json(text)
     assert [(m.partition, m.replicas, m.log_dirs) for m in moves] == [
         (T0, (1, 2), ("any", "any")),
         (T1, (2, 3), ("any", "any")),
         (U0, (3,), ("any",)),
     ]
     # log_dirs and version may be left out (Kafka: "any", version 1).
-    [move] = reassign.parse_reassignment_json(
+    [move] = reassign_files.parse_reassignment_json(
         '{"partitions":[{"topic":"t","partition":0,"replicas":[2]}]}'
     )
     assert move.log_dirs == ("any",)
@@ -248,15 +255,14 @@ def test_reassignment_json_round_trip_in_kafkas_format() -> None:
 )
 def test_bad_reassignment_files(text: str, message: str) -> None:
     with pytest.raises(UsageError) as raised:
-        reassign.parse_reassignment_json(text)
+        reassign_files.parse_reassignment_json(text)
     assert message in raised.value.message
 
 
 def test_topics_to_move_file() -> None:
-    assert reassign.parse_topics_json('{"topics":[{"topic":"a"},{"topic":"b"}],"version":1}') == [
-        "a",
-        "b",
-    ]
+    assert reassign_files.parse_topics_json(
+        '{"topics":[{"topic":"a"},{"topic":"b"}],"version":1}'
+    ) == ["a", "b"]
     for text, message in (
         ('{"topics":[{"topic":"a"},{"topic":"a"}]}', "contains duplicate entries: a"),
         ('{"topics":[]}', "cannot be empty"),
@@ -264,7 +270,7 @@ def test_topics_to_move_file() -> None:
         ("nope", "The input string is not a valid JSON"),
     ):
         with pytest.raises(UsageError) as raised:
-            reassign.parse_topics_json(text)
+            reassign_files.parse_topics_json(text)
         assert message in raised.value.message
 
 
@@ -273,17 +279,17 @@ def test_topics_to_move_file() -> None:
 
 def test_generate_spreads_replicas_round_robin_and_keeps_the_replication_factor() -> None:
     current = {T0: [1, 2], T1: [1, 2], T2: [1, 2], U0: [1]}
-    proposal = reassign.propose_assignment(current, ["t", "u"], [4, 2, 3])
+    proposal = reassign_plans.propose_assignment(current, ["t", "u"], [4, 2, 3])
     # Brokers sorted (2, 3, 4): leaders rotate, followers follow; "u" starts where "t" ended.
     assert proposal == {T0: [2, 3], T1: [3, 4], T2: [4, 2], U0: [2]}
     with pytest.raises(UsageError) as raised:
-        reassign.propose_assignment({T0: [1, 2, 3]}, ["t"], [1, 2])
+        reassign_plans.propose_assignment({T0: [1, 2, 3]}, ["t"], [1, 2])
     assert raised.value.message == "Replication factor: 3 larger than available brokers: 2."
     assert raised.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 def test_throttle_plan_is_kafkas_leader_and_follower_lists() -> None:
-    plan_ = reassign.throttle_plan(
+    plan_ = reassign_plans.throttle_plan(
         {T0: ([1, 2], [2, 3]), T1: ([3], [3]), U0: ([1], [4, 5]), T2: ([10], [1])}
     )
     # Kafka's tree set of strings: every source leads ("10:..." sorts before "2:..."), only
@@ -296,12 +302,12 @@ def test_throttle_plan_is_kafkas_leader_and_follower_lists() -> None:
         T0: ra.OngoingReassignment((4, 1), (4,), (1,)),
         U0: ra.OngoingReassignment((2, 3), (2,), (3,)),
     }
-    moves = reassign.proposed_moves({T0: [5]}, {T0: (4, 1)}, running)
+    moves = reassign_plans.proposed_moves({T0: [5]}, {T0: (4, 1)}, running)
     assert moves == {T0: ((1,), [5]), U0: ((3,), (2,))}
 
 
 def test_partition_states_and_their_lines() -> None:
-    states = reassign.partition_states(
+    states = reassign_plans.partition_states(
         {T0: [2, 3], T1: [2], T2: [3]},
         {T0: ra.OngoingReassignment((2, 3, 1), (2, 3), (1,))},
         {T0: (2, 3, 1), T1: (2,), T2: (1,)},
@@ -345,9 +351,9 @@ def test_generate_prints_current_and_proposed(
     out = capsys.readouterr().out
     assert out == (
         "Current partition replica assignment\n"
-        + reassign.reassignment_json({T0: [1], T1: [1]})
+        + reassign_files.reassignment_json({T0: [1], T1: [1]})
         + "\n\nProposed partition reassignment configuration\n"
-        + reassign.reassignment_json({T0: [2], T1: [3]})
+        + reassign_files.reassignment_json({T0: [2], T1: [3]})
         + "\n"
     )
     assert cluster[0].alters == []  # generate changes nothing
@@ -390,7 +396,7 @@ def test_execute_with_throttle_then_verify_then_clear(
     assert out.splitlines() == [
         "Current partition replica assignment",
         "",
-        reassign.reassignment_json({T0: [1], T1: [1, 2]}),
+        reassign_files.reassignment_json({T0: [1], T1: [1, 2]}),
         "",
         "Save this to use as the --reassignment-json-file option during rollback",
         "Warning: You must run --verify periodically, until the reassignment completes, to "
@@ -428,10 +434,10 @@ def test_execute_with_throttle_then_verify_then_clear(
         "Clearing broker-level throttles on brokers 1,2,3",
         "Clearing topic-level throttles on topic t",
     ]
-    deleted_broker = [(k, ca.DELETE, None) for k in reassign.BROKER_THROTTLES]
+    deleted_broker = [(k, ca.DELETE, None) for k in reassign_steps.BROKER_THROTTLES]
     assert admin.configs == [
         *[(ca.BROKER, str(b), deleted_broker) for b in (1, 2, 3)],
-        (ca.TOPIC, "t", [(k, ca.DELETE, None) for k in reassign.TOPIC_THROTTLES]),
+        (ca.TOPIC, "t", [(k, ca.DELETE, None) for k in reassign_steps.TOPIC_THROTTLES]),
     ]
     assert admin.replicas[T0] == (2, 3)
     # --preserve-throttles leaves them.
@@ -539,7 +545,7 @@ def test_log_dirs_are_moved_verified_and_cancelled(
                  "--replica-alter-log-dirs-throttle", "500"]) == 0  # fmt: skip
     out = capsys.readouterr().out.splitlines()
     assert out[-4:] == [
-        reassign.THROTTLE_WARNING,
+        reassign_steps.THROTTLE_WARNING,
         "The replica-alter-dir throttle limit was set to 500 B/s",
         "Successfully started partition reassignments for t-0,t-1",
         "Successfully started log directory moves for: t-0-2,t-1-2",
@@ -643,7 +649,7 @@ def test_decommission_waits_and_summarises(
     assert admin.alters == [{T0: (2, 1), U0: (2, 1)}]
     assert admin.replicas == {T0: (2, 1), T1: (1, 2), U0: (2, 1)}
     lines = captured.out.splitlines()
-    assert reassign.reassignment_json({T0: [2, 1], U0: [2, 1]}) in lines
+    assert reassign_files.reassignment_json({T0: [2, 1], U0: [2, 1]}) in lines
     assert "Successfully started partition reassignments for t-0,u-0" in lines
     assert "Clearing topic-level throttles on topics t,u" in lines
     assert lines[-3:] == [
@@ -673,7 +679,7 @@ def test_decommission_refusals_and_dry_run(
     admin.live.append(4)
     assert main(["brokers", "decommission", *BS, "3", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert reassign.reassignment_json({T0: [1, 2, 4], T1: [2, 1]}) in out
+    assert reassign_files.reassignment_json({T0: [1, 2, 4], T1: [2, 1]}) in out
     assert out.endswith("Dry run: nothing was changed.\n")
     assert admin.alters == []
     assert main(["brokers", "decommission", *BS, "5"]) == 0
@@ -862,7 +868,7 @@ def test_command_config_security_reaches_the_client(
         seen.update(kwargs, bootstrap=bootstrap)
         raise BuiltError
 
-    monkeypatch.setattr(reassign, "BlockingClient", fake)
+    monkeypatch.setattr(reassign_cluster, "BlockingClient", fake)
     with pytest.raises(BuiltError):
         main([*(f if a == "PLAN" else a for a in argv), "--bootstrap-server", "h:9092",
               "--command-config", str(properties)])  # fmt: skip

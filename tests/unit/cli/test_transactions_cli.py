@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.cli import transactions as txn
+from tidelog.cli import transactions_views as txn
 from tidelog.cli.main import build_parser, main
 from tidelog.client import describe_txn
 from tidelog.coordinator.txn import TxnMetadata, TxnState
