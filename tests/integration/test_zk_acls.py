@@ -11,8 +11,6 @@ from collections.abc import Callable
 
 import pytest
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_acls import ZkAclStore
 from tidelog.security.acls import (
     AccessControlEntry,
     AclBinding,
@@ -26,6 +24,8 @@ from tidelog.security.acls import (
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.authorizer import AclAuthorizer
 from tidelog.server.request_context import RequestContext
+from tidelog.zk import ZkClient
+from tidelog.zk.acls import ZkAclStore
 
 pytestmark = pytest.mark.integration
 

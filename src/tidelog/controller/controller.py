@@ -2,7 +2,7 @@
 
 Every broker runs a ``Controller``; the one that wins ``/controller`` is *active*. The rules
 (DESIGN.md 5, 9-12) are the pure functions of ``tidelog.controller.decisions``; this module
-only feeds them state from ZooKeeper (``tidelog.controller.zk``), writes their results back
+only feeds them state from ZooKeeper (``tidelog.zk``), writes their results back
 with compare-and-set, and tells brokers through an injected ``ControllerSender``.
 
 Theory of operation:
@@ -65,21 +65,10 @@ from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeVar
 
 from tidelog.aio import cancel_and_wait
-from tidelog.controller import decisions, zk_reassign, znodes
+from tidelog.controller import decisions
 from tidelog.controller.decisions import ReplicaAssignment
 from tidelog.controller.history import Cause, ControllerHistory, after_failover, dead_brokers
 from tidelog.controller.reassignment import ReassignmentResult, Reassignments
-from tidelog.controller.zk import (
-    ControllerSeat,
-    LiveBroker,
-    SessionEvent,
-    StateWriteOutcome,
-    TopicCreateOutcome,
-    Watch,
-    ZkClient,
-    ZkError,
-)
-from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ErrorCode
 from tidelog.histogram import Histogram
 from tidelog.model import (
@@ -91,6 +80,19 @@ from tidelog.model import (
     TopicPartition,
 )
 from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
+from tidelog.zk import (
+    ControllerSeat,
+    LiveBroker,
+    SessionEvent,
+    StateWriteOutcome,
+    TopicCreateOutcome,
+    Watch,
+    ZkClient,
+    ZkError,
+    znodes,
+)
+from tidelog.zk import reassign as zk_reassign
+from tidelog.zk.znodes import PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
 

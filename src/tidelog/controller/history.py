@@ -48,9 +48,9 @@ from typing import Any, Final
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import ZkClient, ZkError
-from tidelog.controller.znodes import PartitionState
 from tidelog.model import NO_BROKER, TopicPartition
+from tidelog.zk import ZkClient, ZkError
+from tidelog.zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

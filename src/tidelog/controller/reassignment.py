@@ -52,13 +52,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from tidelog.controller import decisions, zk_reassign
+from tidelog.controller import decisions
 from tidelog.controller.decisions import ReplicaAssignment
 from tidelog.controller.history import Cause
-from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
 from tidelog.replication.partition import LeaderAndIsr
+from tidelog.zk import reassign as zk_reassign
+from tidelog.zk.znodes import PartitionState, TopicAssignment
 
 if TYPE_CHECKING:
     from tidelog.controller.controller import Controller

@@ -63,16 +63,6 @@ from tidelog.controller.controller import (
     create_partitions,
     create_topic,
 )
-from tidelog.controller.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
-from tidelog.controller.zk_security import ZkAuth
-from tidelog.controller.znodes import (
-    CONFIG_CHANGES_PATH,
-    LOG_DIR_FAILURE_EVENT,
-    LOG_DIR_RECOVERY_EVENT,
-    BrokerRegistration,
-    EndPoint,
-    LogDirEvent,
-)
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
@@ -96,6 +86,16 @@ from tidelog.server.replica_manager import (
 )
 from tidelog.server.stray_replicas import stray_logs, unknown_topic_logs
 from tidelog.storage.producer_id import ProducerIdManager
+from tidelog.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
+from tidelog.zk.security import ZkAuth
+from tidelog.zk.znodes import (
+    CONFIG_CHANGES_PATH,
+    LOG_DIR_FAILURE_EVENT,
+    LOG_DIR_RECOVERY_EVENT,
+    BrokerRegistration,
+    EndPoint,
+    LogDirEvent,
+)
 
 #: First and longest wait between AlterPartition attempts for one change (rule 5a).
 _ALTER_RETRY_BACKOFF_S = 0.2

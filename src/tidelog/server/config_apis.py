@@ -35,12 +35,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from tidelog.controller.zk import ZkClient, ZkError
-from tidelog.controller.zk_broker_configs import (
-    DEFAULT_ENTITY,
-    BrokerConfigWatch,
-    ZkBrokerConfigStore,
-)
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
@@ -56,6 +50,12 @@ from tidelog.server.config_docs import (
 from tidelog.server.dynamic_config import DynamicBrokerConfig, Synonym, check_alteration
 from tidelog.server.policies import AlterConfigRequest
 from tidelog.server.replica_manager import effective_topic_config
+from tidelog.zk import ZkClient, ZkError
+from tidelog.zk.broker_configs import (
+    DEFAULT_ENTITY,
+    BrokerConfigWatch,
+    ZkBrokerConfigStore,
+)
 
 if TYPE_CHECKING:
     from tidelog.server.apis import KafkaApis

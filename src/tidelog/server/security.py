@@ -23,8 +23,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_users import UserCredentialCache, ZkUserCredentialStore
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.acls import AclOperation, ResourceType
@@ -42,6 +40,8 @@ from tidelog.server.listeners import (
 from tidelog.server.messages import build
 from tidelog.server.sasl import SaslAuthenticatorFactory
 from tidelog.server.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
+from tidelog.zk import ZkClient
+from tidelog.zk.users import UserCredentialCache, ZkUserCredentialStore
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from tidelog.controller.controller import (
     create_partitions,
     create_topic,
 )
-from tidelog.controller.zk import LiveBroker, ZkClient
-from tidelog.controller.znodes import BrokerRegistration, EndPoint, PartitionState
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal
+from tidelog.zk import LiveBroker, ZkClient
+from tidelog.zk.znodes import BrokerRegistration, EndPoint, PartitionState
 
 from .conftest import TEST_SESSION_TIMEOUT_MS
 

@@ -21,8 +21,6 @@ from tests.unit.server.nodes import cluster_node
 from tidelog.cli.main import main
 from tidelog.client.records import Record, build_batch
 from tidelog.controller.controller import Controller
-from tidelog.controller.zk import SessionEvent
-from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ConfigError, ErrorCode
 from tidelog.histogram import Histogram
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
@@ -55,6 +53,8 @@ from tidelog.server.replica_manager import (
 from tidelog.server.replication_quota import ReplicationQuotas
 from tidelog.server.request_context import RequestContext
 from tidelog.storage.log_manager import LogManager
+from tidelog.zk import SessionEvent
+from tidelog.zk.znodes import PartitionState, TopicAssignment
 
 # --- fake broker state -------------------------------------------------------------------
 

@@ -32,9 +32,9 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import ZNodeDecodeError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.znodes import ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from typing import Final, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
+from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 

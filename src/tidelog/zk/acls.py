@@ -42,7 +42,6 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient, ZkError
 from tidelog.security.acls import (
     AccessControlEntry,
     AclBinding,
@@ -53,6 +52,7 @@ from tidelog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
+from tidelog.zk.client import Watch, ZkClient, ZkError
 
 log = logging.getLogger(__name__)
 

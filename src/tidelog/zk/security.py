@@ -62,7 +62,7 @@ from kazoo.security import (
 )
 
 if TYPE_CHECKING:
-    from tidelog.controller.zk import ZkClient
+    from tidelog.zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -44,10 +44,10 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 from tidelog.security.errors import SecurityConfigError
 from tidelog.security.scram import ScramCredential, ScramMechanism
+from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ Theory of operation (Kafka's ``KafkaZkClient`` semantics; paths and JSON in ``zn
    restarted broker never reuses an id. A write retried after a connection loss may find its
    own first attempt applied (BadVersion): the re-read then claims the block after it, which
    wastes ids but never reuses one.
-6. ZooKeeper security (Kafka's ``zookeeper.set.acl``; rules in ``zk_security``): with
+6. ZooKeeper security (Kafka's ``zookeeper.set.acl``; rules in ``tidelog.zk.security``): with
    ``auth`` the session (and the chroot-creating boot session) authenticates with digest
    auth, re-sent on every reconnect. With ``set_acl`` the session's kazoo client — the one
    ``kazoo`` hands to this package's other stores — creates every node with
@@ -79,16 +79,6 @@ from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from tidelog.controller import znodes
-from tidelog.controller.zk_security import AclKazooClient, ZkAuth, secure_existing_tree_blocking
-from tidelog.controller.znodes import (
-    BrokerRegistration,
-    ControllerRegistration,
-    LogDirEvent,
-    PartitionState,
-    TopicAssignment,
-    ZNodeDecodeError,
-)
 from tidelog.errors import TidelogError
 from tidelog.model import BrokerId, ControllerEpoch, PartitionEpoch, TopicPartition
 from tidelog.storage.producer_id import (
@@ -97,6 +87,16 @@ from tidelog.storage.producer_id import (
     decode_block,
     encode_block,
     next_block,
+)
+from tidelog.zk import znodes
+from tidelog.zk.security import AclKazooClient, ZkAuth, secure_existing_tree_blocking
+from tidelog.zk.znodes import (
+    BrokerRegistration,
+    ControllerRegistration,
+    LogDirEvent,
+    PartitionState,
+    TopicAssignment,
+    ZNodeDecodeError,
 )
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ class ZkClient:
         ``auth`` authenticates the session with ZooKeeper's digest scheme (sent again on
         every reconnect); ``set_acl`` (Kafka's ``zookeeper.set.acl``, needs ``auth``, else
         ValueError) creates every node with the secure ACLs and secures the existing tree
-        at start (module docstring, 6; rules in ``zk_security``).
+        at start (module docstring, 6; rules in ``tidelog.zk.security``).
         """
         client = cls(
             connect,
