@@ -15,12 +15,8 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from tidelog.model import BrokerId
 from tidelog.zk import ZkClient, znodes
-from tidelog.zk.security import (
-    KAFKA_ROOT_PATHS,
-    ZkAuth,
-    secure_acls,
-    secure_existing_tree,
-)
+from tidelog.zk.security import KAFKA_ROOT_PATHS, ZkAuth, secure_acls
+from tidelog.zk.session import secure_existing_tree
 from tidelog.zk.znodes import BrokerRegistration, EndPoint
 
 pytestmark = pytest.mark.integration

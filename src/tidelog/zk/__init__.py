@@ -8,24 +8,18 @@ are its public face; the stores for ACLs (``acls``), SCRAM users (``users``), br
 the ACLs on znodes (``security``) are imported from their modules.
 """
 
-from tidelog.zk.client import (
+from tidelog.zk.brokers import ControllerSeat, ElectionResult, LiveBroker
+from tidelog.zk.client import ZkClient
+from tidelog.zk.errors import BrokerIdInUseError, CorruptProducerIdBlockError, ZkError
+from tidelog.zk.producer_ids import ZkProducerIdBlockStore
+from tidelog.zk.session import (
     DEFAULT_SESSION_TIMEOUT_MS,
-    BrokerIdInUseError,
-    ControllerSeat,
-    CorruptProducerIdBlockError,
-    ElectionResult,
-    LiveBroker,
     SessionEvent,
-    StateWriteOutcome,
-    StateWriteResult,
-    TopicCreateOutcome,
     Watch,
-    ZkClient,
-    ZkError,
-    ZkProducerIdBlockStore,
     probe_session,
     split_connect_string,
 )
+from tidelog.zk.topics import StateWriteOutcome, StateWriteResult, TopicCreateOutcome
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT_MS",

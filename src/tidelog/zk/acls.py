@@ -52,7 +52,9 @@ from tidelog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
-from tidelog.zk.client import Watch, ZkClient, ZkError
+from tidelog.zk.client import ZkClient
+from tidelog.zk.errors import ZkError
+from tidelog.zk.session import Watch
 
 log = logging.getLogger(__name__)
 

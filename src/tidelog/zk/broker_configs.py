@@ -37,7 +37,8 @@ from typing import Final, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.client import ZkClient
+from tidelog.zk.session import Watch
 from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)

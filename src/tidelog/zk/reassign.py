@@ -33,7 +33,8 @@ from typing import Any, Final
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.client import ZkClient
+from tidelog.zk.session import Watch
 from tidelog.zk.znodes import ZNodeDecodeError
 
 log = logging.getLogger(__name__)

@@ -46,7 +46,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from tidelog.security.errors import SecurityConfigError
 from tidelog.security.scram import ScramCredential, ScramMechanism
-from tidelog.zk.client import Watch, ZkClient
+from tidelog.zk.client import ZkClient
+from tidelog.zk.session import Watch
 from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
