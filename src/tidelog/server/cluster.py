@@ -56,13 +56,10 @@ from tidelog.client.client import Client
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import ClientError
-from tidelog.controller.controller import (
-    LEADER_DURING_DELETE,
-    Controller,
-    PartitionInfo,
-    create_partitions,
-    create_topic,
-)
+from tidelog.controller.controller import Controller
+from tidelog.controller.deletion import LEADER_DURING_DELETE
+from tidelog.controller.messages import PartitionInfo
+from tidelog.controller.topic_admin import create_partitions, create_topic
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control

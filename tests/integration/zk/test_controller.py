@@ -11,13 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tidelog.controller.controller import (
-    AlterPartitionResult,
-    Controller,
-    PartitionInfo,
-    create_partitions,
-    create_topic,
-)
+from tidelog.controller.controller import AlterPartitionResult, Controller
+from tidelog.controller.messages import PartitionInfo
+from tidelog.controller.topic_admin import create_partitions, create_topic
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal

@@ -7,7 +7,8 @@ from collections.abc import Awaitable
 
 import pytest
 
-from tidelog.controller.controller import AlterPartitionResult, create_topic
+from tidelog.controller.controller import AlterPartitionResult
+from tidelog.controller.topic_admin import create_topic
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal
