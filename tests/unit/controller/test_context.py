@@ -26,9 +26,7 @@ def live(*ids: int) -> dict[BrokerId, LiveBroker]:
         BrokerId(i): LiveBroker(
             BrokerRegistration(
                 broker_id=BrokerId(i),
-                endpoints=(
-                    EndPoint(listener_name="PLAINTEXT", host="127.0.0.1", port=9090 + i),
-                ),
+                endpoints=(EndPoint(listener_name="PLAINTEXT", host="127.0.0.1", port=9090 + i),),
             ),
             broker_epoch=100 + i,
         )
