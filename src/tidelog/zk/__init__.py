@@ -4,8 +4,9 @@ over kazoo, for asyncio callers).
 It is the only package that imports kazoo; it sits below ``tidelog.controller`` (the broker uses
 it too) and imports nothing above ``tidelog.security`` and ``tidelog.storage``. The names below
 are its public face; the stores for ACLs (``acls``), SCRAM users (``users``), broker configs
-(``broker_configs``), partition reassignments (``reassign``), the znode codecs (``znodes``) and
-the ACLs on znodes (``security``) are imported from their modules.
+(``broker_configs``), partition reassignments (``reassign``) and the controller history
+(``history_store``), the znode codecs (``znodes``) and the ACLs on znodes (``security``) are
+imported from their modules.
 """
 
 from tidelog.zk.brokers import ControllerSeat, ElectionResult, LiveBroker
