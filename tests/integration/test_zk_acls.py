@@ -1,4 +1,4 @@
-"""ACLs on a real ZooKeeper (``tidelog.controller.zk_acls``, ``tidelog.server.auth.authorizer``):
+"""ACLs on a real ZooKeeper (``tidelog.zk.acls``, ``tidelog.server.auth.authorizer``):
 Kafka's znodes byte for byte, change notifications, a second broker's authorizer following
 the first, removal by filter, concurrent compare-and-set writers, and ACLs a Kafka broker
 wrote."""
@@ -11,8 +11,6 @@ from collections.abc import Callable
 
 import pytest
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_acls import ZkAclStore
 from tidelog.security.acls import (
     AccessControlEntry,
     AclBinding,
@@ -26,6 +24,8 @@ from tidelog.security.acls import (
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.auth.authorizer import AclAuthorizer
 from tidelog.server.network.request_context import RequestContext
+from tidelog.zk import ZkClient
+from tidelog.zk.acls import ZkAclStore
 
 pytestmark = pytest.mark.integration
 

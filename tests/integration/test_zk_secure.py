@@ -13,16 +13,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from tidelog.controller import znodes
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_security import (
-    KAFKA_ROOT_PATHS,
-    ZkAuth,
-    secure_acls,
-    secure_existing_tree,
-)
-from tidelog.controller.znodes import BrokerRegistration, EndPoint
 from tidelog.model import BrokerId
+from tidelog.zk import ZkClient, znodes
+from tidelog.zk.security import KAFKA_ROOT_PATHS, ZkAuth, secure_acls
+from tidelog.zk.session import secure_existing_tree
+from tidelog.zk.znodes import BrokerRegistration, EndPoint
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +150,7 @@ def test_another_identity_cannot_write(zk_connect: str, caplog: pytest.LogCaptur
                 await same.close()
             # A different credential starts (the tree exists), cannot change the ACLs and
             # says so once, and cannot write.
-            with caplog.at_level(logging.WARNING, "tidelog.controller.zk_security"):
+            with caplog.at_level(logging.WARNING, "tidelog.zk.security"):
                 other = await connect_secure(zk_connect, ZkAuth("mallory", "pw"))
             try:
                 warnings = [r for r in caplog.records if "not allowed to secure" in r.message]

@@ -1,4 +1,4 @@
-"""SCRAM credentials on a real ZooKeeper (tidelog.controller.zk_users): Kafka's
+"""SCRAM credentials on a real ZooKeeper (tidelog.zk.users): Kafka's
 ``/config/users`` JSON and ``/config/changes`` notifications, compare-and-set writes, the
 watch-driven cache, and the admin APIs plus a SCRAM login end to end."""
 
@@ -18,14 +18,6 @@ from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from kio.static.primitive import i8, i32
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_users import (
-    UserCredentialCache,
-    ZkUserCredentialStore,
-    encode_user_config,
-    sanitize,
-)
-from tidelog.controller.znodes import CONFIG_CHANGES_PATH
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
@@ -33,6 +25,14 @@ from tidelog.security.principal import KafkaPrincipal
 from tidelog.security.scram import ScramClient, ScramMechanism, make_credential, salted_password
 from tidelog.server.apis.scram_apis import ScramCredentialApis
 from tidelog.server.network.sasl import SaslAuthenticatorFactory
+from tidelog.zk import ZkClient
+from tidelog.zk.users import (
+    UserCredentialCache,
+    ZkUserCredentialStore,
+    encode_user_config,
+    sanitize,
+)
+from tidelog.zk.znodes import CONFIG_CHANGES_PATH
 
 pytestmark = pytest.mark.integration
 

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_security import ZkAuth
-from tidelog.controller.zk_users import ZkUserCredentialStore
 from tidelog.security.client_config import ClientSecurity
 from tidelog.security.scram import ScramMechanism, make_credential
+from tidelog.zk import ZkClient
+from tidelog.zk.security import ZkAuth
+from tidelog.zk.users import ZkUserCredentialStore
 
 if TYPE_CHECKING:
     from tidelog.security.certs import LocalPki

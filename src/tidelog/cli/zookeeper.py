@@ -31,8 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
-from tidelog.controller.zk import probe_session
 from tidelog.errors import TidelogError
+from tidelog.zk import probe_session
 
 #: Where Debian installs ZooKeeper's jar and the jars its server needs beyond its manifest's
 #: Class-Path (a log4j binding for slf4j, and the netty pieces the manifest leaves out).

@@ -2,6 +2,6 @@
 
 ``tidelog.controller.decisions`` holds the controller's pure decisions (elections, the
 AlterPartition compare-and-set, replica assignment) shared by the ZooKeeper-backed controller
-and the deterministic simulator in ``tidelog.testing``; only the ZooKeeper adapter here may
-import kazoo.
+and the deterministic simulator in ``tidelog.testing``; ZooKeeper itself is reached only
+through ``tidelog.zk``.
 """

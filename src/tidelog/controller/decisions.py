@@ -279,7 +279,7 @@ def alter_partition(
 
     The broker-epoch check matters: a proposal sent just before a broker bounced must not be
     applied after its new incarnation has been told the partition state, or the two disagree
-    on the ISR with no further message to reconcile them (found by the simulator)."""
+    on the ISR with no further message to reconcile them."""
     if (
         -1 not in (broker_epoch, registered_broker_epoch)
         and broker_epoch != registered_broker_epoch
@@ -297,10 +297,9 @@ def alter_partition(
         # partition epoch): a retry of a change whose answer was lost (rule 5a) learns the
         # state instead of INVALID_UPDATE_VERSION. Only from an epoch this controller has
         # seen: a proposal from a later one means its own state is stale (a deposed
-        # controller that has not noticed yet). Answering that with its older state left
-        # the leader's change in flight for good and the ISR it had proposed never written
-        # (fault harness: ISR [1, 3] in every Metadata for 3 minutes after a ZooKeeper
-        # partition of the controller).
+        # controller that has not noticed yet). Answering that with its older state would
+        # leave the leader's change in flight for good and the ISR it proposed never
+        # written.
         return ErrorCode.NONE, current
     if proposal.partition_epoch != current.partition_epoch:
         return ErrorCode.INVALID_UPDATE_VERSION, current
@@ -421,8 +420,8 @@ def replica_removal_problem(
 
     1. They are the whole ISR: the partition would have no in-sync replica left and the
        removed ones' logs, the only ones holding every committed record, would be deleted
-       (found by the simulator, soak seed 55604 with ``--reassign-share 1``: an offline
-       partition whose only in-sync replica was an adding one; Kafka allows it).
+       (e.g. an offline partition whose only in-sync replica is an adding one; Kafka
+       allows it).
     2. The leader is one of them and no in-sync electable replica of ``replicas`` (the new
        replica set) can take over."""
     if not dropped:
@@ -452,10 +451,9 @@ def on_replicas_changed(
     The partition epoch always moves (the caller writes this state; the write bumps it): an
     AlterPartition built on the old replica set is then refused as stale. Without it, a
     leader's retried expansion naming a replica that was removed (log deleted) and added
-    back since, at the same partition epoch, was accepted, putting an empty replica in the
-    ISR; electing it lost every acknowledged record (soak seed 5041 with
-    ``--reassign-share 1``, session 12). KRaft bumps the partition epoch with every replica
-    change (KIP-455), Kafka's ZooKeeper controller the leader epoch.
+    back since, at the same partition epoch, would be accepted, putting an empty replica in
+    the ISR; electing it would lose every acknowledged record. KRaft bumps the partition
+    epoch with every replica change (KIP-455), Kafka's ZooKeeper controller the leader epoch.
 
     Replicas in ``gone`` leave the ISR now; if the leader is one of them, the first in-sync
     electable replica of ``replicas`` takes over. Leader or ISR changed: a new leader epoch.

@@ -1,4 +1,4 @@
-"""The controller's decision history: what it decided, and why (issue 22, the web console).
+"""The controller's decision history: what it decided, and why (for the web console).
 
 Kafka logs its controller's decisions (``state.change.logger``) but keeps no queryable
 record of them; tools that poll the admin API only see the state that resulted. This
@@ -21,13 +21,14 @@ Theory of operation:
    ``controller_failover``, ``reassignment_start``/``_complete``/``_cancel``) come through
    ``record``.
 2. Persistence: the active controller writes the whole list to ``HISTORY_PATH`` as JSON
-   (``{"version":1,"events":[...]}``), at most once per ``FLUSH_INTERVAL_S`` (events in
-   between are batched into one write), without compare-and-set: only the active
-   controller writes, and a controller that resigns drops its pending write. A new
-   controller reads what it finds there (``take_over``) and appends to it, so the history
-   survives failover, and every broker can read it (``read_history``) for its console.
-   The list is bounded in count and the JSON in size (``MAX_BYTES``, well under
-   ZooKeeper's 1 MiB ``jute.maxbuffer``): the oldest events go first.
+   (``{"version":1,"events":[...]}``; the znode IO is ``tidelog.zk.history_store``), at
+   most once per ``FLUSH_INTERVAL_S`` (events in between are batched into one write),
+   without compare-and-set: only the active controller writes, and a controller that
+   resigns drops its pending write. A new controller reads what it finds there
+   (``take_over``) and appends to it, so the history survives failover, and every broker
+   can read it (``read_history``) for its console. The list is bounded in count and the
+   JSON in size (``MAX_BYTES``, well under ZooKeeper's 1 MiB ``jute.maxbuffer``): the
+   oldest events go first.
 3. Nothing here blocks the controller: ``record``/``partition_changed`` append in memory
    and schedule the write; a failed write (ZooKeeper unreachable) is logged and retried
    with the next batch. Listeners (``subscribe``) are called on the loop for each event
@@ -46,15 +47,17 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
-from tidelog.controller.zk import ZkClient, ZkError
-from tidelog.controller.znodes import PartitionState
 from tidelog.model import NO_BROKER, TopicPartition
+from tidelog.zk import ZkClient, ZkError
+from tidelog.zk.history_store import (
+    HISTORY_PATH,
+    read_history_blocking,
+    write_history_blocking,
+)
+from tidelog.zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 
-HISTORY_PATH: Final = "/tidelog/controller_history"
 #: Events kept (in memory and in the znode).
 CAPACITY: Final = 1000
 #: Largest JSON written; older events are dropped to fit.
@@ -305,7 +308,7 @@ class ControllerHistory:
     async def _write(self, data: bytes) -> None:
         assert self.zk is not None
         try:
-            await self.zk.call(_write_blocking, self.zk.kazoo, data)
+            await self.zk.call(write_history_blocking, self.zk.kazoo, data)
             self.writes += 1
         except ZkError as exc:
             self.write_failures += 1
@@ -338,27 +341,9 @@ def decode_history(data: bytes | None) -> list[dict[str, Any]]:
     return [e for e in events if isinstance(e, dict)]
 
 
-def _write_blocking(kz: Any, data: bytes) -> None:
-    try:
-        kz.retry(kz.set, HISTORY_PATH, data)
-    except NoNodeError:
-        try:
-            kz.retry(kz.create, HISTORY_PATH, data, makepath=True)
-        except NodeExistsError:
-            kz.retry(kz.set, HISTORY_PATH, data)
-
-
-def _read_blocking(kz: Any) -> bytes | None:
-    try:
-        data, _stat = kz.retry(kz.get, HISTORY_PATH)
-    except NoNodeError:
-        return None
-    return bytes(data) if data is not None else None
-
-
 async def read_history(zk: ZkClient) -> list[dict[str, Any]]:
     """The persisted history (any broker; ZkError when ZooKeeper cannot be reached)."""
-    return decode_history(await zk.call(_read_blocking, zk.kazoo))
+    return decode_history(await zk.call(read_history_blocking, zk.kazoo))
 
 
 __all__ = [

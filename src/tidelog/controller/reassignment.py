@@ -38,30 +38,32 @@ completes again (one more leader epoch). A dead target replica holds the reassig
 it returns (or until it is cancelled); a removed replica that was down when its StopReplica
 went out deletes its log when it returns (``tidelog.server.replica.stray_replicas``).
 
-Under the deterministic simulator (``Simulation.reassign``, ``tests/sim/test_reassignment.py``,
-``python -m tidelog.testing.soak --reassign-share 1``) the same rules run with crashes,
-pauses, lost answers and controller failovers; its sweep found that the start's LeaderAndIsr
-(same epochs, new replica list) reset a leader's in-flight ISR change, fixed in
-``Partition.make_leader`` (docs/replication.md).
+The deterministic simulator (``Simulation.reassign``, ``tests/sim/test_reassignment.py``,
+``python -m tidelog.testing.soak --reassign-share 1``) runs the same rules with crashes,
+pauses, lost answers and controller failovers. A start's LeaderAndIsr (same epochs, new
+replica list) must not reset a leader's in-flight ISR change (``Partition.make_leader``,
+docs/replication.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Awaitable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from tidelog.controller import decisions, zk_reassign
+from tidelog.controller import decisions
+from tidelog.controller.context import ControllerContext
 from tidelog.controller.decisions import ReplicaAssignment
-from tidelog.controller.history import Cause
-from tidelog.controller.znodes import PartitionState, TopicAssignment
+from tidelog.controller.history import Cause, ControllerHistory
+from tidelog.controller.messages import BrokerMessages
+from tidelog.controller.state_writes import Decide
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
 from tidelog.replication.partition import LeaderAndIsr
-
-if TYPE_CHECKING:
-    from tidelog.controller.controller import Controller
+from tidelog.zk import ZkClient
+from tidelog.zk import reassign as zk_reassign
+from tidelog.zk.znodes import PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +106,37 @@ def with_partition(
     )
 
 
+class WriteDecided(Protocol):
+    """``StateWriter.write_decided``: decide and CAS-write; returns the changed partitions."""
+
+    def __call__(
+        self, decide: Decide, candidates: Iterable[TopicPartition], cause: Cause | None = None
+    ) -> Awaitable[set[TopicPartition]]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentContext:
+    """What the reassignment steps use of the controller: its cache, its ZooKeeper session,
+    its history, its compare-and-set state writes and its messages to brokers."""
+
+    ctx: ControllerContext
+    zk: ZkClient
+    history: ControllerHistory
+    write_decided: WriteDecided
+    messages: BrokerMessages
+
+
 class Reassignments:
-    """The reassignment steps of one ``Controller`` (module docstring); every method runs in
+    """The reassignment steps of one controller (module docstring); every method runs in
     the controller's event queue, on its cached context."""
 
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, context: ReassignmentContext) -> None:
+        self.c = context
 
     # -- reading --------------------------------------------------------------------------
 
     def of(self, tp: TopicPartition) -> ReplicaAssignment | None:
-        assignment = self.c._assignments.get(tp.topic)
+        assignment = self.c.ctx.assignments.get(tp.topic)
         if assignment is None or tp.partition not in assignment.partitions:
             return None
         return replica_assignment(assignment, tp.partition)
@@ -122,8 +144,8 @@ class Reassignments:
     def ongoing(self) -> dict[TopicPartition, ReplicaAssignment]:
         """Every partition being reassigned (ListPartitionReassignments with null topics)."""
         out: dict[TopicPartition, ReplicaAssignment] = {}
-        for topic, assignment in self.c._assignments.items():
-            if topic in self.c._deleting:
+        for topic, assignment in self.c.ctx.assignments.items():
+            if topic in self.c.ctx.deleting:
                 continue
             for p in sorted({*assignment.adding_replicas, *assignment.removing_replicas}):
                 ra = replica_assignment(assignment, p)
@@ -138,13 +160,13 @@ class Reassignments:
     ) -> dict[TopicPartition, ReassignmentResult]:
         c = self.c
         results: dict[TopicPartition, ReassignmentResult] = {}
-        if c._seat is None:
+        if c.ctx.seat is None:
             return dict.fromkeys(wanted, ReassignmentResult(ErrorCode.NOT_CONTROLLER))
-        registered = set(c._live)
+        registered = set(c.ctx.live)
         by_topic: dict[str, dict[int, tuple[BrokerId, ...] | None]] = {}
         for tp, target in wanted.items():
             current = self.of(tp)
-            if current is None or tp.topic in c._deleting:
+            if current is None or tp.topic in c.ctx.deleting:
                 results[tp] = ReassignmentResult(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"The partition {tp} does not exist.",
@@ -166,13 +188,13 @@ class Reassignments:
         started: dict[TopicPartition, tuple[ReplicaAssignment, ReplicaAssignment]] = {}
         for topic, targets in sorted(by_topic.items()):
             outcome = await self._write_plans(topic, targets)
-            if not c.is_active:
+            if not c.ctx.is_active:
                 break
             for p, (result, before_after) in outcome.items():
                 results[TopicPartition(topic, p)] = result
                 if before_after is not None:
                     started[TopicPartition(topic, p)] = before_after
-        if not c.is_active:
+        if not c.ctx.is_active:
             return {
                 tp: results.get(tp, ReassignmentResult(ErrorCode.NOT_CONTROLLER)) for tp in wanted
             }
@@ -185,7 +207,7 @@ class Reassignments:
         """Plan every partition of ``topic`` from its znode and write them in one CAS."""
         c = self.c
         for _ in range(MAX_TOPIC_ROUNDS):
-            seat = c._seat
+            seat = c.ctx.seat
             if seat is None:
                 return {}
             found = await c.zk.get_topic_assignments([topic])
@@ -195,7 +217,7 @@ class Reassignments:
                     for p in targets
                 }
             stored, version = found[topic]
-            known = c._assignments.get(topic)
+            known = c.ctx.assignments.get(topic)
             topic_id = known.topic_id if known is not None else stored.topic_id
             updated = replace(stored, topic_id=topic_id)
             out: dict[
@@ -222,7 +244,7 @@ class Reassignments:
             if not any(ba is not None for _, ba in out.values()):
                 return out
             if await c.zk.set_topic_assignment(topic, updated, version, seat):
-                c._assignments[topic] = updated
+                c.ctx.assignments[topic] = updated
                 for p, (_, ba) in out.items():
                     if ba is not None:
                         cancel = targets[p] is None
@@ -236,7 +258,7 @@ class Reassignments:
                         )
                         log.info(
                             "controller %s: reassigning %s-%d: %s -> %s (adding %s, removing %s)",
-                            c.broker_id,
+                            c.ctx.broker_id,
                             topic,
                             p,
                             list(ba[0].replicas),
@@ -260,19 +282,19 @@ class Reassignments:
         self, tp: TopicPartition, before: ReplicaAssignment, after: ReplicaAssignment
     ) -> str | None:
         """Step 3: replicas leaving at once (``decisions.replica_removal_problem``)."""
-        state = self.c._states.get(tp)
+        state = self.c.ctx.states.get(tp)
         if state is None:
             return None
         dropped = set(before.replicas) - set(after.replicas)
         return decisions.replica_removal_problem(
-            tp, state.leader_and_isr(), dropped, after.replicas, self.c._electable()
+            tp, state.leader_and_isr(), dropped, after.replicas, self.c.ctx.electable()
         )
 
     async def _after_start(
         self, started: Mapping[TopicPartition, tuple[ReplicaAssignment, ReplicaAssignment]]
     ) -> None:
         c = self.c
-        seat = c._seat
+        seat = c.ctx.seat
         if seat is None or not started:
             return
         dropped = {
@@ -282,20 +304,20 @@ class Reassignments:
         }
         # Every changed replica set writes the state: the partition epoch moves, so an
         # AlterPartition built on the old set is refused (``decisions.on_replicas_changed``).
-        electable = c._electable()
-        changed = await c._write_decided(
+        electable = c.ctx.electable()
+        changed = await c.write_decided(
             lambda tp, state: decisions.on_replicas_changed(
                 state.leader_and_isr(), started[tp][1].replicas, dropped.get(tp, ()), electable
             ),
             started,
             Cause("reassignment", "reassignment removes replicas"),
         )
-        if c._seat is None:
+        if c.ctx.seat is None:
             return
-        c._send_leader_and_isr(started)
+        c.messages.leader_and_isr(started)
         for tp, gone in sorted(dropped.items()):
             self._stop_and_delete(tp, gone)
-        c._send_update_metadata(started.keys() | changed)
+        c.messages.update_metadata(started.keys() | changed)
         await self.maybe_complete(started)
 
     # -- step 2: completion -----------------------------------------------------------------
@@ -303,29 +325,29 @@ class Reassignments:
     async def maybe_complete(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """Complete every reassignment among ``tps`` (None: all) whose target is in sync."""
         c = self.c
-        if c._seat is None:
+        if c.ctx.seat is None:
             return
         ongoing = self.ongoing()
         candidates = [tp for tp in (ongoing if tps is None else tps) if tp in ongoing]
         if not candidates:
             return
-        electable = c._electable()
+        electable = c.ctx.electable()
         plans = {tp: ongoing[tp] for tp in candidates}
 
         def decide(tp: TopicPartition, state: PartitionState) -> LeaderAndIsr | None:
             return decisions.complete_reassignment(plans[tp], state.leader_and_isr(), electable)
 
-        done = await c._write_decided(
+        done = await c.write_decided(
             decide, candidates, Cause("reassignment", "reassignment target in sync")
         )
-        if c._seat is None or not done:
+        if c.ctx.seat is None or not done:
             return
         finished: set[TopicPartition] = set()
         for topic in sorted({tp.topic for tp in done}):
             finished |= await self._write_targets(
                 topic, {tp.partition: plans[tp] for tp in done if tp.topic == topic}
             )
-            if not c.is_active:
+            if not c.ctx.is_active:
                 return
         for tp in sorted(finished):
             c.history.record(
@@ -336,16 +358,16 @@ class Reassignments:
             )
             log.info(
                 "controller %s: reassignment of %s completed: replicas %s, leader %s, ISR %s",
-                c.broker_id,
+                c.ctx.broker_id,
                 tp,
                 list(plans[tp].target),
-                c._states[tp].leader,
-                list(c._states[tp].isr),
+                c.ctx.states[tp].leader,
+                list(c.ctx.states[tp].isr),
             )
-        c._send_leader_and_isr(done)
+        c.messages.leader_and_isr(done)
         for tp in sorted(finished):
             self._stop_and_delete(tp, set(plans[tp].removing))
-        c._send_update_metadata(done)
+        c.messages.update_metadata(done)
         await zk_reassign.remove_from_reassignment(c.zk, finished)
 
     async def _write_targets(
@@ -354,31 +376,33 @@ class Reassignments:
         """The topic znode: each completed partition gets its target, no adding/removing."""
         c = self.c
         for _ in range(MAX_TOPIC_ROUNDS):
-            seat = c._seat
+            seat = c.ctx.seat
             if seat is None:
                 return set()
             found = await c.zk.get_topic_assignments([topic])
             if topic not in found:
                 return set()
             stored, version = found[topic]
-            known = c._assignments.get(topic)
+            known = c.ctx.assignments.get(topic)
             updated = replace(stored, topic_id=known.topic_id if known else stored.topic_id)
             for p, plan in plans.items():
                 updated = with_partition(updated, p, ReplicaAssignment(replicas=plan.target))
             if await c.zk.set_topic_assignment(topic, updated, version, seat):
-                c._assignments[topic] = updated
+                c.ctx.assignments[topic] = updated
                 return {TopicPartition(topic, p) for p in plans}
-        log.warning("controller %s: could not finish reassignments of %s", c.broker_id, topic)
+        log.warning("controller %s: could not finish reassignments of %s", c.ctx.broker_id, topic)
         return set()
 
     def _stop_and_delete(self, tp: TopicPartition, brokers: Collection[BrokerId]) -> None:
         c = self.c
-        seat = c._seat
+        seat = c.ctx.seat
         if seat is None:
             return
         for broker in sorted(brokers):
-            if broker in c._live and broker != NO_BROKER:
-                c.sender.stop_replica(c._live[broker], seat.controller_epoch, [tp], delete=True)
+            if broker in c.ctx.live and broker != NO_BROKER:
+                c.messages.sender.stop_replica(
+                    c.ctx.live[broker], seat.controller_epoch, [tp], delete=True
+                )
 
     # -- /admin/reassign_partitions ------------------------------------------------------------
 
@@ -386,7 +410,7 @@ class Reassignments:
         """The znode appeared or changed (or we just became the controller): start what it
         asks that is not already running with that target; drop what cannot start."""
         c = self.c
-        if c._seat is None:
+        if c.ctx.seat is None:
             return
         asked = await zk_reassign.read_reassignment(c.zk)
         if not asked:
@@ -408,11 +432,11 @@ class Reassignments:
             for tp in refused:
                 log.warning(
                     "controller %s: %s asks an impossible reassignment of %s: %s",
-                    c.broker_id,
+                    c.ctx.broker_id,
                     zk_reassign.REASSIGN_PARTITIONS_PATH,
                     tp,
                     results[tp].message or results[tp].error.name,
                 )
         done = [tp for tp in asked if (ra := self.of(tp)) is not None and not ra.is_reassigning]
-        if c._seat is not None:
+        if c.ctx.seat is not None:
             await zk_reassign.remove_from_reassignment(c.zk, [*unknown, *refused, *done])

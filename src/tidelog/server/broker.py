@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tidelog.aio import wait_for
-from tidelog.controller.zk import ZkError
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import (
     RequestHeader,
@@ -72,6 +71,7 @@ from tidelog.server.replica.manager import (
 )
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.log_manager import LogManager
+from tidelog.zk import ZkError
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ Stores:
   * ``LocalProducerIdBlockStore``: single broker; the JSON in ``<log.dir>/producer-id-block``,
     replaced atomically (tmp + fsync + rename + directory fsync). A file that does not parse
     raises ``CorruptCheckpointError`` rather than restarting at 0 (that would reuse ids).
-  * The cluster store belongs to ``tidelog.controller.zk`` (only it may import kazoo): read
+  * The cluster store belongs to ``tidelog.zk`` (only it may import kazoo): read
     ``/latest_producer_id_block`` with its znode version, compute ``next_block`` from it,
     write it back with that version as a compare-and-set (create the znode if absent), and
     retry on BadVersion — Kafka's ZkProducerIdManager.getNewProducerIdBlock. It implements

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from tidelog.controller.zk import ZkClient
+from tidelog.zk import ZkClient
 
 #: Short session timeouts keep expiry-driven tests quick (PEERS.md: a dead client's session
 #: is seen expired about timeout + 2 s later). The server allows 1000..60000 ms.

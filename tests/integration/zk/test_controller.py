@@ -11,18 +11,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tidelog.controller.controller import (
-    AlterPartitionResult,
-    Controller,
-    PartitionInfo,
-    create_partitions,
-    create_topic,
-)
-from tidelog.controller.zk import LiveBroker, ZkClient
-from tidelog.controller.znodes import BrokerRegistration, EndPoint, PartitionState
+from tidelog.controller.controller import AlterPartitionResult, Controller
+from tidelog.controller.messages import PartitionInfo
+from tidelog.controller.topic_admin import create_partitions, create_topic
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal
+from tidelog.zk import LiveBroker, ZkClient
+from tidelog.zk.znodes import BrokerRegistration, EndPoint, PartitionState
 
 from .conftest import TEST_SESSION_TIMEOUT_MS
 

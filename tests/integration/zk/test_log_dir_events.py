@@ -7,13 +7,13 @@ from collections.abc import Awaitable
 
 import pytest
 
-from tidelog.controller import znodes
-from tidelog.controller.controller import AlterPartitionResult, create_topic
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.znodes import LogDirEvent
+from tidelog.controller.controller import AlterPartitionResult
+from tidelog.controller.topic_admin import create_topic
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal
+from tidelog.zk import ZkClient, znodes
+from tidelog.zk.znodes import LogDirEvent
 
 from .test_controller import Node, active, cluster, run, states, wait_for, wait_for_async
 

@@ -8,12 +8,12 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
-from tidelog.controller.zk import CorruptProducerIdBlockError
 from tidelog.storage.producer_id import (
     ZK_PRODUCER_ID_BLOCK_PATH,
     ProducerIdBlock,
     ProducerIdManager,
 )
+from tidelog.zk import CorruptProducerIdBlockError
 
 from .conftest import connect, run
 

@@ -16,17 +16,17 @@ from typing import Any, TypeVar
 import pytest
 from kazoo.client import KazooClient
 
-from tidelog.controller import znodes
-from tidelog.controller.zk import (
+from tidelog.model import BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition
+from tidelog.zk import (
     BrokerIdInUseError,
     SessionEvent,
     StateWriteOutcome,
     TopicCreateOutcome,
     ZkClient,
     ZkError,
+    znodes,
 )
-from tidelog.controller.znodes import BrokerRegistration, EndPoint, PartitionState, TopicAssignment
-from tidelog.model import BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition
+from tidelog.zk.znodes import BrokerRegistration, EndPoint, PartitionState, TopicAssignment
 
 from .conftest import TEST_SESSION_TIMEOUT_MS
 
@@ -128,8 +128,8 @@ def test_broker_id_held_by_another_live_session(zk_connect: str) -> None:
 
 _ORPHAN = """
 import asyncio, sys
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.znodes import BrokerRegistration, EndPoint
+from tidelog.zk import ZkClient
+from tidelog.zk.znodes import BrokerRegistration, EndPoint
 async def main():
     zk = await ZkClient.connect(sys.argv[1], session_timeout_ms=int(sys.argv[2]))
     epoch = await zk.register_broker(BrokerRegistration(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tidelog.cli.zookeeper import ZooKeeperProcess, ZooKeeperStartError
-from tidelog.controller.zk import probe_session
+from tidelog.zk import probe_session
 
 pytestmark = pytest.mark.integration
 

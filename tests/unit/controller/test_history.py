@@ -12,8 +12,8 @@ from kazoo.exceptions import NoNodeError
 
 from tidelog.controller import history as h
 from tidelog.controller.history import Cause, ControllerHistory, classify
-from tidelog.controller.znodes import PartitionState
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
+from tidelog.zk.znodes import PartitionState
 
 TP = TopicPartition("t", 0)
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from tidelog.controller import znodes
 from tidelog.controller.decisions import Election, on_log_dir_failure
-from tidelog.controller.znodes import LogDirEvent, ZNodeDecodeError
 from tidelog.model import BrokerId
 from tidelog.replication.partition import LeaderAndIsr
+from tidelog.zk import znodes
+from tidelog.zk.znodes import LogDirEvent, ZNodeDecodeError
 
 A = (BrokerId(3), BrokerId(1), BrokerId(2))
 

@@ -93,9 +93,9 @@ def test_completion_waits_for_a_live_target_leader() -> None:
     assert later.leader == 2
 
 
-def test_a_changed_replica_set_always_moves_the_partition_epoch() -> None:
+def test_a_changed_replica_set_always_moves_the_partition_epoch_soak_seed_5041() -> None:
     # Adding replicas: leader, ISR and leader epoch stay; the partition epoch moves, so an
-    # AlterPartition built on the old replica set is refused as stale (soak seed 5041).
+    # AlterPartition built on the old replica set is refused as stale.
     before = state(0, (0, 1))
     assert on_replicas_changed(before, b(2, 0, 1), (), b(0, 1, 2)) == state(0, (0, 1), pe=8)
 
@@ -108,8 +108,8 @@ def test_dropped_replicas_leave_the_isr_and_a_dropped_leader_hands_over() -> Non
     assert on_replicas_changed(state(0, (0,)), b(1, 2), b(0), b(0, 1, 2)) is None
 
 
-def test_dropping_the_whole_isr_is_refused_even_without_a_leader() -> None:
-    # Soak seed 55604: offline (leader -1), its only in-sync replica 2 an adding replica that
+def test_dropping_the_whole_isr_is_refused_even_without_a_leader_soak_seed_55604() -> None:
+    # Offline (leader -1), its only in-sync replica 2 an adding replica that
     # a replacing reassignment no longer wants. Dropping it would leave no in-sync replica
     # and delete the only complete log.
     offline = state(-1, (2,))

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from tidelog.controller.zk_broker_configs import (
+from tidelog.zk.broker_configs import (
     DEFAULT_ENTITY,
     broker_config_path,
     decode_broker_config,
     encode_broker_config,
     encode_broker_config_change,
 )
-from tidelog.controller.znodes import ZNodeDecodeError
+from tidelog.zk.znodes import ZNodeDecodeError
 
 
 def test_layout_and_round_trip() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidelog.controller.zk_reassign import decode_reassignment, encode_reassignment
-from tidelog.controller.znodes import ZNodeDecodeError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.zk.reassign import decode_reassignment, encode_reassignment
+from tidelog.zk.znodes import ZNodeDecodeError
 
 
 def test_round_trip_in_kafkas_format() -> None:

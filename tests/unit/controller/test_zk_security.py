@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from kazoo.security import OPEN_ACL_UNSAFE, Permissions
 
-from tidelog.controller.zk_security import (
+from tidelog.zk.security import (
     AclKazooClient,
     ZkAuth,
     is_sensitive,

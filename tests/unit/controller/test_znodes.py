@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.controller import znodes
-from tidelog.controller.znodes import (
+from tidelog.model import BrokerId, ControllerEpoch, LeaderEpoch, PartitionEpoch
+from tidelog.zk import znodes
+from tidelog.zk.znodes import (
     BrokerRegistration,
     ControllerRegistration,
     EndPoint,
@@ -18,7 +19,6 @@ from tidelog.controller.znodes import (
     TopicAssignment,
     ZNodeDecodeError,
 )
-from tidelog.model import BrokerId, ControllerEpoch, LeaderEpoch, PartitionEpoch
 
 # -- what Kafka writes (captured shapes of Kafka 3.x ZooKeeper-mode nodes) -----------------------
 

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
 from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
@@ -26,6 +24,8 @@ from tidelog.server.replica.manager import (
     now_ms,
 )
 from tidelog.storage.log_manager import LogManager
+from tidelog.zk import ZkClient
+from tidelog.zk.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent
 
 TP = TopicPartition("t", 0)
 TOPIC_ID = uuid.UUID(int=7)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
-from tidelog.controller.controller import replica_assignment_error
+from tidelog.controller.topic_admin import replica_assignment_error
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.controller.controller import ControlledShutdownResult
+from tidelog.controller.leader_moves import ControlledShutdownResult
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode

@@ -22,8 +22,6 @@ from tests.unit.server.nodes import cluster_node
 from tidelog.cli.main import main
 from tidelog.client.records import Record, build_batch
 from tidelog.controller.controller import Controller
-from tidelog.controller.zk import SessionEvent
-from tidelog.controller.znodes import PartitionState, TopicAssignment
 from tidelog.errors import ConfigError, ErrorCode
 from tidelog.histogram import Histogram
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
@@ -57,6 +55,8 @@ from tidelog.server.replica.manager import (
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.storage.log_manager import LogManager
+from tidelog.zk import SessionEvent
+from tidelog.zk.znodes import PartitionState, TopicAssignment
 
 # --- fake broker state -------------------------------------------------------------------
 

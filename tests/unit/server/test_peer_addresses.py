@@ -13,8 +13,6 @@ import pytest
 
 from tidelog.aio import cancel_and_wait
 from tidelog.cli.main import main
-from tidelog.controller.zk import LiveBroker
-from tidelog.controller.znodes import BrokerRegistration, EndPoint
 from tidelog.errors import ConfigError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
@@ -28,6 +26,8 @@ from tidelog.server.config.broker_config import BrokerConfig, load_broker_config
 from tidelog.server.replica.manager import ReplicaManager, effective_topic_config, log_config_for
 from tidelog.server.replica.manager import now_ms as rm_now_ms
 from tidelog.storage.log_manager import LogManager
+from tidelog.zk import LiveBroker
+from tidelog.zk.znodes import BrokerRegistration, EndPoint
 
 KEY = "tidelog.testing.peer.addresses"
 BASE = {"log.dirs": "/tmp/x", "broker.id": "1"}

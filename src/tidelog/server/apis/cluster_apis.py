@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
-from tidelog.controller.zk import ZkError
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
@@ -49,6 +48,7 @@ from tidelog.server.config.policies import create_topic_request
 from tidelog.server.network.request_context import current_request
 from tidelog.server.replica.manager import ReplicaManager
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
+from tidelog.zk import ZkError
 
 log = logging.getLogger(__name__)
 

@@ -35,12 +35,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from tidelog.controller.zk import ZkClient, ZkError
-from tidelog.controller.zk_broker_configs import (
-    DEFAULT_ENTITY,
-    BrokerConfigWatch,
-    ZkBrokerConfigStore,
-)
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
@@ -52,6 +46,12 @@ from tidelog.server.config.dynamic import DynamicBrokerConfig, Synonym, check_al
 from tidelog.server.config.keys import TOPIC_KEYS, ConfigType
 from tidelog.server.config.policies import AlterConfigRequest
 from tidelog.server.replica.manager import effective_topic_config
+from tidelog.zk import ZkClient, ZkError
+from tidelog.zk.broker_configs import (
+    DEFAULT_ENTITY,
+    BrokerConfigWatch,
+    ZkBrokerConfigStore,
+)
 
 if TYPE_CHECKING:
     from tidelog.server.apis.kafka_apis import KafkaApis

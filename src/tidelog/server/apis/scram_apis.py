@@ -63,7 +63,7 @@ Credentials = dict[ScramMechanism, ScramCredential]
 
 
 class UserCredentialStore(Protocol):
-    """Where credentials live (``tidelog.controller.zk_users.ZkUserCredentialStore``, or
+    """Where credentials live (``tidelog.zk.users.ZkUserCredentialStore``, or
     ``MemoryUserCredentialStore``)."""
 
     async def get(self, user: str) -> Credentials: ...

@@ -1,6 +1,6 @@
 """The broker's ACL authorizer: Kafka's ``kafka.security.authorizer.AclAuthorizer`` as a shell
 around the pure ``AclAuthorizerCore`` (``tidelog.security.acls``) and an ``AclStore``
-(ZooKeeper: ``tidelog.controller.zk_acls.ZkAclStore``; a lone broker: ``InMemoryAclStore``).
+(ZooKeeper: ``tidelog.zk.acls.ZkAclStore``; a lone broker: ``InMemoryAclStore``).
 
 Rules:
 
@@ -33,8 +33,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_acls import ZkAclStore
 from tidelog.errors import ConfigError, ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.acls import (
@@ -51,6 +49,8 @@ from tidelog.security.acls import (
 )
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.network.request_context import RequestContext, current_request
+from tidelog.zk import ZkClient
+from tidelog.zk.acls import ZkAclStore
 
 log = logging.getLogger("tidelog.authorizer")
 

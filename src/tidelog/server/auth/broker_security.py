@@ -6,7 +6,7 @@ the broker with the key named) and started once the ZooKeeper session is open:
 1. Listeners: ``tidelog.server.network.listeners`` (one TLS context per SSL/SASL_SSL listener).
 2. SASL: one ``SaslServerAuthenticator`` per connection on a SASL listener
    (``tidelog.server.network.sasl``). SCRAM credentials come from ``/config/users`` through an
-   in-memory cache kept current by watches (``tidelog.controller.zk_users``); a login never
+   in-memory cache kept current by watches (``tidelog.zk.users``); a login never
    waits for ZooKeeper. Without ZooKeeper (a single broker) only PLAIN can log in.
 3. Authorization: ``authorizer.class.name`` picks the ACL authorizer
    (``tidelog.server.auth.authorizer``), its ACLs in ZooKeeper (in memory on a single broker
@@ -23,8 +23,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tidelog.controller.zk import ZkClient
-from tidelog.controller.zk_users import UserCredentialCache, ZkUserCredentialStore
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.acls import AclOperation, ResourceType
@@ -42,6 +40,8 @@ from tidelog.server.network.listeners import (
     plain_users,
 )
 from tidelog.server.network.sasl import SaslAuthenticatorFactory
+from tidelog.zk import ZkClient
+from tidelog.zk.users import UserCredentialCache, ZkUserCredentialStore
 
 log = logging.getLogger(__name__)
 

@@ -56,23 +56,10 @@ from tidelog.client.client import Client
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import ClientError
-from tidelog.controller.controller import (
-    LEADER_DURING_DELETE,
-    Controller,
-    PartitionInfo,
-    create_partitions,
-    create_topic,
-)
-from tidelog.controller.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
-from tidelog.controller.zk_security import ZkAuth
-from tidelog.controller.znodes import (
-    CONFIG_CHANGES_PATH,
-    LOG_DIR_FAILURE_EVENT,
-    LOG_DIR_RECOVERY_EVENT,
-    BrokerRegistration,
-    EndPoint,
-    LogDirEvent,
-)
+from tidelog.controller.controller import Controller
+from tidelog.controller.deletion import LEADER_DURING_DELETE
+from tidelog.controller.messages import PartitionInfo
+from tidelog.controller.topic_admin import create_partitions, create_topic
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
@@ -100,6 +87,16 @@ from tidelog.server.replica.manager import (
 )
 from tidelog.server.replica.stray_replicas import stray_logs, unknown_topic_logs
 from tidelog.storage.producer_id import ProducerIdManager
+from tidelog.zk import LiveBroker, SessionEvent, Watch, ZkClient, ZkError
+from tidelog.zk.security import ZkAuth
+from tidelog.zk.znodes import (
+    CONFIG_CHANGES_PATH,
+    LOG_DIR_FAILURE_EVENT,
+    LOG_DIR_RECOVERY_EVENT,
+    BrokerRegistration,
+    EndPoint,
+    LogDirEvent,
+)
 
 #: First and longest wait between AlterPartition attempts for one change (rule 5a).
 _ALTER_RETRY_BACKOFF_S = 0.2

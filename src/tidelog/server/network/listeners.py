@@ -11,7 +11,7 @@ Rules:
 3. SASL_PLAINTEXT and SASL_SSL listeners give each connection an authenticator. Its PLAIN
    users come from the listener's JAAS config (``listener.name.<l>.plain.sasl.jaas.config``,
    else ``sasl.jaas.config``: ``user_<name>="<password>"`` options); SCRAM credentials from
-   ZooKeeper's ``/config/users`` (``tidelog.controller.zk_users``), cached in memory.
+   ZooKeeper's ``/config/users`` (``tidelog.zk.users``), cached in memory.
 4. The broker's own connections to its peers (replica fetchers, the controller's requests,
    transaction markers) use the inter-broker listener's protocol, its TLS trust, and the
    ``username``/``password`` of its JAAS config for ``sasl.mechanism.inter.broker.protocol``.

@@ -62,8 +62,8 @@ from kio.static.primitive import i32
 
 from tidelog.client import Client
 from tidelog.controller.history import read_history
-from tidelog.controller.zk import ZkError
 from tidelog.model import TopicPartition
+from tidelog.zk import ZkError
 
 if TYPE_CHECKING:
     from tidelog.server.cluster.node import ClusterNode

@@ -84,10 +84,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from tidelog.controller.zk import SessionEvent
 from tidelog.histogram import TIME_BUCKETS_MS, Histogram
 from tidelog.protocol.apis import ApiKey
 from tidelog.server.config.values import MetricsListener
+from tidelog.zk import SessionEvent
 
 if TYPE_CHECKING:
     from tidelog.server.cluster.node import ClusterNode

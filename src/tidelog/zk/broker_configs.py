@@ -22,7 +22,7 @@ Rules and invariants:
    the watcher converges on what ZooKeeper holds without reading notifications.
    ``start`` returns once both have been read once.
 
-Exceptions: ZooKeeper failures are ``ZkError`` (``ZkClient.call``); a znode that is not
+Exceptions: ZooKeeper failures are ``ZkError`` (``ZkSession.call``); a znode that is not
 Kafka's JSON raises ``ZNodeDecodeError`` from the store (the watch logs it and reports an
 empty config).
 """
@@ -37,8 +37,8 @@ from typing import Final, TypeVar
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
+from tidelog.zk.session import Watch, ZkSession
+from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ZkBrokerConfigStore:
     """Reads and writes ``/config/brokers`` (rules 1, 2); blocking kazoo calls run in a
     worker thread."""
 
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkSession) -> None:
         self._zk = zk
         #: Compare-and-set attempts that lost a race (for tests and logs).
         self.conflicts = 0
@@ -153,7 +153,7 @@ class BrokerConfigWatch:
         self._on_change = on_change
         self._watches: list[Watch] = []
 
-    async def start(self, zk: ZkClient, broker_id: int) -> None:
+    async def start(self, zk: ZkSession, broker_id: int) -> None:
         await zk.call(zk.kazoo.retry, zk.kazoo.ensure_path, CONFIG_BROKERS_PATH)
         for entity in (DEFAULT_ENTITY, str(broker_id)):
             first = asyncio.get_running_loop().create_future()

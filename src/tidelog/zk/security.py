@@ -20,7 +20,7 @@ broker registrations or read SCRAM credentials. Kafka's answer, kept here:
    is *not* sensitive: it is world-readable in Kafka, and so here. ``set_acl`` without
    credentials is refused (``ValueError`` naming ``zookeeper.set.acl``), as Kafka refuses
    to start: ALL for "the broker identity" would mean ALL for nobody.
-3. **Automatic ACLs.** Every module of ``tidelog.controller`` creates znodes through one
+3. **Automatic ACLs.** Every module of ``tidelog.zk`` creates znodes through one
    ``AclKazooClient``, so the ACL choice lives there and not at each call site. kazoo's own
    ``default_acl`` is one list for every path, which cannot express "no world READ under
    ``/config/users``"; ``AclKazooClient`` therefore leaves ``default_acl`` unset and picks
@@ -29,7 +29,8 @@ broker registrations or read SCRAM credentials. Kafka's answer, kept here:
    path, not that of the leaf), in ``create(..., makepath=True)`` likewise, and in
    transactions' ``create``. An explicit ``acl`` argument always wins.
 4. **Securing an existing tree** (Kafka's ``zookeeper-security-migration.sh``):
-   ``secure_existing_tree`` walks Kafka's root paths (and the chroot node itself) and sets
+   ``secure_existing_tree_blocking`` (``tidelog.zk.session.secure_existing_tree`` on a
+   session) walks Kafka's root paths (and the chroot node itself) and sets
    each node's ACL to ``acls_for(path)``, or back to world-ALL with ``unsecure=True``. A
    broker with ``set_acl`` runs it at start: nodes left open by an earlier unsecured run
    would otherwise stay writable by anyone. Nodes whose ACL already matches are left alone
@@ -44,11 +45,10 @@ open ACL below a secured parent stays open, which is why (3) covers every create
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import NoAuthError, NoNodeError
@@ -60,9 +60,6 @@ from kazoo.security import (
     Permissions,
     make_digest_acl_credential,
 )
-
-if TYPE_CHECKING:
-    from tidelog.controller.zk import ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -310,24 +307,6 @@ def secure_existing_tree_blocking(
     if changed:
         log.info("ZooKeeper ACLs: %s %d node(s)", "opened" if unsecure else "secured", changed)
     return SecureTreeReport(changed=changed, unchanged=unchanged, denied=tuple(denied))
-
-
-async def secure_existing_tree(
-    zk: ZkClient,
-    *,
-    unsecure: bool = False,
-    roots: Iterable[str] = KAFKA_ROOT_PATHS,
-) -> SecureTreeReport:
-    """``secure_existing_tree_blocking`` on ``zk``'s session, in a worker thread (kazoo's
-    failures become ``ZkError``). ``zk`` must have been connected with ``auth`` for the
-    secure ACLs (and with ``set_acl`` for them to be chosen)."""
-    kz = zk.kazoo
-    if not isinstance(kz, AclKazooClient):  # pragma: no cover - ZkClient always makes one
-        raise TypeError("secure_existing_tree needs a ZkClient's AclKazooClient")
-    walk = functools.partial(
-        secure_existing_tree_blocking, kz, unsecure=unsecure, roots=tuple(roots)
-    )
-    return await zk.call(walk)
 
 
 def _fix_node_acls(

@@ -42,7 +42,6 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient, ZkError
 from tidelog.security.acls import (
     AccessControlEntry,
     AclBinding,
@@ -53,6 +52,8 @@ from tidelog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
+from tidelog.zk.errors import ZkError
+from tidelog.zk.session import Watch, ZkSession
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,9 @@ class AclChangeWatch:
 
 
 class ZkAclStore:
-    """Kafka's ACL znodes over one ``ZkClient`` session; see the module docstring."""
+    """Kafka's ACL znodes over one ``ZkSession``; see the module docstring."""
 
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkSession) -> None:
         self.zk = zk
         self._paths_ready = False
         # Kafka's authorizer lock: this store's writers queue, so compare-and-set races are

@@ -23,12 +23,12 @@ Rules and invariants:
    own purger own them.
 4. ``UserCredentialCache`` holds every user's credentials in memory, so authentication
    never waits for ZooKeeper: a children watch on ``/config/users`` plus one data watch per
-   user, all delivered on the event loop (``ZkClient.watch_children`` / ``watch_data``).
+   user, all delivered on the event loop (``ZkSession.watch_children`` / ``watch_data``).
    Each data watch event carries the znode's whole current content, so the cache converges
    on what ZooKeeper holds; a user's entry is dropped when its znode goes.
 5. ``start`` returns once every user that existed when it ran has been loaded.
 
-Exceptions: ZooKeeper failures are ``ZkError`` (from ``ZkClient.call``); a user znode that is
+Exceptions: ZooKeeper failures are ``ZkError`` (from ``ZkSession.call``); a user znode that is
 not Kafka's JSON raises ``ZNodeDecodeError`` from the store (the cache logs and skips it).
 """
 
@@ -44,10 +44,10 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 from tidelog.security.errors import SecurityConfigError
 from tidelog.security.scram import ScramCredential, ScramMechanism
+from tidelog.zk.session import Watch, ZkSession
+from tidelog.zk.znodes import CONFIG_CHANGE_PREFIX, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class ZkUserCredentialStore:
     """Reads and writes ``/config/users`` (rules 1-3); every method runs its blocking kazoo
     calls in a worker thread."""
 
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkSession) -> None:
         self._zk = zk
         #: Compare-and-set attempts that lost a race (for tests and logs).
         self.conflicts = 0
@@ -228,7 +228,7 @@ class UserCredentialCache:
     """Every user's SCRAM credentials, in memory, kept current by watches (rule 4).
 
     ``lookup`` is synchronous and never touches ZooKeeper: it is the SASL authenticator's
-    ``scram_lookup``. Use from the event loop that runs the ``ZkClient``.
+    ``scram_lookup``. Use from the event loop that runs the ``ZkSession``.
     """
 
     def __init__(self) -> None:
@@ -238,7 +238,7 @@ class UserCredentialCache:
         self._tokens: dict[str, object] = {}
         self._watches: dict[str, Watch] = {}
         self._children_watch: Watch | None = None
-        self._zk: ZkClient | None = None
+        self._zk: ZkSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         #: Called (on the loop) after any user's credentials changed, with the user.
         self.on_change: Callable[[str], None] | None = None
@@ -251,7 +251,7 @@ class UserCredentialCache:
         """A copy of what the cache holds (users with at least one credential)."""
         return {user: dict(creds) for user, creds in self._credentials.items() if creds}
 
-    async def start(self, zk: ZkClient) -> None:
+    async def start(self, zk: ZkSession) -> None:
         """Load every user and keep watching (rule 5)."""
         self._zk = zk
         await zk.call(zk.kazoo.retry, zk.kazoo.ensure_path, CONFIG_USERS_PATH)

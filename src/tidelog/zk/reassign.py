@@ -32,9 +32,9 @@ from typing import Any, Final
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from tidelog.controller.zk import Watch, ZkClient
-from tidelog.controller.znodes import ZNodeDecodeError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.zk.session import Watch, ZkSession
+from tidelog.zk.znodes import ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def decode_reassignment(data: bytes) -> dict[TopicPartition, tuple[BrokerId, ...
     return out
 
 
-async def read_reassignment(zk: ZkClient) -> dict[TopicPartition, tuple[BrokerId, ...]]:
+async def read_reassignment(zk: ZkSession) -> dict[TopicPartition, tuple[BrokerId, ...]]:
     """The znode's partitions (empty when absent). An unreadable znode is deleted (rule 3)."""
 
     def run() -> bytes | None:
@@ -106,13 +106,13 @@ async def read_reassignment(zk: ZkClient) -> dict[TopicPartition, tuple[BrokerId
         return {}
 
 
-def _delete_quietly(zk: ZkClient) -> None:
+def _delete_quietly(zk: ZkSession) -> None:
     with contextlib.suppress(NoNodeError):
         zk.kazoo.delete(REASSIGN_PARTITIONS_PATH)
 
 
 async def write_reassignment(
-    zk: ZkClient, partitions: Mapping[TopicPartition, Collection[BrokerId]]
+    zk: ZkSession, partitions: Mapping[TopicPartition, Collection[BrokerId]]
 ) -> None:
     """Create (or replace) the znode, as ``kafka-reassign-partitions.sh --zookeeper`` does
     (tests and tools; Kafka's tool refuses when one is already there, so does this)."""
@@ -123,7 +123,7 @@ async def write_reassignment(
     )
 
 
-async def remove_from_reassignment(zk: ZkClient, done: Collection[TopicPartition]) -> None:
+async def remove_from_reassignment(zk: ZkSession, done: Collection[TopicPartition]) -> None:
     """Rule 2: drop ``done`` from the znode; delete it when nothing is left."""
     wanted = set(done)
     if not wanted:
@@ -154,7 +154,7 @@ async def remove_from_reassignment(zk: ZkClient, done: Collection[TopicPartition
     await zk.call(run)
 
 
-async def watch_reassignment(zk: ZkClient, callback: Callable[[], None]) -> Watch:
+async def watch_reassignment(zk: ZkSession, callback: Callable[[], None]) -> Watch:
     """``callback()`` whenever the znode is created or changed (not when it is deleted)."""
 
     def fire(data: bytes | None, _version: int) -> None:

@@ -1,0 +1,198 @@
+"""Topic creation and partition growth, from any broker (Kafka's ``AdminZkClient``).
+
+Both validate as Kafka does (rule 11 places replicas) and write the topic znode only; the
+active controller sees the change (the ``/brokers/topics`` watch, the per-topic watch) and
+creates the new partitions' states.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tidelog.controller import decisions
+from tidelog.controller.context import MAX_CAS_ROUNDS
+from tidelog.errors import ErrorCode
+from tidelog.model import BrokerId
+from tidelog.zk import TopicCreateOutcome, ZkClient, znodes
+from tidelog.zk.znodes import TopicAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    error: ErrorCode
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+
+
+async def create_topic(
+    zk: ZkClient,
+    topic: str,
+    *,
+    num_partitions: int,
+    replication_factor: int,
+    config: Mapping[str, str] | None = None,
+    assignment: Mapping[int, Sequence[BrokerId]] | None = None,
+    validate_only: bool = False,
+) -> CreateTopicResult:
+    """Validate and write a new topic's assignment (rule 11), topic id and config.
+
+    The active controller sees the new topic and creates its partition states. Errors are
+    Kafka's, with the message CreateTopics returns: INVALID_TOPIC_EXCEPTION (17),
+    INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39),
+    TOPIC_ALREADY_EXISTS (36).
+    """
+    if (reason := znodes.topic_name_error(topic)) is not None:
+        return CreateTopicResult(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    live = sorted((await zk.get_live_brokers()).keys())
+    if assignment is not None:
+        replicas = {p: tuple(r) for p, r in assignment.items()}
+        if sorted(replicas) != list(range(len(replicas))) or not replicas:
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be consecutive and start from 0",
+            )
+        for p, rs in replicas.items():
+            if not rs or len(set(rs)) != len(rs):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate or empty replica assignment for partition {p}: {list(rs)}",
+                )
+            if any(r not in live for r in rs):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unknown broker in the assignment of partition {p}: {list(rs)}",
+                )
+    else:
+        if num_partitions <= 0:
+            return CreateTopicResult(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if replication_factor <= 0:
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if replication_factor > len(live):
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{len(live)}.",
+            )
+        planned = decisions.assign_replicas(
+            num_partitions,
+            replication_factor,
+            live,
+            # Kafka picks a random start index (and shift) so topics spread their leaders.
+            start_index=random.randrange(len(live)),
+            replica_shift=random.randrange(len(live)),
+        )
+        if isinstance(planned, ErrorCode):
+            return CreateTopicResult(planned)
+        replicas = {p: tuple(rs) for p, rs in enumerate(planned)}
+    if validate_only:
+        exists = topic in await zk.get_topics()
+        return CreateTopicResult(
+            ErrorCode.TOPIC_ALREADY_EXISTS if exists else ErrorCode.NONE,
+            f"Topic '{topic}' already exists." if exists else None,
+        )
+    topic_id = uuid.uuid4()
+    outcome = await zk.create_topic(
+        topic, TopicAssignment(partitions=replicas, topic_id=topic_id), config or {}
+    )
+    if outcome is TopicCreateOutcome.ALREADY_EXISTS:
+        return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+    return CreateTopicResult(ErrorCode.NONE, None, topic_id)
+
+
+def replica_assignment_error(
+    assignment: Mapping[int, Sequence[BrokerId]], rf: int, live: Collection[BrokerId]
+) -> str | None:
+    """Kafka's ``AdminZkClient.validateReplicaAssignment`` for new partitions: no broker
+    twice in a partition, every partition with the topic's replication factor, every
+    broker live; None when the assignment is valid, else Kafka's message."""
+    duplicated = {p: rs for p, rs in sorted(assignment.items()) if len(set(rs)) != len(rs)}
+    if duplicated:
+        listed = ", ".join(f"{p} -> {','.join(map(str, rs))}" for p, rs in duplicated.items())
+        return f"Duplicate brokers not allowed in replica assignment: {listed}"
+    odd = {p: len(rs) for p, rs in sorted(assignment.items()) if len(rs) != rf}
+    if odd:
+        return (
+            f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+            f"partitions [{', '.join(map(str, odd))}] have replication factors "
+            f"[{', '.join(map(str, odd.values()))}], respectively."
+        )
+    unknown = sorted({r for rs in assignment.values() for r in rs} - set(live))
+    if unknown:
+        return f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+    return None
+
+
+async def create_partitions(
+    zk: ZkClient,
+    topic: str,
+    *,
+    count: int,
+    assignment: Sequence[Sequence[BrokerId]] | None = None,
+    validate_only: bool = False,
+) -> CreateTopicResult:
+    """CreatePartitions (API 37): grow ``topic`` to ``count`` partitions (any broker).
+
+    New replicas are placed like Kafka's AdminUtils (rule 11, starting from the index of
+    partition 0's leader); ``assignment`` gives them explicitly. The write is a CAS on the
+    topic znode; the controller's per-topic watch then creates the new partitions' states.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment).
+    """
+    for _ in range(MAX_CAS_ROUNDS):
+        found = await zk.get_topic_assignments([topic])
+        if topic not in found:
+            return CreateTopicResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist."
+            )
+        current, version = found[topic]
+        existing = len(current.partitions)
+        if count <= existing:
+            message = (
+                f"Topic currently has {existing} partitions, which is higher than the requested "
+                f"{count}."
+                if count < existing
+                else f"Topic already has {existing} partitions."
+            )
+            return CreateTopicResult(ErrorCode.INVALID_PARTITIONS, message)
+        live = sorted((await zk.get_live_brokers()).keys())
+        rf = len(current.partitions[0])
+        if assignment is not None:
+            if len(assignment) != count - existing:
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {count - existing} but "
+                    f"{len(assignment)} assignments provided.",
+                )
+            new = {existing + i: tuple(rs) for i, rs in enumerate(assignment)}
+            problem = replica_assignment_error(new, rf, live)
+            if problem is not None:
+                return CreateTopicResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        else:
+            if rf > len(live):
+                return CreateTopicResult(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+                )
+            leader0 = current.partitions[0][0]
+            start = live.index(leader0) if leader0 in live else random.randrange(len(live))
+            planned = decisions.assign_replicas(
+                count, rf, live, start_index=start, replica_shift=start
+            )
+            if isinstance(planned, ErrorCode):
+                return CreateTopicResult(planned)
+            new = {p: tuple(planned[p]) for p in range(existing, count)}
+        if validate_only:
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+        grown = replace(current, partitions={**current.partitions, **new})
+        if await zk.set_topic_assignment(topic, grown, version):
+            return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
+    return CreateTopicResult(
+        ErrorCode.REASSIGNMENT_IN_PROGRESS, f"The topic '{topic}' kept changing; try again."
+    )
