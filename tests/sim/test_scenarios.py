@@ -6,7 +6,8 @@ import pytest
 
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
-from tidelog.testing.sim import SimConfig, Simulation
+from tidelog.testing.sim import Simulation
+from tidelog.testing.sim_types import SimConfig
 
 pytestmark = pytest.mark.sim
 
