@@ -38,7 +38,7 @@ from typing import Any
 
 from tidelog.bench.common import Row, remove_data, settle
 from tidelog.bench.kafka import perf_test_line, run_parallel, summarise_produce
-from tidelog.cli.zookeeper import free_port
+from tidelog.testing.processes import free_port
 
 Say = Callable[[str], None]
 WINDOW_BYTES = 32 << 20

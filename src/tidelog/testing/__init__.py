@@ -1,4 +1,5 @@
-"""tidelog.testing: the deterministic replication simulator (DESIGN.md, Layers).
+"""tidelog.testing: what tests run tidelog under: the deterministic replication simulator and
+the launcher of real processes (DESIGN.md, Layers).
 
 - :mod:`tidelog.testing.sim` — ``Simulation(SimConfig, seed)``: brokers running the real
   ``tidelog.replication`` code, the real ``tidelog.controller.decisions``, a simulated clock
@@ -11,4 +12,11 @@
   every event; violations are collected as values.
 - :mod:`tidelog.testing.soak` — random seeds (``python -m tidelog.testing.soak``), each
   replayable with ``--replay SEED``.
+- :mod:`tidelog.testing.processes` — free ports, a broker process started from its
+  ``server.properties``, the ApiVersions readiness probe, a PID's state; used by
+  :mod:`tidelog.testing.broker` (``BrokerProcess``: one broker a test owns),
+  :mod:`tidelog.testing.zookeeper` (``ZooKeeperProcess``) and :mod:`tidelog.testing.cluster`
+  (``LocalCluster``: ZooKeeper + N brokers with a state file; ``tidelog cluster up`` runs it
+  through ``tidelog.cli.launcher``). Processes are stopped by their own PID only.
+- :mod:`tidelog.testing.faults` — fault injection against a ``LocalCluster``.
 """

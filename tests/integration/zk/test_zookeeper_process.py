@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.cli.zookeeper import ZooKeeperProcess, ZooKeeperStartError
 from tidelog.controller.zk import probe_session
+from tidelog.testing.zookeeper import ZooKeeperProcess, ZooKeeperStartError
 
 pytestmark = pytest.mark.integration
 
