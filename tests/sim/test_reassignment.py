@@ -171,7 +171,7 @@ def test_controller_dies_between_the_two_writes_of_completion() -> None:
 
 
 def test_controller_dies_after_writing_the_assignment_the_next_one_deletes_the_strays() -> None:
-    """Seen in CI: the completion's writes made, its StopReplica never sent. The removed
+    """The completion's writes made, its StopReplica never sent. The removed
     replica (here the leader) runs on; the next controller has nothing to resume and
     removes it with its UpdateMetadata (``tidelog.server.stray_replicas`` rule 1)."""
     sim = cluster()
@@ -295,7 +295,7 @@ def test_seed_55604_replace_dropping_an_offline_partitions_only_isr_member_is_re
 
 
 def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
-    """The race the seed sweep found (seeds 439, 760, 5922, 7133), scripted to its worst outcome.
+    """The race of seeds 439, 760, 5922 and 7133 (the test above), scripted to its worst outcome.
 
     B2 lags and leaves the ISR; it catches up and leader B0 proposes it back in. While the
     proposal travels, a reassignment to (0, 2, 1) - the same replicas, B2 now preferred
@@ -303,8 +303,8 @@ def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
     leader epoch: ``make_leader`` takes the ISR {0, 1} and forgets the expansion), then
     ignores the controller's answer (ISR {0, 1, 2}, nothing in flight any more). B2 falls
     behind again; B0 acknowledges with ISR {0, 1}; B0 dies and the controller elects B2,
-    first in the new order among the live ISR members, without those records. Fixed: the
-    same state keeps the change in flight, and B0 applies the controller's answer.
+    first in the new order among the live ISR members, without those records, unless the
+    same state keeps the change in flight and B0 applies the controller's answer, as it does.
     """
     config = SimConfig(
         brokers=3,

@@ -264,7 +264,7 @@ def test_zombie_leader_cannot_acknowledge_acks_all() -> None:
     assert sim.checker.violations == []
 
 
-# ---- a lost AlterPartition answer (found by `tidelog bench`'s failover section) ---------
+# ---- a lost AlterPartition answer (as under `tidelog bench`'s failover section) ----------
 
 
 def lost_expand_answer() -> tuple[Simulation, list[int], BrokerId]:
