@@ -48,9 +48,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tidelog.cli.launcher import ClusterError, LocalCluster
 from tidelog.cli.topics import describe_topics
-from tidelog.cli.zookeeper import ZooKeeperStartError
 from tidelog.client import BlockingClient, ClientError, NewTopic
 from tidelog.errors import ErrorCode
+from tidelog.testing.zookeeper import ZooKeeperStartError
 
 TOPIC = "orders"
 PARTITIONS = 6

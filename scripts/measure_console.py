@@ -33,7 +33,7 @@ from tests.integration.cluster.helpers import create_topic
 from tests.integration.cluster.test_console import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.cluster.test_metrics import metrics_port
 
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 
 def fetch(url: str) -> bytes:

@@ -1,197 +1,29 @@
-"""A tidelog broker as a real process on a free loopback port, for integration tests.
-
-``BrokerProcess`` writes a ``server.properties``, starts ``python -m tidelog broker`` as a
-subprocess, and waits until a real ApiVersions round trip succeeds (not merely until the
-port accepts). It stops the broker by its own PID: ``stop()`` sends SIGTERM (clean
-shutdown), ``kill()`` SIGKILL (crash). ``restart()`` keeps the log dirs and the port.
+"""The integration tests' fixtures over ``tidelog.testing``: brokers as real processes
+(``BrokerProcess``, ``tidelog.testing.broker``), a cluster of them sharing one ZooKeeper
+(``BrokerCluster``, with short timeouts and Metadata through tidelog's own client), and
+``wait_until``. Ports (``free_port``) and the readiness probe (``api_versions_round_trip``)
+are ``tidelog.testing.processes``'.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import socket
-import struct
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-READY_TIMEOUT_S = 60.0
+from tidelog.testing.broker import BrokerProcess
+from tidelog.testing.processes import api_versions_round_trip, free_port
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def api_versions_round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
-    """One ApiVersions v0 request; True if a well-formed answer with error 0 came back."""
-    client_id = b"tidelog-harness"
-    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(body)) + body)
-            header = _recv_exactly(s, 4)
-            (size,) = struct.unpack(">i", header)
-            payload = _recv_exactly(s, size)
-    except OSError:
-        return False
-    correlation_id, error_code = struct.unpack_from(">ih", payload)
-    return correlation_id == 7 and error_code == 0
-
-
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
-
-
-class BrokerProcess:
-    """One broker process; see the module docstring."""
-
-    def __init__(
-        self,
-        directory: Path,
-        overrides: Mapping[str, str] | None = None,
-        *,
-        broker_id: int = 0,
-        event_loop: str = "uvloop",
-    ) -> None:
-        self.directory = directory
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.host = "127.0.0.1"
-        self.broker_id = broker_id
-        self.event_loop = event_loop
-        self.log_dir = directory / "logs"
-        self.properties: dict[str, str] = {
-            "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
-            "log.dirs": str(self.log_dir),
-            "num.partitions": "1",
-            "replica.high.watermark.checkpoint.interval.ms": "1000",
-        }
-        self.properties.update(overrides or {})
-        self.config_path = directory / "server.properties"
-        self.output_path = directory / "broker.out"
-        self.process: subprocess.Popen[bytes] | None = None
-        self._output = None
-        #: SIGSTOPped (``pause``): running, but answers nothing.
-        self.paused = False
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def write_config(self) -> None:
-        self.config_path.write_text(
-            "".join(f"{k}={v}\n" for k, v in self.properties.items()), encoding="utf-8"
-        )
-
-    def command(self, *extra: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "tidelog",
-            "broker",
-            "--config",
-            str(self.config_path),
-            "--event-loop",
-            self.event_loop,
-            *extra,
-        ]
-
-    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
-        self.launch()
-        return self.wait_ready(timeout)
-
-    def launch(self) -> None:
-        """Start the process without waiting (``wait_ready`` waits)."""
-        self.write_config()
-        output = open(self.output_path, "ab")  # noqa: SIM115 - closed in _signal
-        self._output = output
-        self.process = subprocess.Popen(
-            self.command(), stdout=output, stderr=subprocess.STDOUT, cwd=self.directory
-        )
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
-        assert self.process is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                status = self._signal(signal.SIGKILL, 10.0)
-                raise RuntimeError(f"broker exited with {status}:\n{self.output()}")
-            if api_versions_round_trip(self.host, self.port):
-                return self
-            time.sleep(0.1)
-        self.kill()
-        raise TimeoutError(f"broker not ready after {timeout}s:\n{self.output()}")
-
-    def output(self) -> str:
-        try:
-            return self.output_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout: float = 90.0) -> int:
-        """SIGTERM by PID and wait: the clean shutdown path. Returns the exit status.
-
-        The broker bounds its own shutdown (controlled shutdown <= 10 s, demotion wait
-        <= 5 s, six close steps <= 5 s each), about 45 s in the worst case; the margin is for
-        a two-core machine shared with ZooKeeper, Spark and other brokers."""
-        return self._signal(signal.SIGTERM, timeout)
-
-    def kill(self) -> int:
-        """SIGKILL by PID: a crash, nothing flushed by the broker."""
-        return self._signal(signal.SIGKILL, 30.0)
-
-    def _signal(self, sig: signal.Signals, timeout: float) -> int:
-        process = self.process
-        if process is None:
-            return 0
-        if process.poll() is None:
-            os.kill(process.pid, sig)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(10)
-        self.process = None
-        if self._output is not None:
-            self._output.close()
-            self._output = None
-        return int(process.returncode)
-
-    def pause(self) -> None:
-        """SIGSTOP by PID: the process stops answering but keeps its sockets open."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-        self.paused = False
-
-    def restart(self, *, crash: bool = False) -> BrokerProcess:
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        return self.start()
-
+__all__ = [
+    "CLUSTER_TEST_OVERRIDES",
+    "BrokerCluster",
+    "BrokerProcess",
+    "api_versions_round_trip",
+    "free_port",
+    "wait_until",
+]
 
 #: Short timeouts for cluster tests (the brief: ~6 s sessions, ~3 s replica lag).
 CLUSTER_TEST_OVERRIDES: Mapping[str, str] = {

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.faults.test_proxy import Target, nothing_arrives, recv_exactly
-from tidelog.cli.launcher import BrokerInfo, ClusterState
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.testing.cluster import BrokerInfo, ClusterState
 from tidelog.testing.faults.cluster import FaultCluster
 
 BROKERS = (1, 2, 3)

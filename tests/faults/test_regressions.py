@@ -30,9 +30,9 @@ def _wait(cluster: FaultCluster, what: str, predicate: object, timeout_s: float 
 @pytest.mark.slow  # ~1.5 min (two session expiries)
 def test_leader_after_session_expiry_can_still_change_its_isr(tmp_path: Path) -> None:
     """A broker whose ZooKeeper session expired registers again with a new broker epoch
-    (czxid). It used to keep sending the old epoch in AlterPartition, so as a leader it
-    could never add a returning follower to the ISR again (STALE_BROKER_EPOCH forever, and
-    acks=all stayed refused with min.insync.replicas=2 once the ISR was down to it)."""
+    (czxid) and sends it in AlterPartition: with the old epoch, as a leader it could never
+    add a returning follower to the ISR again (STALE_BROKER_EPOCH forever, and acks=all
+    refused with min.insync.replicas=2 once the ISR was down to it)."""
     cluster = FaultCluster(
         tmp_path / "cluster",
         overrides={

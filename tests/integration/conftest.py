@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import BrokerProcess
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 _chroots = itertools.count()
 

@@ -7,7 +7,8 @@ import pytest
 
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.testing.sim import SimConfig, Simulation
+from tidelog.testing.sim import Simulation
+from tidelog.testing.sim_types import SimConfig
 from tidelog.testing.soak import replay_command, run_seed
 
 pytestmark = pytest.mark.sim
@@ -170,7 +171,7 @@ def test_controller_dies_between_the_two_writes_of_completion() -> None:
 
 
 def test_controller_dies_after_writing_the_assignment_the_next_one_deletes_the_strays() -> None:
-    """Seen in CI: the completion's writes made, its StopReplica never sent. The removed
+    """The completion's writes made, its StopReplica never sent. The removed
     replica (here the leader) runs on; the next controller has nothing to resume and
     removes it with its UpdateMetadata (``tidelog.server.replica.stray_replicas`` rule 1)."""
     sim = cluster()
@@ -257,29 +258,44 @@ def test_random_seeds_with_reassignments_keep_every_invariant() -> None:
     assert completed > SEEDS // 2
 
 
-# Found by the sweep: a reassignment's same-epoch LeaderAndIsr reset the leader's in-flight
-# AlterPartition (Partition.make_leader); fixed there (the same state keeps it in flight).
+# A reassignment's same-epoch LeaderAndIsr keeps the leader's in-flight AlterPartition
+# (Partition.make_leader: the same state keeps it in flight).
 @pytest.mark.parametrize("seed", [439, 760, 5922, 7133])
 def test_inflight_isr_change_survives_a_reassignment_leader_and_isr(seed: int) -> None:
     result = run_seed(seed, reassign_share=1.0)
     assert result.ok, result.violations
 
 
-# Found by the session-12 sweep (20,000 seeds): 18219, a paused broker's queued StopReplica
-# overtaken by one due at its resume (the sim's FIFO); 5041, a retried AlterPartition naming
-# a replica removed and added back at the same partition epoch (acknowledged records lost;
-# fixed by ``decisions.on_replicas_changed``); 18014, a follower asking for ever about an
-# epoch it opened at its LEO and never wrote in (the sim's truncation to the LEO kept it);
-# 55604, a replace dropping the only in-sync replica of an offline partition (refused now,
-# ``decisions.replica_removal_problem``).
-@pytest.mark.parametrize("seed", [5041, 18014, 18219, 55604])
-def test_session_12_sweep_seeds(seed: int) -> None:
-    result = run_seed(seed, reassign_share=1.0)
+def test_seed_5041_retried_alter_partition_naming_a_replica_removed_and_added_back() -> None:
+    """A retried AlterPartition names a replica removed and added back at the same
+    partition epoch: ``decisions.on_replicas_changed`` moves the epoch, so it is refused."""
+    result = run_seed(5041, reassign_share=1.0)
+    assert result.ok, result.violations
+
+
+def test_seed_18014_follower_drops_an_epoch_it_opened_at_its_leo_and_never_wrote_in() -> None:
+    """Truncation to the LEO drops the epochs starting there (as ``Log.truncate_to``), so
+    the follower does not ask the new leader about that epoch for ever."""
+    result = run_seed(18014, reassign_share=1.0)
+    assert result.ok, result.violations
+
+
+def test_seed_18219_paused_brokers_queued_stop_replica_keeps_its_order() -> None:
+    """What a paused broker queued runs at its resume before anything due at that instant
+    (the simulator's FIFO per link)."""
+    result = run_seed(18219, reassign_share=1.0)
+    assert result.ok, result.violations
+
+
+def test_seed_55604_replace_dropping_an_offline_partitions_only_isr_member_is_refused() -> None:
+    """``decisions.replica_removal_problem`` refuses a replace that drops the only in-sync
+    replica of an offline partition."""
+    result = run_seed(55604, reassign_share=1.0)
     assert result.ok, result.violations
 
 
 def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
-    """The race the seed sweep found (seeds 439, 760, 5922, 7133), scripted to its worst outcome.
+    """The race of seeds 439, 760, 5922 and 7133 (the test above), scripted to its worst outcome.
 
     B2 lags and leaves the ISR; it catches up and leader B0 proposes it back in. While the
     proposal travels, a reassignment to (0, 2, 1) - the same replicas, B2 now preferred
@@ -287,8 +303,8 @@ def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
     leader epoch: ``make_leader`` takes the ISR {0, 1} and forgets the expansion), then
     ignores the controller's answer (ISR {0, 1, 2}, nothing in flight any more). B2 falls
     behind again; B0 acknowledges with ISR {0, 1}; B0 dies and the controller elects B2,
-    first in the new order among the live ISR members, without those records. Fixed: the
-    same state keeps the change in flight, and B0 applies the controller's answer.
+    first in the new order among the live ISR members, without those records, unless the
+    same state keeps the change in flight and B0 applies the controller's answer, as it does.
     """
     config = SimConfig(
         brokers=3,
@@ -317,8 +333,8 @@ def test_reassignment_racing_an_isr_expansion_loses_nothing() -> None:
     assert sim.checker.ok, sim.checker.violations[:1]
 
 
-# Found by the sweep, older than reassignment: STALE_BROKER_EPOCH used to revert an ISR
-# expansion an earlier attempt had applied; it is now a stale answer (replication rule 5a).
+# STALE_BROKER_EPOCH to a retry of an ISR expansion an earlier attempt applied is a stale
+# answer (replication rule 5a): the expansion stays.
 def test_zombie_leader_keeps_an_applied_expansion_after_re_registering() -> None:
     result = run_seed(1234, reassign_share=1.0)
     assert result.ok, result.violations

@@ -6,7 +6,8 @@ import pytest
 
 from tidelog.errors import ErrorCode
 from tidelog.model import NO_BROKER, BrokerId, TopicPartition
-from tidelog.testing.sim import SimConfig, Simulation
+from tidelog.testing.sim import Simulation
+from tidelog.testing.sim_types import SimConfig
 
 pytestmark = pytest.mark.sim
 
@@ -263,7 +264,7 @@ def test_zombie_leader_cannot_acknowledge_acks_all() -> None:
     assert sim.checker.violations == []
 
 
-# ---- a lost AlterPartition answer (found by `tidelog bench`'s failover section) ---------
+# ---- a lost AlterPartition answer (as under `tidelog bench`'s failover section) ----------
 
 
 def lost_expand_answer() -> tuple[Simulation, list[int], BrokerId]:

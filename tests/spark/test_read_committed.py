@@ -19,7 +19,7 @@ import pytest
 from tests.harness import BrokerCluster
 from tests.integration.cluster.helpers import create_topic, produce
 from tests.spark.conftest import unique
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

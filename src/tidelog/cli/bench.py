@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from tidelog.cli.launcher import LocalCluster
     from tidelog.cli.local_security import CLIENT_PROPERTIES
     from tidelog.cli.output import CommandError
-    from tidelog.cli.zookeeper import free_port
+    from tidelog.testing.processes import free_port
 
     sections = tuple(s.strip() for s in args.only.split(",") if s.strip())
     unknown = [s for s in sections if s not in SECTION_NAMES]

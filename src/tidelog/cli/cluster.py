@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidelog.cli.launcher import BrokerStatus, ClusterError, LocalCluster
+from tidelog.cli.launcher import LocalCluster
 from tidelog.cli.local_security import CLIENT_PROPERTIES, MODES
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
@@ -20,7 +20,8 @@ from tidelog.cli.output import (
     parse_key_value,
     print_json,
 )
-from tidelog.cli.zookeeper import ZooKeeperStartError
+from tidelog.testing.cluster import BrokerStatus, ClusterError
+from tidelog.testing.zookeeper import ZooKeeperStartError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -180,7 +180,7 @@ def resolve_bootstrap(args: argparse.Namespace) -> str:
     """``--bootstrap-server``, else the brokers recorded in the local cluster's state file."""
     if args.bootstrap_server:
         return str(args.bootstrap_server)
-    from tidelog.cli.launcher import ClusterError, read_state  # noqa: PLC0415
+    from tidelog.testing.cluster import ClusterError, read_state  # noqa: PLC0415
 
     try:
         state = read_state(Path(args.dir).resolve())

@@ -13,8 +13,8 @@ seed that draws them gets a cluster of 3 to 5 brokers
 and one to four reassignments to random targets of the same, a smaller or a larger size,
 some cancelled soon after, and controller failovers (a quarter of them cutting a completion
 between its two writes, a quarter after both, before anyone is told). They come from their
-own random stream, so a seed without them runs exactly as before. Once settled, no
-reassignment may still run and each assignment must be its last target.
+own random stream, so a seed without them runs exactly as with ``--reassign-share 0``.
+Once settled, no reassignment may still run and each assignment must be its last target.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from dataclasses import dataclass, replace
 
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.testing.invariants import LostRecord, Violation
-from tidelog.testing.sim import SimConfig, Simulation, Stats
+from tidelog.testing.sim import Simulation
+from tidelog.testing.sim_types import SimConfig, Stats
 
 #: Share of the seeds whose schedule includes reassignments (and controller failovers);
-#: ``tests/sim/test_reassignment.py`` sweeps with 1. (It was 0 until the race its sweep
-#: found, docs/replication.md "Reassignment under the simulator", was fixed.)
+#: ``tests/sim/test_reassignment.py`` sweeps with 1 (docs/replication.md "Reassignment
+#: under the simulator").
 REASSIGN_SHARE = 0.5
 #: A reassignment may complete late, moving a leadership as the run settles: its replicas
 #: get this much longer to converge.

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli.conftest import Tidelog
-from tidelog.cli.launcher import LocalCluster, process_state
+from tidelog.cli.launcher import LocalCluster
+from tidelog.testing.processes import process_state
 
 pytestmark = pytest.mark.integration
 

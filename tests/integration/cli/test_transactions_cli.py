@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from tests.harness import BrokerCluster, wait_until
 from tests.integration.cli.conftest import Result, Tidelog
 from tests.integration.cluster.helpers import create_topic
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import BrokerCluster
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 
 @pytest.fixture

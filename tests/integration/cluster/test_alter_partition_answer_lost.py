@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from tests.harness import BrokerCluster, wait_until
 from tests.integration.cluster.helpers import produce, wait_for_isr
-from tidelog.cli.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess
 
 pytestmark = pytest.mark.integration
 

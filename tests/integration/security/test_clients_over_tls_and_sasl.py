@@ -369,7 +369,7 @@ def test_launcher_tls_probe_closes_its_socket(secured: Secured) -> None:
     import gc
     import warnings
 
-    from tidelog.cli.launcher import api_versions_round_trip
+    from tidelog.testing.processes import api_versions_round_trip
 
     context = secured.tls_context()
     with warnings.catch_warnings(record=True) as caught:

@@ -410,7 +410,7 @@ def test_zookeeper_restart_keeps_the_broker_registered(tmp_path: Path) -> None:
     # (EXPIRED, REESTABLISHED: registered again with a new broker epoch). Either way the
     # broker ends up registered under its current session, and a call made during the outage
     # completes (or fails as ZkError) instead of hanging.
-    from tidelog.cli.zookeeper import ZooKeeperProcess
+    from tidelog.testing.zookeeper import ZooKeeperProcess
 
     server = ZooKeeperProcess(tmp_path / "zk", tick_time_ms=250)
     server.start()

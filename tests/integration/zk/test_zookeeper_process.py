@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.cli.zookeeper import ZooKeeperProcess, ZooKeeperStartError
+from tidelog.testing.zookeeper import ZooKeeperProcess, ZooKeeperStartError
 from tidelog.zk import probe_session
 
 pytestmark = pytest.mark.integration

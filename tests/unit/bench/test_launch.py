@@ -14,7 +14,7 @@ from tidelog.bench.launch import Launcher
 from tidelog.cli.launcher import LocalCluster
 from tidelog.cli.local_security import CLIENT_PROPERTIES
 from tidelog.cli.main import main
-from tidelog.cli.zookeeper import free_port
+from tidelog.testing.processes import free_port
 
 _BENCH_MODULES = (
     "cleaner",

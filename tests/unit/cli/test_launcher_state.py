@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.cli.launcher import (
+from tidelog.cli.launcher import LocalCluster
+from tidelog.cli.main import main
+from tidelog.testing.cluster import (
     LOCAL_DEFAULTS,
     BrokerInfo,
     ClusterError,
     ClusterState,
-    LocalCluster,
-    process_state,
     read_state,
 )
-from tidelog.cli.main import main
+from tidelog.testing.processes import process_state
 
 
 def _state(tmp_path: Path) -> ClusterState:

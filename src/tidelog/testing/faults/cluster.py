@@ -1,7 +1,7 @@
 """The cluster under test: ZooKeeper + N real broker processes, every link through a proxy.
 
-``FaultCluster`` is a ``LocalCluster`` (``tidelog.cli.launcher``: real processes, signalled
-by their own PIDs) whose brokers are wired for network faults:
+``FaultCluster`` is a ``LocalCluster`` (``tidelog.testing.cluster``: real processes,
+signalled by their own PIDs) whose brokers are wired for network faults:
 
 - each broker advertises a ``LinkProxy`` in front of its listener (``advertised.listeners``),
   so every client reaches it through that proxy (``broker_proxy``): cutting it cuts the
@@ -37,13 +37,6 @@ from typing import Final
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.static.primitive import i8
 
-from tidelog.cli.launcher import (
-    BrokerInfo,
-    ClusterError,
-    LocalCluster,
-    ProcessState,
-    process_state,
-)
 from tidelog.client import (
     LATEST_TIMESTAMP,
     READ_COMMITTED,
@@ -55,7 +48,10 @@ from tidelog.client import (
 from tidelog.client.client import PartitionMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
+from tidelog.testing.cluster import BrokerInfo, ClusterError, LocalCluster
 from tidelog.testing.faults.proxy import LinkProxy, ProxyLoop
+from tidelog.testing.processes import ProcessState, process_state
 
 #: FindCoordinator's key type for a transactional id (KIP-98; 0 is a consumer group).
 KEY_TYPE_TRANSACTION: Final = 1
@@ -73,7 +69,9 @@ class FaultCluster(LocalCluster):
         tmpfs_broker: int | None = None,
         tmpfs_size: str = "24m",
     ) -> None:
-        super().__init__(directory, brokers=brokers, overrides=overrides)
+        super().__init__(
+            directory, brokers=brokers, overrides=overrides, metadata_view=_metadata_view
+        )
         self.proxies = ProxyLoop()
         self.broker_proxy: dict[int, LinkProxy] = {}
         self.zk_proxy: dict[int, LinkProxy] = {}
@@ -259,11 +257,9 @@ class FaultCluster(LocalCluster):
         """Metadata from the first reachable broker that answers (over its real port)."""
         for broker_id in self.reachable():
             info = self.broker(broker_id)
-            try:
-                with BlockingClient(info.bootstrap, request_timeout_s=3.0) as client:
-                    return client.metadata(topics)
-            except (ClientError, OSError, TimeoutError):
-                continue
+            md = _metadata_at(info.bootstrap, topics)
+            if md is not None:
+                return md
         return None
 
     def partitions(self, topic: str) -> dict[int, PartitionMetadata]:
@@ -311,11 +307,7 @@ class FaultCluster(LocalCluster):
 
     def metadata_of(self, broker_id: int, topics: list[str]) -> ClusterMetadata | None:
         """Metadata as one broker's cache has it (None when it does not answer)."""
-        try:
-            with BlockingClient(self.broker(broker_id).bootstrap, request_timeout_s=3.0) as c:
-                return c.metadata(topics)
-        except (ClientError, OSError, TimeoutError):
-            return None
+        return _metadata_at(self.broker(broker_id).bootstrap, topics)
 
     def healthy(self, topic: str, *, also: Sequence[str] = ()) -> bool:
         """Every broker reachable and in the ISR of every partition it replicates (of
@@ -355,3 +347,20 @@ class FaultCluster(LocalCluster):
                 return True
             time.sleep(0.25)
         return False
+
+
+def _metadata_at(
+    bootstrap: str, topics: list[str] | None, security: ClientSecurity = PLAINTEXT
+) -> ClusterMetadata | None:
+    """Metadata as the broker at ``bootstrap`` answers it (None when it does not)."""
+    try:
+        with BlockingClient(bootstrap, request_timeout_s=3.0, security=security) as client:
+            return client.metadata(topics)
+    except (ClientError, OSError, TimeoutError):
+        return None
+
+
+def _metadata_view(bootstrap: str, security: ClientSecurity) -> tuple[tuple[int, ...], int] | None:
+    """``LocalCluster``'s view of one broker: (broker ids, controller id), or None."""
+    md = _metadata_at(bootstrap, [], security)
+    return None if md is None else (tuple(sorted(md.brokers)), md.controller_id)

@@ -69,7 +69,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidelog.cli.launcher import ClusterError
+from tidelog.testing.cluster import ClusterError
 from tidelog.testing.faults.cluster import FaultCluster
 
 _BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -199,6 +200,45 @@ def create_topic(
         raise RuntimeError(f"topic {topic} not healthy after creation")
 
 
+class FaultSchedule(Protocol):
+    """The settings ``run_schedule`` reads (``RunConfig``, ``TxnRunConfig``)."""
+
+    @property
+    def faults(self) -> int: ...
+    @property
+    def kinds(self) -> Sequence[str]: ...
+    @property
+    def rest_kinds(self) -> Sequence[str] | None: ...
+    @property
+    def cover_all_first(self) -> bool: ...
+    @property
+    def time_limit_s(self) -> float | None: ...
+    @property
+    def gap_s(self) -> tuple[float, float]: ...
+
+
+def run_schedule(
+    nemesis: Nemesis,
+    config: FaultSchedule,
+    rng: random.Random,
+    log: Callable[[str], None],
+    started: float,
+) -> None:
+    """One fault at a time from the seeded ``rng`` (every kind once first when
+    ``cover_all_first``), until ``config.faults`` or the time limit, then heal everything."""
+    available = [k for k in config.kinds if k in nemesis.kinds()]
+    rest = [k for k in (config.rest_kinds or available) if k in available]
+    schedule = rng.sample(available, len(available)) if config.cover_all_first else []
+    for i in range(config.faults):
+        if config.time_limit_s is not None and time.monotonic() - started > config.time_limit_s:
+            log(f"time limit reached after {i} faults")
+            break
+        kind = schedule[i] if i < len(schedule) else rng.choice(rest)
+        nemesis.run_one(i, kind)
+        time.sleep(rng.uniform(*config.gap_s))
+    nemesis.heal_all()
+
+
 def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
     directory = config.directory or Path(tempfile.mkdtemp(prefix="tidelog-faults-"))
     rng = random.Random(config.seed)
@@ -223,22 +263,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
         )
         bootstrap = cluster.client_bootstrap
-        kinds_of_producer = (
-            [ProducerWorker] * config.producers
-            + [KafkaPythonProducerWorker] * config.kafka_python_producers
-            + [AiokafkaProducerWorker] * config.aiokafka_producers
-        )
-        for i, worker in enumerate(kinds_of_producer):
-            producers.append(
-                worker(
-                    bootstrap,
-                    topic,
-                    config.partitions,
-                    i,
-                    interval_s=config.produce_interval_s,
-                    idempotent=config.idempotent,
-                ).start()
-            )
+        _start_producers(bootstrap, topic, config, producers)
         consumers = [
             ConsumerWorker(bootstrap, topic, config.partitions, f"c{i}").start()
             for i in range(config.consumers)
@@ -249,17 +274,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         nemesis = Nemesis(
             cluster, topic, rng, Timings(config.session_ms / 1000, config.lag_ms / 1000), log
         )
-        available = [k for k in config.kinds if k in nemesis.kinds()]
-        rest = [k for k in (config.rest_kinds or available) if k in available]
-        schedule = rng.sample(available, len(available)) if config.cover_all_first else []
-        for i in range(config.faults):
-            if config.time_limit_s is not None and time.monotonic() - started > config.time_limit_s:
-                log(f"time limit reached after {i} faults")
-                break
-            kind = schedule[i] if i < len(schedule) else rng.choice(rest)
-            nemesis.run_one(i, kind)
-            time.sleep(rng.uniform(*config.gap_s))
-        nemesis.heal_all()
+        run_schedule(nemesis, config, rng, log, started)
         healthy = cluster.wait_healthy(topic, 60.0)
         time.sleep(1.0)
         for p in producers:
@@ -271,55 +286,104 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         final, hws = final_read(cluster.admin_bootstrap, topic, config.partitions)
         replicas = {p: list(m.replicas) for p, m in cluster.partitions(topic).items()}
         cluster.stop(unmount=False)  # the tmpfs log dir is compared below
-        acks = [a for p in producers for a in p.history.acks]
-        reads = [r for c in consumers for r in c.reads]
         findings = check_histories(
-            acks, reads, final, hws, producer_order_guaranteed=config.idempotent
+            [a for p in producers for a in p.history.acks],
+            [r for c in consumers for r in c.reads],
+            final,
+            hws,
+            producer_order_guaranteed=config.idempotent,
         )
         findings.divergent.extend(
             check_replicas(
                 {b: cluster.log_dir(b) for b in cluster.broker_ids}, topic, hws, replicas
             )
         )
-        windows = [(r.kind, r.start, r.settled) for r in nemesis.records]
-        result = RunResult(
-            config=config,
-            findings=findings,
-            faults=nemesis.records,
-            unavailable=unavailability([a.at for a in acks], windows),
-            sent=sum(p.history.sent for p in producers),
-            failed_deliveries=sum(len(p.history.failed) for p in producers),
-            reads=len(reads),
-            duration_s=time.monotonic() - started,
+        return _result(
+            config,
+            findings,
+            nemesis,
+            producers=producers,
+            consumers=consumers,
+            healthy=healthy,
+            started=started,
         )
-        if not healthy:
-            findings.stuck.append("the cluster was not healthy 60 s after the final heal")
-        findings.stuck.extend(
-            f"fault {r.index} ({r.kind}, broker {r.target}): not healthy within the heal timeout"
-            for r in nemesis.records
-            if not r.healthy
-        )
-        result.notes.extend(nemesis.harness_errors)
-        for c in consumers:
-            result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
-        result.clients = client_stats(producers)
-        result.client_errors = sorted(
-            [e for p in producers for e in p.history.visible]
-            + [e for c in consumers for e in c.visible],
-            key=lambda e: e.at,
-        )
-        result.consumer_errors = sum(len(c.visible) for c in consumers)
-        findings.client_visible.extend(
-            describe_error(e, started, nemesis.records) for e in result.client_errors
-        )
-        result.notes.extend(error_notes(result.client_errors, started, nemesis.records))
-        return result
     finally:
         for p in producers:
             p.abort()
         cluster.stop()
         if not config.keep_directory and config.directory is None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start_producers(
+    bootstrap: str, topic: str, config: RunConfig, producers: list[ProducerWorkerBase]
+) -> None:
+    """Start the producers of every client library, appending each to ``producers`` as it
+    starts (the caller aborts those on failure)."""
+    kinds_of_producer = (
+        [ProducerWorker] * config.producers
+        + [KafkaPythonProducerWorker] * config.kafka_python_producers
+        + [AiokafkaProducerWorker] * config.aiokafka_producers
+    )
+    for i, worker in enumerate(kinds_of_producer):
+        producers.append(
+            worker(
+                bootstrap,
+                topic,
+                config.partitions,
+                i,
+                interval_s=config.produce_interval_s,
+                idempotent=config.idempotent,
+            ).start()
+        )
+
+
+def _result(
+    config: RunConfig,
+    findings: Findings,
+    nemesis: Nemesis,
+    *,
+    producers: Sequence[ProducerWorkerBase],
+    consumers: Sequence[ConsumerWorker],
+    healthy: bool,
+    started: float,
+) -> RunResult:
+    """The run's figures and the findings the histories alone do not give (stuck, client
+    errors)."""
+    acks = [a for p in producers for a in p.history.acks]
+    windows = [(r.kind, r.start, r.settled) for r in nemesis.records]
+    result = RunResult(
+        config=config,
+        findings=findings,
+        faults=nemesis.records,
+        unavailable=unavailability([a.at for a in acks], windows),
+        sent=sum(p.history.sent for p in producers),
+        failed_deliveries=sum(len(p.history.failed) for p in producers),
+        reads=sum(len(c.reads) for c in consumers),
+        duration_s=time.monotonic() - started,
+    )
+    if not healthy:
+        findings.stuck.append("the cluster was not healthy 60 s after the final heal")
+    findings.stuck.extend(
+        f"fault {r.index} ({r.kind}, broker {r.target}): not healthy within the heal timeout"
+        for r in nemesis.records
+        if not r.healthy
+    )
+    result.notes.extend(nemesis.harness_errors)
+    for c in consumers:
+        result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
+    result.clients = client_stats(producers)
+    result.client_errors = sorted(
+        [e for p in producers for e in p.history.visible]
+        + [e for c in consumers for e in c.visible],
+        key=lambda e: e.at,
+    )
+    result.consumer_errors = sum(len(c.visible) for c in consumers)
+    findings.client_visible.extend(
+        describe_error(e, started, nemesis.records) for e in result.client_errors
+    )
+    result.notes.extend(error_notes(result.client_errors, started, nemesis.records))
+    return result
 
 
 #: Client-visible errors in the report's notes: this many/2 most frequent texts, and the

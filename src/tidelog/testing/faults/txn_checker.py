@@ -159,7 +159,24 @@ def check_transactions(
         log[(r.partition, r.offset)] = r.value
         where[r.value].append((r.partition, r.offset))
 
-    # (a) committed: every value once, where its delivery report said.
+    _check_committed(f, txns, owner, where)
+    _check_aborted(f, txns, reads, uncommitted, where)
+    _check_all_or_nothing(f, txns, where)
+    _check_not_early(f, reads, final, owner)
+    _check_zombies(f, txns)
+    _check_reads(f, reads, final, owner, log)
+    _check_stored_order(f, txns, where)
+    _check_final_read_complete(f, ends, reached, high_watermarks)
+    return f
+
+
+def _check_committed(
+    f: TxnFindings,
+    txns: Sequence[Txn],
+    owner: Mapping[bytes, Txn],
+    where: Mapping[bytes, list[tuple[int, int]]],
+) -> None:
+    """(a) Committed: every value once, where its delivery report said."""
     for t in txns:
         if t.outcome != COMMITTED:
             continue
@@ -180,7 +197,15 @@ def check_transactions(
             who = _name(owner[v]) if v in owner else "no transaction"
             f.duplicated.append(f"{v.decode(errors='replace')} ({who}) at {places}")
 
-    # (b) aborted or fenced: never read by a read_committed consumer.
+
+def _check_aborted(
+    f: TxnFindings,
+    txns: Sequence[Txn],
+    reads: Sequence[Read],
+    uncommitted: Sequence[Read],
+    where: Mapping[bytes, list[tuple[int, int]]],
+) -> None:
+    """(b) Aborted or fenced: never read by a read_committed consumer."""
     read_by: dict[bytes, list[Read]] = defaultdict(list)
     for r in reads:
         read_by[r.value].append(r)
@@ -207,7 +232,11 @@ def check_transactions(
         1 for t in txns if t.outcome in (ABORTED, FENCED) for v in t.values if v in in_log
     )
 
-    # (c) all or nothing, whatever the outcome.
+
+def _check_all_or_nothing(
+    f: TxnFindings, txns: Sequence[Txn], where: Mapping[bytes, list[tuple[int, int]]]
+) -> None:
+    """(c) All or nothing, whatever the outcome."""
     for t in txns:
         present = sum(1 for v in t.values if v in where)
         if 0 < present < len(t.values):
@@ -222,7 +251,11 @@ def check_transactions(
             else:
                 f.indeterminate_invisible += 1
 
-    # (d) nothing visible before its commit was called (aborted ones are (b)).
+
+def _check_not_early(
+    f: TxnFindings, reads: Sequence[Read], final: Sequence[Read], owner: Mapping[bytes, Txn]
+) -> None:
+    """(d) Nothing visible before its commit was called (aborted ones are (b))."""
     for r in [*reads, *final]:
         writer = owner.get(r.value)
         if writer is None or writer.outcome in (ABORTED, FENCED):
@@ -239,7 +272,9 @@ def check_transactions(
                 "commit_transaction()"
             )
 
-    # (e) zombies fenced.
+
+def _check_zombies(f: TxnFindings, txns: Sequence[Txn]) -> None:
+    """(e) Zombies fenced."""
     for t in txns:
         if not t.zombie:
             continue
@@ -252,7 +287,15 @@ def check_transactions(
                 "initialised its transactional id"
             )
 
-    # Every read: a known value, one value per offset, still there at the end, in order.
+
+def _check_reads(
+    f: TxnFindings,
+    reads: Sequence[Read],
+    final: Sequence[Read],
+    owner: Mapping[bytes, Txn],
+    log: Mapping[tuple[int, int], bytes],
+) -> None:
+    """Every read: a known value, one value per offset, still there at the end, in order."""
     for r in [*reads, *final]:
         if r.value not in owner:
             f.unknown.append(f"{r.reader} read {r.value!r} at {r.partition}/{r.offset}")
@@ -277,6 +320,12 @@ def check_transactions(
         if key in last and r.offset <= last[key]:
             f.reordered.append(f"{r.reader} read {r.partition}/{r.offset} after {last[key]}")
         last[key] = r.offset
+
+
+def _check_stored_order(
+    f: TxnFindings, txns: Sequence[Txn], where: Mapping[bytes, list[tuple[int, int]]]
+) -> None:
+    """A transaction's values are stored, per partition, in the order it produced them."""
     for t in txns:
         last_in: dict[int, tuple[int, bytes]] = {}
         for v in t.values:
@@ -290,6 +339,14 @@ def check_transactions(
                 )
             last_in[p] = (o, v)
 
+
+def _check_final_read_complete(
+    f: TxnFindings,
+    ends: Mapping[int, int] | None,
+    reached: Mapping[int, int] | None,
+    high_watermarks: Mapping[int, int] | None,
+) -> None:
+    """The final read reached every last stable offset, and no transaction was left open."""
     for p, end in sorted((ends or {}).items()):
         got = (reached or {}).get(p, 0)
         if got < end:
@@ -300,4 +357,3 @@ def check_transactions(
                 f"partition {p}: last stable offset {end} below the high watermark {hw} after "
                 "every producer stopped (a transaction left open)"
             )
-    return f

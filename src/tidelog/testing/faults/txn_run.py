@@ -29,6 +29,7 @@ from tidelog.testing.faults.run import (
     describe_error,
     error_notes,
     report_tail,
+    run_schedule,
 )
 from tidelog.testing.faults.txn_checker import TxnFindings, check_transactions
 from tidelog.testing.faults.txn_workload import (
@@ -40,7 +41,7 @@ from tidelog.testing.faults.txn_workload import (
     TxnProducerWorker,
     read_to_end,
 )
-from tidelog.testing.faults.workload import ClientError, ConsumerWorker
+from tidelog.testing.faults.workload import ClientError, ConsumerWorker, Read
 
 TOPIC = "txn-faults"
 TXN_TOPIC = "__transaction_state"
@@ -180,25 +181,10 @@ def run_transactions(config: TxnRunConfig, log: Callable[[str], None] = print) -
             config.partitions,
             {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
         )
-        bootstrap = cluster.client_bootstrap
-        producers = [
-            TxnProducerWorker(
-                bootstrap,
-                TOPIC,
-                config.partitions,
-                i,
-                seed=config.seed,
-                commit_ratio=config.commit_ratio,
-                values_per_txn=config.values_per_txn,
-                zombie_every=config.zombie_every,
-                interval_s=config.interval_s,
-                transaction_timeout_ms=config.transaction_timeout_ms,
-            ).start()
-            for i in range(config.producers)
-        ]
+        producers = _start_producers(cluster.client_bootstrap, config)
         consumers = [
             ConsumerWorker(
-                bootstrap, TOPIC, config.partitions, f"rc{i}", read_committed=True
+                cluster.client_bootstrap, TOPIC, config.partitions, f"rc{i}", read_committed=True
             ).start()
             for i in range(config.consumers)
         ]
@@ -217,92 +203,156 @@ def run_transactions(config: TxnRunConfig, log: Callable[[str], None] = print) -
             transactional_ids=[p.transactional_id for p in producers],
             health_topics=[TXN_TOPIC],
         )
-        if not nemesis.wait_healthy(60.0):
-            log(f"before the first fault: {cluster.unhealthy_because(TOPIC, also=[TXN_TOPIC])}")
-        available = [k for k in config.kinds if k in nemesis.kinds()]
-        rest = [k for k in (config.rest_kinds or available) if k in available]
-        schedule = rng.sample(available, len(available)) if config.cover_all_first else []
-        for i in range(config.faults):
-            if config.time_limit_s is not None and time.monotonic() - started > config.time_limit_s:
-                log(f"time limit reached after {i} faults")
-                break
-            kind = schedule[i] if i < len(schedule) else rng.choice(rest)
-            nemesis.run_one(i, kind)
-            time.sleep(rng.uniform(*config.gap_s))
-        nemesis.heal_all()
-        healthy = nemesis.wait_healthy(60.0)
+        healthy = _inject_faults(cluster, nemesis, config, rng=rng, log=log, started=started)
         time.sleep(1.0)
         for p in producers:
             p.stop()
         time.sleep(2.0)  # the consumers read up to the end
         for c in consumers:
             c.stop()
-        lso, hw = _end_offsets(cluster, config.partitions)
-        final, reached = read_to_end(cluster.admin_bootstrap, TOPIC, lso, read_committed=True)
-        uncommitted, _ = read_to_end(
-            cluster.admin_bootstrap, TOPIC, hw, read_committed=False, reader="final-uncommitted"
-        )
-        replicas = {p: list(m.replicas) for p, m in cluster.partitions(TOPIC).items()}
+        end = _read_to_the_end(cluster, config.partitions)
         cluster.stop()
-        txns: list[Txn] = [t for p in producers for t in p.history()]
-        reads = [r for c in consumers for r in c.reads]
-        findings = check_transactions(
-            txns,
-            reads,
-            final,
-            uncommitted=uncommitted,
-            ends=lso,
-            reached=reached,
-            high_watermarks=hw,
+        return _result(
+            config,
+            cluster,
+            nemesis,
+            producers=producers,
+            consumers=consumers,
+            end=end,
+            healthy=healthy,
+            started=started,
         )
-        findings.divergent.extend(
-            check_replicas({b: cluster.log_dir(b) for b in cluster.broker_ids}, TOPIC, hw, replicas)
-        )
-        windows = [(r.kind, r.start, r.settled) for r in nemesis.records]
-        commits = [at for p in producers for at in p.commit_times()]
-        result = TxnRunResult(
-            config=config,
-            findings=findings,
-            faults=nemesis.records,
-            unavailable=unavailability(commits, windows),
-            duration_s=time.monotonic() - started,
-            ends={p: (lso.get(p, -1), hw[p]) for p in sorted(hw)},
-        )
-        if not healthy:
-            findings.stuck.append("the cluster was not healthy 60 s after the final heal")
-        findings.stuck.extend(
-            f"fault {r.index} ({r.kind}, broker {r.target}): not healthy within the heal timeout"
-            for r in nemesis.records
-            if not r.healthy
-        )
-        findings.stuck.extend(s for p in producers for s in p.stuck)
-        result.notes.extend(nemesis.harness_errors)
-        for c in consumers:
-            result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
-        result.producers = producer_stats(producers)
-        result.client_errors = sorted(
-            [e for p in producers for e in p.visible] + [e for c in consumers for e in c.visible],
-            key=lambda e: e.at,
-        )
-        result.consumer_errors = sum(len(c.visible) for c in consumers)
-        findings.client_visible.extend(
-            describe_error(e, started, nemesis.records) for e in result.client_errors
-        )
-        result.notes.extend(error_notes(result.client_errors, started, nemesis.records))
-        for p in producers:
-            result.error_counts.update(p.error_counts)
-        result.abort_reasons = Counter(
-            t.abort_reason
-            for t in txns
-            if t.outcome == ABORTED and t.abort_reason not in (None, "intended")
-        )
-        return result
     finally:
         for p in producers:
             p.abort()
         cluster.stop()
         if not config.keep_directory and config.directory is None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _start_producers(bootstrap: str, config: TxnRunConfig) -> list[TxnProducerWorker]:
+    return [
+        TxnProducerWorker(
+            bootstrap,
+            TOPIC,
+            config.partitions,
+            i,
+            seed=config.seed,
+            commit_ratio=config.commit_ratio,
+            values_per_txn=config.values_per_txn,
+            zombie_every=config.zombie_every,
+            interval_s=config.interval_s,
+            transaction_timeout_ms=config.transaction_timeout_ms,
+        ).start()
+        for i in range(config.producers)
+    ]
+
+
+def _inject_faults(
+    cluster: FaultCluster,
+    nemesis: Nemesis,
+    config: TxnRunConfig,
+    *,
+    rng: random.Random,
+    log: Callable[[str], None],
+    started: float,
+) -> bool:
+    """The fault schedule, one fault at a time, then the final heal: whether the cluster was
+    healthy within 60 s of it."""
+    if not nemesis.wait_healthy(60.0):
+        log(f"before the first fault: {cluster.unhealthy_because(TOPIC, also=[TXN_TOPIC])}")
+    run_schedule(nemesis, config, rng, log, started)
+    return nemesis.wait_healthy(60.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _FinalRead:
+    """Every partition read after the final heal, with its ends and replicas."""
+
+    lso: dict[int, int]
+    hw: dict[int, int]
+    final: list[Read]
+    reached: dict[int, int]
+    uncommitted: list[Read]
+    replicas: dict[int, list[int]]
+
+
+def _read_to_the_end(cluster: FaultCluster, partitions: int) -> _FinalRead:
+    lso, hw = _end_offsets(cluster, partitions)
+    final, reached = read_to_end(cluster.admin_bootstrap, TOPIC, lso, read_committed=True)
+    uncommitted, _ = read_to_end(
+        cluster.admin_bootstrap, TOPIC, hw, read_committed=False, reader="final-uncommitted"
+    )
+    replicas = {p: list(m.replicas) for p, m in cluster.partitions(TOPIC).items()}
+    return _FinalRead(lso, hw, final, reached, uncommitted, replicas)
+
+
+def _result(
+    config: TxnRunConfig,
+    cluster: FaultCluster,
+    nemesis: Nemesis,
+    *,
+    producers: Sequence[TxnProducerWorker],
+    consumers: Sequence[ConsumerWorker],
+    end: _FinalRead,
+    healthy: bool,
+    started: float,
+) -> TxnRunResult:
+    """The checks over the histories and the final read, and what the report shows."""
+    lso, hw = end.lso, end.hw
+    txns: list[Txn] = [t for p in producers for t in p.history()]
+    reads = [r for c in consumers for r in c.reads]
+    findings = check_transactions(
+        txns,
+        reads,
+        end.final,
+        uncommitted=end.uncommitted,
+        ends=lso,
+        reached=end.reached,
+        high_watermarks=hw,
+    )
+    findings.divergent.extend(
+        check_replicas({b: cluster.log_dir(b) for b in cluster.broker_ids}, TOPIC, hw, end.replicas)
+    )
+    windows = [(r.kind, r.start, r.settled) for r in nemesis.records]
+    commits = [at for p in producers for at in p.commit_times()]
+    result = TxnRunResult(
+        config=config,
+        findings=findings,
+        faults=nemesis.records,
+        unavailable=unavailability(commits, windows),
+        duration_s=time.monotonic() - started,
+        ends={p: (lso.get(p, -1), hw[p]) for p in sorted(hw)},
+    )
+    if not healthy:
+        findings.stuck.append("the cluster was not healthy 60 s after the final heal")
+    findings.stuck.extend(
+        f"fault {r.index} ({r.kind}, broker {r.target}): not healthy within the heal timeout"
+        for r in nemesis.records
+        if not r.healthy
+    )
+    findings.stuck.extend(s for p in producers for s in p.stuck)
+    result.notes.extend(nemesis.harness_errors)
+    for c in consumers:
+        result.notes.extend(f"consumer {c.name}: {e}" for e in c.errors[:5])
+    result.producers = producer_stats(producers)
+    result.client_errors = sorted(
+        [e for p in producers for e in p.visible] + [e for c in consumers for e in c.visible],
+        key=lambda e: e.at,
+    )
+    result.consumer_errors = sum(len(c.visible) for c in consumers)
+    findings.client_visible.extend(
+        describe_error(e, started, nemesis.records) for e in result.client_errors
+    )
+    result.notes.extend(error_notes(result.client_errors, started, nemesis.records))
+    for p in producers:
+        result.error_counts.update(p.error_counts)
+    result.abort_reasons = Counter(
+        t.abort_reason
+        for t in txns
+        if t.outcome == ABORTED and t.abort_reason not in (None, "intended")
+    )
+    return result
 
 
 METHOD = """## How it works
@@ -354,18 +404,22 @@ def render_txn_report(
     figures: Sequence[tuple[str, str]] = (),
 ) -> str:
     f = result.findings
-    c = result.config
-    by_kind = Counter(r.kind for r in result.faults)
-    worst: dict[str, float] = defaultdict(float)
-    for kind, gap in result.unavailable:
-        worst[kind] = max(worst[kind], gap)
-    unhealthy = Counter(r.kind for r in result.faults if not r.healthy)
-
-    def verdict(items: Sequence[str]) -> str:
-        return "**pass**" if not items else f"**FAIL** ({len(items)})"
-
-    total = sum(f.outcomes.values())
     lines = [
+        *_report_header(result, command, code),
+        *_report_verdict(result),
+        *_report_producers(result),
+        *_report_errors(result),
+        *_report_faults(result),
+    ]
+    notes = result.notes[: NOTED_ERRORS * 2]
+    lines += report_tail(f.ok, f.summary(20), notes, METHOD, result.faults, figures=figures)
+    return "\n".join(lines) + "\n"
+
+
+def _report_header(result: TxnRunResult, command: str, code: str | None) -> list[str]:
+    """The title, the command that made the report, and the cluster and workload run."""
+    c = result.config
+    return [
         "# Reliability: transactions under faults (issue 19)",
         "",
         "Generated by `tidelog.testing.faults --workload transactions`; do not edit by hand. "
@@ -387,6 +441,18 @@ def render_txn_report(
         f"`zookeeper.session.timeout.ms={c.session_ms}`, `replica.lag.time.max.ms={c.lag_ms}`, "
         f"seed {c.seed}. One fault at a time; after each, the cluster is awaited healthy.",
         "",
+    ]
+
+
+def _verdict(items: Sequence[str]) -> str:
+    return "**pass**" if not items else f"**FAIL** ({len(items)})"
+
+
+def _report_verdict(result: TxnRunResult) -> list[str]:
+    """What ran (counts) and every check's verdict."""
+    f = result.findings
+    total = sum(f.outcomes.values())
+    return [
         "## Verdict",
         "",
         "| | |",
@@ -410,25 +476,31 @@ def render_txn_report(
         "| check | verdict |",
         "|---|---|",
         f"| (a) no committed record lost: {f.committed_values_lost} committed values missing | "
-        f"{verdict(f.lost)} |",
-        f"| (a) exactly once: values stored more than once | {verdict(f.duplicated)} |",
-        f"| (a) stored where the delivery report said | {verdict(f.moved)} |",
+        f"{_verdict(f.lost)} |",
+        f"| (a) exactly once: values stored more than once | {_verdict(f.duplicated)} |",
+        f"| (a) stored where the delivery report said | {_verdict(f.moved)} |",
         f"| (b) no aborted record visible: {f.aborted_values_visible} aborted or fenced values "
-        f"read | {verdict(f.aborted_visible)} |",
-        f"| (c) atomicity: every transaction all or nothing | {verdict(f.partial)} |",
-        f"| (d) nothing visible before its commit was called | {verdict(f.early)} |",
+        f"read | {_verdict(f.aborted_visible)} |",
+        f"| (c) atomicity: every transaction all or nothing | {_verdict(f.partial)} |",
+        f"| (d) nothing visible before its commit was called | {_verdict(f.early)} |",
         f"| (e) zombies fenced: {f.zombies_fenced} of {f.zombies} zombie commits failed | "
-        f"{verdict(f.not_fenced)} |",
-        f"| values no transaction wrote | {verdict(f.unknown)} |",
-        f"| one offset, one value | {verdict(f.inconsistent)} |",
-        f"| read during the run, gone at the end | {verdict(f.vanished)} |",
-        f"| order (per consumer, per transaction and partition) | {verdict(f.reordered)} |",
+        f"{_verdict(f.not_fenced)} |",
+        f"| values no transaction wrote | {_verdict(f.unknown)} |",
+        f"| one offset, one value | {_verdict(f.inconsistent)} |",
+        f"| read during the run, gone at the end | {_verdict(f.vanished)} |",
+        f"| order (per consumer, per transaction and partition) | {_verdict(f.reordered)} |",
         f"| final read complete, no transaction left hanging (LSO = HW) | "
-        f"{verdict(f.incomplete)} |",
-        f"| replicas identical below the HW | {verdict(f.divergent)} |",
-        f"| cluster healed after every fault, no call stuck | {verdict(f.stuck)} |",
-        f"| **client-visible errors (an application would stop)** | {verdict(f.client_visible)} |",
+        f"{_verdict(f.incomplete)} |",
+        f"| replicas identical below the HW | {_verdict(f.divergent)} |",
+        f"| cluster healed after every fault, no call stuck | {_verdict(f.stuck)} |",
+        f"| **client-visible errors (an application would stop)** | {_verdict(f.client_visible)} |",
         "",
+    ]
+
+
+def _report_producers(result: TxnRunResult) -> list[str]:
+    c = result.config
+    return [
         "## Producers",
         "",
         "| transactional id | committed | aborted | indeterminate | fenced | values | "
@@ -446,6 +518,11 @@ def render_txn_report(
         "per fatal error.",
         "",
     ]
+
+
+def _report_errors(result: TxnRunResult) -> list[str]:
+    """The errors the producers' client raised or reported, by where and name."""
+    lines: list[str] = []
     if result.error_counts:
         lines += [
             "## Errors the producers' client raised or reported",
@@ -461,6 +538,17 @@ def render_txn_report(
             "`abort_transaction()`; fencing errors are the zombies' (expected).",
             "",
         ]
+    return lines
+
+
+def _report_faults(result: TxnRunResult) -> list[str]:
+    """Faults by kind, with the longest time without a commit, and the final ends."""
+    by_kind = Counter(r.kind for r in result.faults)
+    worst: dict[str, float] = defaultdict(float)
+    for kind, gap in result.unavailable:
+        worst[kind] = max(worst[kind], gap)
+    unhealthy = Counter(r.kind for r in result.faults if not r.healthy)
+    lines: list[str] = []
     lines += [
         "## Faults by kind",
         "",
@@ -481,6 +569,4 @@ def render_txn_report(
         + ".",
         "",
     ]
-    notes = result.notes[: NOTED_ERRORS * 2]
-    lines += report_tail(f.ok, f.summary(20), notes, METHOD, result.faults, figures=figures)
-    return "\n".join(lines) + "\n"
+    return lines

@@ -5,7 +5,8 @@ directory, starts ``java ... org.apache.zookeeper.server.quorum.QuorumPeerMain z
 listening on 127.0.0.1 only, and waits until a real ZooKeeper session can be opened
 (PEERS.md: ``ruok`` answers before the server serves, so it is not readiness). It stops
 the server by its own PID: SIGTERM, then SIGKILL after a grace period. Used by the
-integration tests (``tests/integration/zk/conftest.py``) and by ``tidelog cluster up``.
+integration tests (``tests/integration/zk/conftest.py``) and by ``tidelog.testing.cluster``
+(``tidelog cluster up``).
 
 The four-letter words and the AdminServer are off; the server log is
 ``<data_dir>/zookeeper.log``.
@@ -20,10 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from tidelog.errors import TidelogError
+from tidelog.testing.processes import free_port
 from tidelog.zk import probe_session
 
 #: Where Debian installs ZooKeeper's jar and the jars its server needs beyond its manifest's
@@ -62,50 +62,6 @@ log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] -
 
 class ZooKeeperStartError(TidelogError):
     """ZooKeeper could not be started (missing java/jars, or it never served a session)."""
-
-
-_PORT_RANGE_FILE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
-#: Where free_port looks below the ephemeral range (ports above most fixed services').
-_LOWEST_PORT: Final = 10000
-
-
-def _ephemeral_low() -> int | None:
-    """The first port the kernel hands out to outgoing connections (Linux), or None."""
-    try:
-        with open(_PORT_RANGE_FILE) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago, for a server started next.
-
-    Picked below the kernel's ephemeral range when there is room: a port the OS picks with
-    ``bind(0)`` comes from that range, so between this call and the server's own bind an
-    outgoing connection of any process could take it as its local port (a broker of a test
-    cluster then failed to start with EADDRINUSE, about once in 30 runs of a fault test).
-    """
-    low = _ephemeral_low()
-    if low is not None and low - 1 > _LOWEST_PORT:
-        pick = random.SystemRandom()
-        for _ in range(100):
-            port = pick.randrange(_LOWEST_PORT, low)
-            if _bindable(port):
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port_: int = sock.getsockname()[1]
-        return port_
 
 
 def default_classpath() -> str:
