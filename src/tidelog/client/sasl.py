@@ -21,7 +21,8 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
 
 from kio.schema.sasl_authenticate.v0 import request as sasl_authenticate_v0
 from kio.schema.sasl_authenticate.v1 import request as sasl_authenticate_v1
@@ -30,9 +31,6 @@ from kio.schema.sasl_handshake.v1 import request as sasl_handshake_v1
 
 from tidelog.client.errors import AuthenticationFailedError
 from tidelog.errors import ErrorCode
-
-if TYPE_CHECKING:  # connection.py logs in with this module: no import cycle at run time
-    from tidelog.client.connection import BrokerConnection
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.errors import AuthenticationError, SecurityConfigError
 from tidelog.security.plain import MECHANISM as PLAIN
@@ -52,6 +50,18 @@ _AUTHENTICATE_REQUESTS: Final[dict[int, Any]] = {
 }
 
 
+class SaslConnection(Protocol):
+    """What the exchange needs of a connection (``BrokerConnection`` is one): sending a
+    request, and the versions the broker advertised (empty when none were negotiated)."""
+
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]: ...
+
+    def pick_version(self, api_key: ApiKey, preferred: tuple[int, ...]) -> int | None: ...
+
+    async def send(self, body: Any) -> Any: ...
+
+
 def _error_code(value: Any) -> ErrorCode:
     """Our ``ErrorCode`` for a wire value (unknown ones: UNKNOWN_SERVER_ERROR)."""
     code = ErrorCode._value2member_map_.get(int(value), ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -60,7 +70,7 @@ def _error_code(value: Any) -> ErrorCode:
 
 
 async def sasl_authenticate(
-    conn: BrokerConnection, *, mechanism: str, username: str, password: str
+    conn: SaslConnection, *, mechanism: str, username: str, password: str
 ) -> None:
     """Authenticate ``conn`` as ``username`` (rules 1-4); returns once the broker agreed."""
     if mechanism not in SUPPORTED_MECHANISMS:
@@ -109,4 +119,4 @@ async def sasl_authenticate(
         raise AuthenticationFailedError(str(exc)) from None
 
 
-__all__ = ["SUPPORTED_MECHANISMS", "sasl_authenticate"]
+__all__ = ["SUPPORTED_MECHANISMS", "SaslConnection", "sasl_authenticate"]
