@@ -1,4 +1,4 @@
-"""Security admin requests on ``tidelog.client.Client``: ACLs and SCRAM users (issue 20).
+"""Security admin requests on ``tidelog.client.Client``: ACLs and SCRAM users.
 
 CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) as Kafka's ``Admin.createAcls``/
 ``describeAcls``/``deleteAcls`` send them (KIP-140, prefixed patterns KIP-290), and

@@ -2,7 +2,7 @@
 
 Why: kio's native decoder trusts length fields. A compact array whose length varint says
 five billion makes it allocate that many slots up front, and a failed allocation *aborts
-the process* (found by ``tests/unit/protocol/test_decode_fuzz.py``). Kafka refuses such
+the process* (``tests/unit/protocol/test_decode_fuzz.py`` sends such bodies). Kafka refuses such
 input ("tried to allocate a collection of size N, but there are only M bytes remaining").
 This walk does the same: every length and count must fit in the bytes that remain, varints
 are at most 5 bytes and fit an int32, and nothing runs past the end. Only then is the body
