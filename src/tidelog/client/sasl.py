@@ -30,6 +30,7 @@ from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake_v1
 
 from tidelog.client.errors import AuthenticationFailedError
+from tidelog.client.wire import error_code
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.errors import AuthenticationError, SecurityConfigError
@@ -62,13 +63,6 @@ class SaslConnection(Protocol):
     async def send(self, body: Any) -> Any: ...
 
 
-def _error_code(value: Any) -> ErrorCode:
-    """Our ``ErrorCode`` for a wire value (unknown ones: UNKNOWN_SERVER_ERROR)."""
-    code = ErrorCode._value2member_map_.get(int(value), ErrorCode.UNKNOWN_SERVER_ERROR)
-    assert isinstance(code, ErrorCode)
-    return code
-
-
 async def sasl_authenticate(
     conn: SaslConnection, *, mechanism: str, username: str, password: str
 ) -> None:
@@ -79,7 +73,7 @@ async def sasl_authenticate(
             f"unsupported mechanism {mechanism!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}",
         )
     handshake = await conn.send(sasl_handshake_v1.SaslHandshakeRequest(mechanism=mechanism))
-    code = _error_code(handshake.error_code)
+    code = error_code(handshake.error_code)
     if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
         enabled = ", ".join(str(m) for m in handshake.mechanisms)
         raise AuthenticationFailedError(
@@ -98,7 +92,7 @@ async def sasl_authenticate(
 
     async def exchange(token: bytes) -> bytes:
         response = await conn.send(request(auth_bytes=token))
-        error = _error_code(response.error_code)
+        error = error_code(response.error_code)
         if error != ErrorCode.NONE:
             message = response.error_message or f"{error.name} ({int(error)})"
             raise AuthenticationFailedError(str(message))
