@@ -2,6 +2,10 @@
 ``BlockingClient``, ``BrokerConnection`` (one connection, pipelined), and a record batch
 builder/decoder (``tidelog.client.records``). Used by the CLI, follower fetchers,
 controller RPCs and the Spark source.
+
+``Client`` routes requests; each API's request and answer live in the module of its job
+(``metadata``, ``produce``, ``fetch``, ``offsets``, ``topic_admin``, ``transactions``, the
+``*_admin`` modules) over ``wire`` (kio schema modules and error codes).
 """
 
 from tidelog.client.blocking import BlockingClient

@@ -2,23 +2,22 @@
 
 ``Client`` bootstraps from ``host:port`` strings, learns the brokers from Metadata and keeps
 one ``BrokerConnection`` per broker (opened on first use). Helpers pick, for each API, the
-highest version both sides speak (``_PREFERRED``) and build the kio request for it; they
-return small values (``ErrorCode`` per partition) rather than raising for per-partition
-errors, because those are expected outcomes. ``send`` is there for anything else.
+highest version both sides speak (``_PREFERRED``), route the request (a partition's leader,
+a given node, any broker) and leave building the request and reading the answer to the
+module of its job: ``metadata``, ``produce``, ``fetch``, ``offsets``, ``topic_admin`` and
+``transactions``. They return small values (``ErrorCode`` per partition) rather than
+raising for per-partition errors, because those are expected outcomes. ``send`` is there
+for anything else.
+
+The result types and constants of those modules are importable from here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
-import importlib
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
-
-from kio.index import load_request_schema
 
 from tidelog.client import describe_txn
 from tidelog.client.connection import (
@@ -27,10 +26,89 @@ from tidelog.client.connection import (
     BrokerConnection,
 )
 from tidelog.client.errors import ClientConnectionError, NoCompatibleVersionError
+from tidelog.client.fetch import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchRequestPartition,
+    FetchResult,
+    fetch_request,
+    read_fetch,
+)
+from tidelog.client.metadata import (
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+    metadata_request,
+    read_metadata,
+)
+from tidelog.client.offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    EpochEndOffset,
+    ListOffsetsResult,
+    list_offsets_request,
+    offset_for_leader_epoch_request,
+    read_list_offsets,
+    read_offset_for_leader_epoch,
+)
+from tidelog.client.produce import ProduceResult, produce_request, read_produce
+from tidelog.client.topic_admin import (
+    NewTopic,
+    TopicError,
+    create_topics_request,
+    delete_topics_request,
+    read_create_topics,
+    read_delete_topics,
+)
+from tidelog.client.transactions import (
+    COORDINATOR_GROUP,
+    COORDINATOR_TRANSACTION,
+    CoordinatorResult,
+    ProducerIdResult,
+    TransactionDescription,
+    add_partitions_to_txn_request,
+    describe_transactions_request,
+    end_txn_request,
+    find_coordinator_request,
+    init_producer_id_request,
+    read_add_partitions_to_txn,
+    read_describe_transactions,
+    read_find_coordinator,
+    read_init_producer_id,
+)
+from tidelog.client.wire import error_code
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
+
+__all__ = [
+    "COORDINATOR_GROUP",
+    "COORDINATOR_TRANSACTION",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "BrokerMetadata",
+    "Client",
+    "ClusterMetadata",
+    "CoordinatorResult",
+    "EpochEndOffset",
+    "FetchRequestPartition",
+    "FetchResult",
+    "ListOffsetsResult",
+    "NewTopic",
+    "PartitionMetadata",
+    "ProduceResult",
+    "ProducerIdResult",
+    "TopicError",
+    "TopicMetadata",
+    "TransactionDescription",
+    "parse_bootstrap",
+]
 
 #: Versions each helper speaks, best first (names, not topic ids, for simplicity).
 _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
@@ -48,20 +126,6 @@ _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0,),
 }
 
-#: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest).
-LATEST_TIMESTAMP: Final = -1
-EARLIEST_TIMESTAMP: Final = -2
-MAX_TIMESTAMP: Final = -3
-
-#: FindCoordinator key types.
-COORDINATOR_GROUP: Final = 0
-COORDINATOR_TRANSACTION: Final = 1
-
-#: Fetch / ListOffsets isolation levels (KIP-98): read_committed reads up to the last stable
-#: offset and gets the aborted transactions of what it fetched.
-READ_UNCOMMITTED: Final = 0
-READ_COMMITTED: Final = 1
-
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
     """``"h1:9092,h2:9093"`` (or a list of ``host:port``) -> [(host, port)]."""
@@ -75,176 +139,6 @@ def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
     if not result:
         raise ValueError("no bootstrap servers given")
     return result
-
-
-def _schema_module(api_key: ApiKey, version: int) -> Any:
-    return importlib.import_module(load_request_schema(api_key, version).__module__)
-
-
-def _make(cls: type[Any], **kwargs: Any) -> Any:
-    """Build a kio entity from the keyword arguments its version has (others dropped)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in kwargs.items() if k in names})
-
-
-def _code(value: int) -> ErrorCode:
-    """Our ``ErrorCode`` for a wire value; codes we do not know map to UNKNOWN_SERVER_ERROR."""
-    try:
-        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
-    except KeyError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _ms(value: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=value)
-
-
-# --- results -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerMetadata:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionMetadata:
-    partition: int
-    error_code: ErrorCode
-    leader_id: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class TopicMetadata:
-    name: str
-    error_code: ErrorCode
-    topic_id: uuid.UUID | None
-    partitions: Mapping[int, PartitionMetadata]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterMetadata:
-    cluster_id: str | None
-    controller_id: int
-    brokers: Mapping[int, BrokerMetadata]
-    topics: Mapping[str, TopicMetadata]
-
-    def leader_for(self, tp: TopicPartition) -> int | None:
-        topic = self.topics.get(tp.topic)
-        partition = topic.partitions.get(tp.partition) if topic else None
-        if partition is None or partition.leader_id < 0:
-            return None
-        return partition.leader_id
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    error_code: ErrorCode
-    base_offset: int
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    error_code: ErrorCode
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    records: bytes
-    #: (epoch, end_offset) when the broker detected divergence (v12+), else None.
-    diverging_epoch: tuple[int, int] | None = None
-    #: (leader_id, leader_epoch) when the broker says who leads now, else None.
-    current_leader: tuple[int, int] | None = None
-    #: read_committed: (producer id, first offset) of the aborted transactions that overlap
-    #: the fetched range, as the broker listed them (empty when it sent none or null).
-    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
-    """One partition to fetch (the helper's input)."""
-
-    fetch_offset: int
-    partition_max_bytes: int = 1 << 20
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResult:
-    error_code: ErrorCode
-    offset: int
-    timestamp: int
-    leader_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    error_code: ErrorCode
-    leader_epoch: int
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class NewTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    #: partition -> broker ids (then num_partitions/replication_factor must be -1).
-    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
-    configs: Mapping[str, str | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicError:
-    error_code: ErrorCode
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorResult:
-    """FindCoordinator's answer for one key."""
-
-    error_code: ErrorCode
-    node_id: int
-    host: str
-    port: int
-    error_message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdResult:
-    """InitProducerId's answer."""
-
-    error_code: ErrorCode
-    producer_id: int
-    producer_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionDescription:
-    """DescribeTransactions' answer for one transactional id (Kafka's state names:
-    Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...)."""
-
-    error_code: ErrorCode
-    transactional_id: str
-    state: str
-    timeout_ms: int
-    #: When the running transaction started; None when none runs (-1 on the wire).
-    start_ms: int | None
-    producer_id: int
-    producer_epoch: int
-    partitions: tuple[TopicPartition, ...] = ()
 
 
 # --- the client --------------------------------------------------------------------------
@@ -354,6 +248,14 @@ class Client:
             raise ClientConnectionError(f"{tp} has no known leader")
         return await self.connection(leader)
 
+    async def _partition_connection(
+        self, tp: TopicPartition, node_id: int | None
+    ) -> BrokerConnection:
+        """Broker ``node_id``'s connection when given, else ``tp``'s leader's."""
+        if node_id is not None:
+            return await self.connection(node_id)
+        return await self.leader_connection(tp)
+
     @staticmethod
     def _version(conn: BrokerConnection, api_key: ApiKey) -> int:
         version = conn.pick_version(api_key, _PREFERRED[api_key])
@@ -388,54 +290,13 @@ class Client:
         """Metadata for ``topics`` (all topics when None); also refreshes ``self.cluster``."""
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.METADATA)
-        m = _schema_module(ApiKey.METADATA, version)
-        request_topics = (
-            None
-            if topics is None
-            else tuple(_make(m.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
-        )
         response = await conn.send(
-            _make(
-                m.MetadataRequest,
-                topics=request_topics,
-                allow_auto_topic_creation=allow_auto_topic_creation,
-                include_cluster_authorized_operations=False,
-                include_topic_authorized_operations=False,
-            )
+            metadata_request(version, topics, allow_auto_topic_creation=allow_auto_topic_creation)
         )
-        brokers = {
-            int(b.node_id): BrokerMetadata(int(b.node_id), b.host, int(b.port), b.rack)
-            for b in response.brokers
-        }
-        result_topics = {}
-        for t in response.topics:
-            partitions = {
-                int(p.partition_index): PartitionMetadata(
-                    partition=int(p.partition_index),
-                    error_code=_code(p.error_code),
-                    leader_id=int(p.leader_id),
-                    leader_epoch=int(getattr(p, "leader_epoch", -1)),
-                    replicas=tuple(int(r) for r in p.replica_nodes),
-                    isr=tuple(int(r) for r in p.isr_nodes),
-                    offline_replicas=tuple(int(r) for r in getattr(p, "offline_replicas", ())),
-                )
-                for p in t.partitions
-            }
-            result_topics[t.name] = TopicMetadata(
-                name=t.name,
-                error_code=_code(t.error_code),
-                topic_id=getattr(t, "topic_id", None),
-                partitions=partitions,
-            )
-        cluster = ClusterMetadata(
-            cluster_id=getattr(response, "cluster_id", None),
-            controller_id=int(getattr(response, "controller_id", -1)),
-            brokers=brokers,
-            topics=result_topics,
-        )
+        cluster = read_metadata(response)
         if topics is not None and self.cluster is not None:
             # Partial refresh: keep what we knew of other topics.
-            cluster = dataclasses.replace(cluster, topics={**self.cluster.topics, **result_topics})
+            cluster = dataclasses.replace(cluster, topics={**self.cluster.topics, **cluster.topics})
         self.cluster = cluster
         return cluster
 
@@ -458,18 +319,13 @@ class Client:
             self.connection(node_id) if node_id is not None else self.leader_connection(tp)
         )
         version = self._version(conn, ApiKey.PRODUCE)
-        m = _schema_module(ApiKey.PRODUCE, version)
-        request = _make(
-            m.ProduceRequest,
-            transactional_id=transactional_id,
+        request = produce_request(
+            version,
+            tp,
+            records,
             acks=acks,
-            timeout=_ms(timeout_ms),
-            topic_data=(
-                m.TopicProduceData(
-                    name=tp.topic,
-                    partition_data=(m.PartitionProduceData(index=tp.partition, records=records),),
-                ),
-            ),
+            timeout_ms=timeout_ms,
+            transactional_id=transactional_id,
         )
         if acks == 0:
             await conn.send_no_response(request)
@@ -477,20 +333,10 @@ class Client:
         response = await conn.send(
             request, timeout_s=max(self.request_timeout_s, timeout_ms / 1000 + 5)
         )
-        for topic in response.responses:
-            for p in topic.partition_responses:
-                if topic.name == tp.topic and p.index == tp.partition:
-                    append_time = p.log_append_time
-                    return ProduceResult(
-                        error_code=_code(p.error_code),
-                        base_offset=int(p.base_offset),
-                        log_append_time_ms=-1
-                        if append_time is None
-                        else round(append_time.timestamp() * 1000),
-                        log_start_offset=int(getattr(p, "log_start_offset", -1)),
-                        error_message=getattr(p, "error_message", None),
-                    )
-        raise ClientConnectionError(f"Produce response from {conn.address} lacks {tp}")
+        result = read_produce(response, tp)
+        if result is None:
+            raise ClientConnectionError(f"Produce response from {conn.address} lacks {tp}")
+        return result
 
     async def fetch(
         self,
@@ -513,68 +359,22 @@ class Client:
         """
         if not partitions:
             return {}
-        first = next(iter(partitions))
         if conn is None:
-            conn = await (
-                self.connection(node_id) if node_id is not None else self.leader_connection(first)
-            )
+            conn = await self._partition_connection(next(iter(partitions)), node_id)
         version = self._version(conn, ApiKey.FETCH)
-        m = _schema_module(ApiKey.FETCH, version)
-        by_topic: dict[str, list[Any]] = {}
-        for tp, spec in partitions.items():
-            by_topic.setdefault(tp.topic, []).append(
-                _make(
-                    m.FetchPartition,
-                    partition=tp.partition,
-                    current_leader_epoch=spec.current_leader_epoch,
-                    fetch_offset=spec.fetch_offset,
-                    last_fetched_epoch=spec.last_fetched_epoch,
-                    log_start_offset=spec.log_start_offset,
-                    partition_max_bytes=spec.partition_max_bytes,
-                )
-            )
-        request = _make(
-            m.FetchRequest,
-            replica_id=replica_id,
-            max_wait=_ms(max_wait_ms),
+        request = fetch_request(
+            version,
+            partitions,
+            max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
             max_bytes=max_bytes,
+            replica_id=replica_id,
             isolation_level=isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                m.FetchTopic(topic=topic, partitions=tuple(parts))
-                for topic, parts in by_topic.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
         )
         response = await conn.send(
             request, timeout_s=max(self.request_timeout_s, max_wait_ms / 1000 + 5)
         )
-        results: dict[TopicPartition, FetchResult] = {}
-        for topic in response.responses:
-            for p in topic.partitions:
-                diverging = getattr(p, "diverging_epoch", None)
-                leader = getattr(p, "current_leader", None)
-                aborted = getattr(p, "aborted_transactions", None) or ()
-                results[TopicPartition(topic.topic, int(p.partition_index))] = FetchResult(
-                    error_code=_code(p.error_code),
-                    high_watermark=int(p.high_watermark),
-                    last_stable_offset=int(p.last_stable_offset),
-                    log_start_offset=int(getattr(p, "log_start_offset", -1)),
-                    records=p.records or b"",
-                    diverging_epoch=None
-                    if diverging is None or int(diverging.epoch) < 0
-                    else (int(diverging.epoch), int(diverging.end_offset)),
-                    current_leader=None
-                    if leader is None or int(leader.leader_id) < 0
-                    else (int(leader.leader_id), int(leader.leader_epoch)),
-                    aborted_transactions=[
-                        (int(a.producer_id), int(a.first_offset)) for a in aborted
-                    ],
-                )
-        return results
+        return read_fetch(response)
 
     async def list_offsets(
         self,
@@ -599,37 +399,10 @@ class Client:
         for target, group in groups.items():
             conn = await self.connection(target)
             version = self._version(conn, ApiKey.LIST_OFFSETS)
-            m = _schema_module(ApiKey.LIST_OFFSETS, version)
-            by_topic: dict[str, list[Any]] = {}
-            for tp, ts in group.items():
-                by_topic.setdefault(tp.topic, []).append(
-                    _make(
-                        m.ListOffsetsPartition,
-                        partition_index=tp.partition,
-                        timestamp=ts,
-                        current_leader_epoch=-1,
-                        max_num_offsets=1,
-                    )
-                )
             response = await conn.send(
-                _make(
-                    m.ListOffsetsRequest,
-                    replica_id=-1,
-                    isolation_level=isolation_level,
-                    topics=tuple(
-                        m.ListOffsetsTopic(name=t, partitions=tuple(ps))
-                        for t, ps in by_topic.items()
-                    ),
-                )
+                list_offsets_request(version, group, isolation_level=isolation_level)
             )
-            for topic in response.topics:
-                for p in topic.partitions:
-                    results[TopicPartition(topic.name, int(p.partition_index))] = ListOffsetsResult(
-                        error_code=_code(p.error_code),
-                        offset=int(p.offset),
-                        timestamp=int(p.timestamp),
-                        leader_epoch=int(getattr(p, "leader_epoch", -1)),
-                    )
+            results.update(read_list_offsets(response))
         return results
 
     async def create_topics(
@@ -643,49 +416,24 @@ class Client:
         """CreateTopics (send to the controller, or any broker that forwards)."""
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.CREATE_TOPICS)
-        m = _schema_module(ApiKey.CREATE_TOPICS, version)
-        request = _make(
-            m.CreateTopicsRequest,
-            topics=tuple(
-                m.CreatableTopic(
-                    name=t.name,
-                    num_partitions=t.num_partitions,
-                    replication_factor=t.replication_factor,
-                    assignments=tuple(
-                        m.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(ids))
-                        for p, ids in sorted(t.assignments.items())
-                    ),
-                    configs=tuple(
-                        m.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()
-                    ),
-                )
-                for t in topics
-            ),
-            timeout=_ms(timeout_ms),
-            validate_only=validate_only,
+        request = create_topics_request(
+            version, topics, timeout_ms=timeout_ms, validate_only=validate_only
         )
         response = await conn.send(
             request, timeout_s=max(self.request_timeout_s, timeout_ms / 1000 + 5)
         )
-        return {
-            t.name: TopicError(_code(t.error_code), getattr(t, "error_message", None))
-            for t in response.topics
-        }
+        return read_create_topics(response)
 
     async def delete_topics(
         self, names: Sequence[str], *, timeout_ms: int = 30000, node_id: int | None = None
     ) -> dict[str, TopicError]:
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.DELETE_TOPICS)
-        m = _schema_module(ApiKey.DELETE_TOPICS, version)
         response = await conn.send(
-            _make(m.DeleteTopicsRequest, topic_names=tuple(names), timeout=_ms(timeout_ms)),
+            delete_topics_request(version, names, timeout_ms=timeout_ms),
             timeout_s=max(self.request_timeout_s, timeout_ms / 1000 + 5),
         )
-        return {
-            r.name: TopicError(_code(r.error_code), getattr(r, "error_message", None))
-            for r in response.responses
-        }
+        return read_delete_topics(response)
 
     async def offset_for_leader_epoch(
         self,
@@ -701,40 +449,13 @@ class Client:
         """
         if not partitions:
             return {}
-        first = next(iter(partitions))
         if conn is None:
-            conn = await (
-                self.connection(node_id) if node_id is not None else self.leader_connection(first)
-            )
+            conn = await self._partition_connection(next(iter(partitions)), node_id)
         version = self._version(conn, ApiKey.OFFSET_FOR_LEADER_EPOCH)
-        m = _schema_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-        by_topic: dict[str, list[Any]] = {}
-        for tp, (epoch, current) in partitions.items():
-            by_topic.setdefault(tp.topic, []).append(
-                _make(
-                    m.OffsetForLeaderPartition,
-                    partition=tp.partition,
-                    current_leader_epoch=current,
-                    leader_epoch=epoch,
-                )
-            )
         response = await conn.send(
-            _make(
-                m.OffsetForLeaderEpochRequest,
-                replica_id=replica_id,
-                topics=tuple(
-                    m.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
-                    for t, ps in by_topic.items()
-                ),
-            )
+            offset_for_leader_epoch_request(version, partitions, replica_id=replica_id)
         )
-        return {
-            TopicPartition(t.topic, int(p.partition)): EpochEndOffset(
-                _code(p.error_code), int(p.leader_epoch), int(p.end_offset)
-            )
-            for t in response.topics
-            for p in t.partitions
-        }
+        return read_offset_for_leader_epoch(response)
 
     # transactions (KIP-98): the coordinator's APIs; send them to ``find_coordinator``'s node
 
@@ -748,28 +469,13 @@ class Client:
         """FindCoordinator for one group id (key type 0) or transactional id (1)."""
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.FIND_COORDINATOR)
-        m = _schema_module(ApiKey.FIND_COORDINATOR, version)
-        if version >= 4:
-            response = await conn.send(
-                m.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))
+        response = await conn.send(find_coordinator_request(version, key, key_type))
+        result = read_find_coordinator(version, response, key)
+        if result is None:
+            raise ClientConnectionError(
+                f"FindCoordinator response from {conn.address} lacks key {key!r}"
             )
-            found = [c for c in response.coordinators if c.key == key]
-            if not found:
-                raise ClientConnectionError(
-                    f"FindCoordinator response from {conn.address} lacks key {key!r}"
-                )
-            c = found[0]
-            return CoordinatorResult(
-                _code(c.error_code), int(c.node_id), str(c.host), int(c.port), c.error_message
-            )
-        response = await conn.send(m.FindCoordinatorRequest(key=key, key_type=key_type))
-        return CoordinatorResult(
-            _code(response.error_code),
-            int(response.node_id),
-            str(response.host),
-            int(response.port),
-            response.error_message,
-        )
+        return result
 
     async def init_producer_id(
         self,
@@ -785,19 +491,16 @@ class Client:
         transaction (answered CONCURRENT_TRANSACTIONS until that abort is done)."""
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.INIT_PRODUCER_ID)
-        m = _schema_module(ApiKey.INIT_PRODUCER_ID, version)
         response = await conn.send(
-            _make(
-                m.InitProducerIdRequest,
-                transactional_id=transactional_id,
-                transaction_timeout=_ms(transaction_timeout_ms),
+            init_producer_id_request(
+                version,
+                transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
             )
         )
-        return ProducerIdResult(
-            _code(response.error_code), int(response.producer_id), int(response.producer_epoch)
-        )
+        return read_init_producer_id(response)
 
     async def add_partitions_to_txn(
         self,
@@ -809,28 +512,15 @@ class Client:
         node_id: int | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn (v0-3): the partitions the running transaction writes to."""
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        partitions = list(partitions)
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.ADD_PARTITIONS_TO_TXN)
-        m = _schema_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
         response = await conn.send(
-            m.AddPartitionsToTxnRequest(
-                v3_and_below_transactional_id=transactional_id,
-                v3_and_below_producer_id=producer_id,
-                v3_and_below_producer_epoch=producer_epoch,
-                v3_and_below_topics=tuple(
-                    m.AddPartitionsToTxnTopic(name=t, partitions=tuple(sorted(ps)))
-                    for t, ps in sorted(by_topic.items())
-                ),
+            add_partitions_to_txn_request(
+                version, transactional_id, producer_id, producer_epoch, partitions
             )
         )
-        return {
-            TopicPartition(t.name, int(p.partition_index)): _code(p.partition_error_code)
-            for t in response.results_by_topic_v3_and_below
-            for p in t.results_by_partition
-        }
+        return read_add_partitions_to_txn(response)
 
     async def end_txn(
         self,
@@ -844,16 +534,10 @@ class Client:
         """EndTxn: commit or abort the running transaction of ``producer_id``/epoch."""
         conn = await self.connection(node_id)
         version = self._version(conn, ApiKey.END_TXN)
-        m = _schema_module(ApiKey.END_TXN, version)
         response = await conn.send(
-            m.EndTxnRequest(
-                transactional_id=transactional_id,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                committed=commit,
-            )
+            end_txn_request(version, transactional_id, producer_id, producer_epoch, commit=commit)
         )
-        return _code(response.error_code)
+        return error_code(response.error_code)
 
     async def describe_transactions(
         self, transactional_ids: Sequence[str], *, node_id: int | None = None
@@ -864,30 +548,8 @@ class Client:
         id with no running transaction)."""
         conn = await self.connection(node_id)
         self._version(conn, ApiKey.DESCRIBE_TRANSACTIONS)
-        m = _schema_module(ApiKey.DESCRIBE_TRANSACTIONS, describe_txn.VERSION)
         response = await conn.send(
-            m.DescribeTransactionsRequest(transactional_ids=tuple(transactional_ids)),
+            describe_transactions_request(describe_txn.VERSION, transactional_ids),
             decode=describe_txn.decode,
         )
-        out = []
-        for s in response.transaction_states:
-            start = int(s.transaction_start_time)
-            out.append(
-                TransactionDescription(
-                    error_code=_code(s.error_code),
-                    transactional_id=str(s.transactional_id),
-                    state=str(s.transaction_state),
-                    timeout_ms=int(s.transaction_timeout),
-                    start_ms=start if start >= 0 else None,
-                    producer_id=int(s.producer_id),
-                    producer_epoch=int(s.producer_epoch),
-                    partitions=tuple(
-                        sorted(
-                            TopicPartition(str(t.topic), int(p))
-                            for t in s.topics
-                            for p in t.partitions
-                        )
-                    ),
-                )
-            )
-        return out
+        return read_describe_transactions(response)

@@ -16,13 +16,11 @@ Rules:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kio.index import load_request_schema
-
+from tidelog.client import wire
 from tidelog.client.client import Client
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import NoCompatibleVersionError
@@ -62,17 +60,6 @@ TYPES: Final = {
     8: "CLASS",
     9: "PASSWORD",
 }
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
-    except KeyError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _module(api_key: ApiKey, version: int) -> Any:
-    return importlib.import_module(load_request_schema(api_key, version).__module__)
 
 
 def _pick(conn: BrokerConnection, api_key: ApiKey) -> int:
@@ -132,7 +119,7 @@ def describe_configs_request(
     documentation: bool = False,
     version: int = 4,
 ) -> Any:
-    m = _module(ApiKey.DESCRIBE_CONFIGS, version)
+    m = wire.schema_module(ApiKey.DESCRIBE_CONFIGS, version)
     fields: dict[str, Any] = {
         "resources": tuple(
             m.DescribeConfigsResource(
@@ -170,7 +157,7 @@ def read_describe_configs(response: Any) -> list[ResourceConfigs]:
             ResourceConfigs(
                 int(r.resource_type),
                 str(r.resource_name),
-                _code(r.error_code),
+                wire.error_code(r.error_code),
                 r.error_message,
                 entries,
             )
@@ -186,7 +173,7 @@ def incremental_alter_request(
     validate_only: bool = False,
     version: int = 1,
 ) -> Any:
-    m = _module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    m = wire.schema_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
     return m.IncrementalAlterConfigsRequest(
         resources=(
             m.AlterConfigsResource(
@@ -259,7 +246,7 @@ async def incremental_alter_configs(
         )
     )
     for r in response.responses:
-        return _code(r.error_code), r.error_message
+        return wire.error_code(r.error_code), r.error_message
     return ErrorCode.UNKNOWN_SERVER_ERROR, "empty IncrementalAlterConfigs response"
 
 
@@ -269,9 +256,9 @@ async def list_config_resources(
     """KIP-1142: ``(type, name)`` of every resource with configs (every type when none)."""
     conn = await client.connection()
     version = _pick(conn, ApiKey.LIST_CONFIG_RESOURCES)
-    m = _module(ApiKey.LIST_CONFIG_RESOURCES, version)
+    m = wire.schema_module(ApiKey.LIST_CONFIG_RESOURCES, version)
     response = await conn.send(m.ListConfigResourcesRequest(resource_types=tuple(resource_types)))
-    return _code(response.error_code), [
+    return wire.error_code(response.error_code), [
         (int(r.resource_type), str(r.resource_name)) for r in response.config_resources
     ]
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tidelog.client import wire
 from tidelog.client.client import Client
 from tidelog.client.errors import NoCompatibleVersionError
-from tidelog.client.security_admin import request_module
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
@@ -64,13 +64,6 @@ class DescribeLogDirsResult:
     log_dirs: tuple[LogDirDescription, ...] = ()
 
 
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
-    except KeyError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 def pick_version(conn: Any, api_key: ApiKey) -> int:
     version: int | None = conn.pick_version(api_key, _PREFERRED[api_key])
     if version is None:
@@ -88,7 +81,7 @@ def describe_log_dirs_request(
     partitions: Mapping[str, Sequence[int]] | None = None, version: int = 4
 ) -> Any:
     """None: every partition the broker has a log of."""
-    m = request_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+    m = wire.schema_module(ApiKey.DESCRIBE_LOG_DIRS, version)
     topics = (
         None
         if partitions is None
@@ -104,7 +97,7 @@ def read_describe_log_dirs(response: Any) -> DescribeLogDirsResult:
     dirs = tuple(
         LogDirDescription(
             path=str(r.log_dir),
-            error_code=_code(r.error_code),
+            error_code=wire.error_code(r.error_code),
             replicas=tuple(
                 ReplicaLogInfo(
                     TopicPartition(str(t.name), int(p.partition_index)),
@@ -120,14 +113,14 @@ def read_describe_log_dirs(response: Any) -> DescribeLogDirsResult:
         )
         for r in response.results
     )
-    return DescribeLogDirsResult(_code(getattr(response, "error_code", 0)), dirs)
+    return DescribeLogDirsResult(wire.error_code(getattr(response, "error_code", 0)), dirs)
 
 
 def alter_replica_log_dirs_request(
     assignments: Mapping[TopicPartition, str], version: int = 2
 ) -> Any:
     """One entry per dir, its partitions grouped by topic."""
-    m = request_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+    m = wire.schema_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
     by_dir: dict[str, dict[str, list[int]]] = {}
     for tp, path in assignments.items():
         by_dir.setdefault(path, {}).setdefault(tp.topic, []).append(tp.partition)
@@ -147,7 +140,7 @@ def alter_replica_log_dirs_request(
 
 def read_alter_replica_log_dirs(response: Any) -> dict[TopicPartition, ErrorCode]:
     return {
-        TopicPartition(str(t.topic_name), int(p.partition_index)): _code(p.error_code)
+        TopicPartition(str(t.topic_name), int(p.partition_index)): wire.error_code(p.error_code)
         for t in response.results
         for p in t.partitions
     }

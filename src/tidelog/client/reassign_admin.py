@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from tidelog.client import wire
 from tidelog.client.client import Client
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import (
@@ -41,7 +42,6 @@ from tidelog.client.errors import (
     ClientTimeoutError,
     NoCompatibleVersionError,
 )
-from tidelog.client.security_admin import request_module
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
@@ -87,13 +87,6 @@ class OngoingReassignment:
         return tuple(r for r in self.replicas if r not in self.adding)
 
 
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
-    except KeyError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
 def _pick(conn: BrokerConnection, api_key: ApiKey) -> int:
     version = conn.pick_version(api_key, _PREFERRED[api_key])
     if version is None:
@@ -121,7 +114,7 @@ def alter_partition_reassignments_request(
     version: int = 0,
 ) -> Any:
     """Partitions grouped by topic, in order; ``None`` replicas cancel (rule 4)."""
-    m = request_module(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
+    m = wire.schema_module(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
     grouped: dict[str, list[Any]] = {}
     for tp in sorted(reassignments):
         replicas = reassignments[tp]
@@ -145,12 +138,12 @@ def read_alter_partition_reassignments(
     """(top-level error, its message, the answer per partition)."""
     results = {
         TopicPartition(str(t.name), int(p.partition_index)): AlterResult(
-            _code(p.error_code), p.error_message
+            wire.error_code(p.error_code), p.error_message
         )
         for t in response.responses
         for p in t.partitions
     }
-    return _code(response.error_code), response.error_message, results
+    return wire.error_code(response.error_code), response.error_message, results
 
 
 def list_partition_reassignments_request(
@@ -160,7 +153,7 @@ def list_partition_reassignments_request(
     version: int = 0,
 ) -> Any:
     """``None``: every partition being reassigned."""
-    m = request_module(ApiKey.LIST_PARTITION_REASSIGNMENTS, version)
+    m = wire.schema_module(ApiKey.LIST_PARTITION_REASSIGNMENTS, version)
     topics = (
         None
         if partitions is None
@@ -186,7 +179,7 @@ def read_list_partition_reassignments(
         for t in response.topics
         for p in t.partitions
     }
-    return _code(response.error_code), response.error_message, ongoing
+    return wire.error_code(response.error_code), response.error_message, ongoing
 
 
 # --- the calls ------------------------------------------------------------------------------

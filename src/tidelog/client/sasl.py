@@ -21,7 +21,8 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
 
 from kio.schema.sasl_authenticate.v0 import request as sasl_authenticate_v0
 from kio.schema.sasl_authenticate.v1 import request as sasl_authenticate_v1
@@ -29,10 +30,8 @@ from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake_v1
 
 from tidelog.client.errors import AuthenticationFailedError
+from tidelog.client.wire import error_code
 from tidelog.errors import ErrorCode
-
-if TYPE_CHECKING:  # connection.py logs in with this module: no import cycle at run time
-    from tidelog.client.connection import BrokerConnection
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.errors import AuthenticationError, SecurityConfigError
 from tidelog.security.plain import MECHANISM as PLAIN
@@ -52,15 +51,20 @@ _AUTHENTICATE_REQUESTS: Final[dict[int, Any]] = {
 }
 
 
-def _error_code(value: Any) -> ErrorCode:
-    """Our ``ErrorCode`` for a wire value (unknown ones: UNKNOWN_SERVER_ERROR)."""
-    code = ErrorCode._value2member_map_.get(int(value), ErrorCode.UNKNOWN_SERVER_ERROR)
-    assert isinstance(code, ErrorCode)
-    return code
+class SaslConnection(Protocol):
+    """What the exchange needs of a connection (``BrokerConnection`` is one): sending a
+    request, and the versions the broker advertised (empty when none were negotiated)."""
+
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]: ...
+
+    def pick_version(self, api_key: ApiKey, preferred: tuple[int, ...]) -> int | None: ...
+
+    async def send(self, body: Any) -> Any: ...
 
 
 async def sasl_authenticate(
-    conn: BrokerConnection, *, mechanism: str, username: str, password: str
+    conn: SaslConnection, *, mechanism: str, username: str, password: str
 ) -> None:
     """Authenticate ``conn`` as ``username`` (rules 1-4); returns once the broker agreed."""
     if mechanism not in SUPPORTED_MECHANISMS:
@@ -69,7 +73,7 @@ async def sasl_authenticate(
             f"unsupported mechanism {mechanism!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}",
         )
     handshake = await conn.send(sasl_handshake_v1.SaslHandshakeRequest(mechanism=mechanism))
-    code = _error_code(handshake.error_code)
+    code = error_code(handshake.error_code)
     if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
         enabled = ", ".join(str(m) for m in handshake.mechanisms)
         raise AuthenticationFailedError(
@@ -88,7 +92,7 @@ async def sasl_authenticate(
 
     async def exchange(token: bytes) -> bytes:
         response = await conn.send(request(auth_bytes=token))
-        error = _error_code(response.error_code)
+        error = error_code(response.error_code)
         if error != ErrorCode.NONE:
             message = response.error_message or f"{error.name} ({int(error)})"
             raise AuthenticationFailedError(str(message))
@@ -109,4 +113,4 @@ async def sasl_authenticate(
         raise AuthenticationFailedError(str(exc)) from None
 
 
-__all__ = ["SUPPORTED_MECHANISMS", "sasl_authenticate"]
+__all__ = ["SUPPORTED_MECHANISMS", "SaslConnection", "sasl_authenticate"]

@@ -1,4 +1,4 @@
-"""Security admin requests on ``tidelog.client.Client``: ACLs and SCRAM users (issue 20).
+"""Security admin requests on ``tidelog.client.Client``: ACLs and SCRAM users.
 
 CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) as Kafka's ``Admin.createAcls``/
 ``describeAcls``/``deleteAcls`` send them (KIP-140, prefixed patterns KIP-290), and
@@ -27,13 +27,11 @@ Rules:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kio.index import load_request_schema
-
+from tidelog.client import wire
 from tidelog.client.client import Client
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import NoCompatibleVersionError
@@ -67,11 +65,6 @@ _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
 }
 
 
-def request_module(api_key: ApiKey, version: int) -> Any:
-    """The kio request module of ``api_key`` at ``version``."""
-    return importlib.import_module(load_request_schema(api_key, version).__module__)
-
-
 def pick_version(conn: BrokerConnection, api_key: ApiKey) -> int:
     """Rule 1: the highest version of ``api_key`` both sides speak."""
     version = conn.pick_version(api_key, _PREFERRED[api_key])
@@ -81,13 +74,6 @@ def pick_version(conn: BrokerConnection, api_key: ApiKey) -> int:
             f"client speaks versions {sorted(_PREFERRED[api_key])}"
         )
     return version
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode._value2member_map_[int(value)]  # type: ignore[return-value]
-    except KeyError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # --- results -----------------------------------------------------------------------------
@@ -190,7 +176,7 @@ class ScramDeletion:
 
 
 def create_acls_request(bindings: Sequence[AclBinding], version: int = 3) -> Any:
-    m = request_module(ApiKey.CREATE_ACLS, version)
+    m = wire.schema_module(ApiKey.CREATE_ACLS, version)
     return m.CreateAclsRequest(
         creations=tuple(
             m.AclCreation(
@@ -220,12 +206,12 @@ def _filter_fields(acl_filter: AclBindingFilter) -> dict[str, Any]:
 
 
 def describe_acls_request(acl_filter: AclBindingFilter, version: int = 3) -> Any:
-    m = request_module(ApiKey.DESCRIBE_ACLS, version)
+    m = wire.schema_module(ApiKey.DESCRIBE_ACLS, version)
     return m.DescribeAclsRequest(**_filter_fields(acl_filter))
 
 
 def delete_acls_request(filters: Sequence[AclBindingFilter], version: int = 3) -> Any:
-    m = request_module(ApiKey.DELETE_ACLS, version)
+    m = wire.schema_module(ApiKey.DELETE_ACLS, version)
     return m.DeleteAclsRequest(
         filters=tuple(m.DeleteAclsFilter(**_filter_fields(f)) for f in filters)
     )
@@ -233,7 +219,7 @@ def delete_acls_request(filters: Sequence[AclBindingFilter], version: int = 3) -
 
 def describe_scram_request(users: Sequence[str] | None, version: int = 0) -> Any:
     """None (or no names): every user with a credential."""
-    m = request_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version)
+    m = wire.schema_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version)
     names = None if not users else tuple(m.UserName(name=u) for u in users)
     return m.DescribeUserScramCredentialsRequest(users=names)
 
@@ -242,7 +228,7 @@ def alter_scram_request(
     upsertions: Sequence[ScramUpsertion], deletions: Sequence[ScramDeletion], version: int = 0
 ) -> Any:
     """Rule 4: each upsertion carries a salt and the salted password, never the password."""
-    m = request_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version)
+    m = wire.schema_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version)
     upserts = []
     for u in upsertions:
         salt = u.salt if u.salt is not None else new_salt()
@@ -286,21 +272,25 @@ def _binding(resource: Any, acl: Any) -> AclBinding:
 
 
 def read_create_acls(response: Any) -> list[AclCreationResult]:
-    return [AclCreationResult(_code(r.error_code), r.error_message) for r in response.results]
+    return [
+        AclCreationResult(wire.error_code(r.error_code), r.error_message) for r in response.results
+    ]
 
 
 def read_describe_acls(response: Any) -> DescribeAclsResult:
     bindings = sorted(_binding(r, a) for r in response.resources for a in r.acls)
-    return DescribeAclsResult(_code(response.error_code), response.error_message, tuple(bindings))
+    return DescribeAclsResult(
+        wire.error_code(response.error_code), response.error_message, tuple(bindings)
+    )
 
 
 def read_delete_acls(response: Any) -> list[DeleteAclsResult]:
     return [
         DeleteAclsResult(
-            _code(f.error_code),
+            wire.error_code(f.error_code),
             f.error_message,
             tuple(
-                DeletedAcl(_binding(a, a), _code(a.error_code), a.error_message)
+                DeletedAcl(_binding(a, a), wire.error_code(a.error_code), a.error_message)
                 for a in f.matching_acls
             ),
         )
@@ -312,7 +302,7 @@ def read_describe_scram(response: Any) -> DescribeScramResult:
     users = tuple(
         UserScramCredentials(
             user=str(r.user),
-            error_code=_code(r.error_code),
+            error_code=wire.error_code(r.error_code),
             error_message=r.error_message,
             credentials=tuple(
                 ScramCredentialInfo(
@@ -325,12 +315,12 @@ def read_describe_scram(response: Any) -> DescribeScramResult:
         )
         for r in response.results
     )
-    return DescribeScramResult(_code(response.error_code), response.error_message, users)
+    return DescribeScramResult(wire.error_code(response.error_code), response.error_message, users)
 
 
 def read_alter_scram(response: Any) -> dict[str, ScramAlterResult]:
     return {
-        str(r.user): ScramAlterResult(_code(r.error_code), r.error_message)
+        str(r.user): ScramAlterResult(wire.error_code(r.error_code), r.error_message)
         for r in response.results
     }
 

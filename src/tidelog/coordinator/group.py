@@ -39,247 +39,36 @@ restarts: a join with a known instance id and no member id replaces the old memb
 old one is fenced: FENCED_INSTANCE_ID) and, when nothing else changed in a Stable group,
 gets the current assignment without a rebalance.
 
-Offset expiry (Kafka's ``GroupMetadata.removeExpiredOffsets`` and
-``GroupMetadataManager.cleanupGroupMetadata``, KIP-211), ``remove_expired_offsets`` run by
-the coordinator every ``offsets.retention.check.interval.ms``:
-
-6. An offset committed with an explicit expire timestamp (OffsetCommit v2-v4
-   ``retention_time_ms``) expires at that time, whatever the group does. Otherwise:
-7. Empty group that used the group protocol (protocol type set): every offset expires once
-   the retention has passed since the group became Empty (its ``state_timestamp_ms``, kept
-   in the group metadata record; unknown, e.g. an old record: since the offset's commit).
-8. Group that never used the group protocol (no protocol type: a standalone consumer with
-   ``assign()``, or known only from its offsets): each offset expires once the retention
-   has passed since its commit.
-9. Stable ``consumer`` group whose subscriptions can be read: only offsets of topics no
-   member subscribes to expire, retention counted from their commit. Any other group with
-   members keeps everything.
-10. Never expired: an offset with an OffsetCommit in flight (appended, not yet replicated:
-    Kafka's ``pendingOffsetCommits``) and transactional offsets still pending.
-11. A group left Empty with no offsets (committed, in flight or pending) is Dead and
-    removed; the caller writes its group tombstone when it had a generation (Kafka skips
-    generation 0: such a group only stored offsets).
+Offsets, their expiry (rules 6-11) and pending transactional offsets are kept by
+``tidelog.coordinator.group_offsets.GroupOffsets``; ``GroupManager`` creates the groups they
+belong to and removes the groups that die.
 """
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from tidelog.coordinator.records import (
-    GroupRecord,
-    MemberRecord,
-    OffsetAndMetadata,
-    subscribed_topics,
+from tidelog.coordinator.group_offsets import (
+    OFFSET_METADATA_MAX_BYTES,
+    ExpiredOffsets,
+    GroupOffsets,
 )
-from tidelog.coordinator.txn_offsets import LoggedOffset, PendingTxnOffsets, commit_pending
+from tidelog.coordinator.group_state import (
+    Effects,
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinedMember,
+    JoinRequest,
+    JoinResult,
+    Member,
+    SyncResult,
+)
+from tidelog.coordinator.records import GroupRecord, OffsetAndMetadata
+from tidelog.coordinator.txn_offsets import LoggedOffset, PendingTxnOffsets
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-
-#: Kafka's ``offset.metadata.max.bytes``.
-OFFSET_METADATA_MAX_BYTES = 4096
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Kafka's broker settings for groups (defaults as Kafka's)."""
-
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-
-
-@dataclass(slots=True)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    #: (name, metadata) in the member's order of preference.
-    protocols: list[tuple[str, bytes]]
-    last_heartbeat_ms: int
-    assignment: bytes = b""
-    awaiting_join: bool = False
-    awaiting_sync: bool = False
-
-    def metadata_for(self, protocol: str) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
-        return b""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinedMember:
-    member_id: str
-    group_instance_id: str | None
-    metadata: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    #: Every member with its metadata: for the leader only.
-    members: tuple[JoinedMember, ...] = ()
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(slots=True)
-class Effects:
-    """Answers due to parked requests and what to persist, from one call."""
-
-    joins: dict[str, JoinResult] = field(default_factory=dict)
-    syncs: dict[str, SyncResult] = field(default_factory=dict)
-    #: group id -> its metadata record to append (None: a tombstone).
-    group_records: dict[str, GroupRecord | None] = field(default_factory=dict)
-
-    def merge(self, other: Effects) -> None:
-        self.joins.update(other.joins)
-        self.syncs.update(other.syncs)
-        self.group_records.update(other.group_records)
-
-    def __bool__(self) -> bool:
-        return bool(self.joins or self.syncs or self.group_records)
-
-
-@dataclass(frozen=True, slots=True)
-class ExpiredOffsets:
-    """What one expiry round removed from memory, for the caller to tombstone."""
-
-    #: group id -> partitions whose offsets expired.
-    offsets: dict[str, list[TopicPartition]]
-    #: Groups that became Dead and were removed, with their generation then.
-    dead_groups: dict[str, int]
-
-    @property
-    def count(self) -> int:
-        return sum(len(tps) for tps in self.offsets.values())
-
-
-@dataclass(slots=True)
-class Group:
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    generation_id: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    #: Member ids handed out with MEMBER_ID_REQUIRED -> deadline to rejoin by.
-    pending_members: dict[str, int] = field(default_factory=dict)
-    #: group.instance.id -> member id.
-    static_members: dict[str, str] = field(default_factory=dict)
-    #: When the join phase ends at the latest (PreparingRebalance only).
-    join_deadline_ms: int = -1
-    #: End of the initial delay (KIP-134), extended as members arrive, capped by the deadline.
-    initial_delay_until_ms: int = -1
-    state_timestamp_ms: int = -1
-
-    def transition(self, state: GroupState, now_ms: int) -> None:
-        self.state = state
-        self.state_timestamp_ms = now_ms
-
-    def supports_protocols(self, protocol_type: str, names: Sequence[str]) -> bool:
-        if not self.members:
-            return bool(protocol_type) and bool(names)
-        if protocol_type != self.protocol_type:
-            return False
-        return bool(self.candidate_protocols() & set(names))
-
-    def candidate_protocols(self) -> set[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def select_protocol(self) -> str:
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        order: list[str] = []
-        for m in self.members.values():
-            choice = next(name for name, _ in m.protocols if name in candidates)
-            if choice not in votes:
-                order.append(choice)
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(order, key=lambda name: votes[name])
-
-    def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
-
-    def record(self) -> GroupRecord:
-        protocol = self.protocol_name or ""
-        return GroupRecord(
-            protocol_type=self.protocol_type or "",
-            generation_id=self.generation_id,
-            protocol_name=self.protocol_name,
-            leader_id=self.leader_id,
-            current_state_timestamp_ms=self.state_timestamp_ms,
-            members=tuple(
-                MemberRecord(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata_for(protocol),
-                    m.assignment,
-                )
-                for m in self.members.values()
-            ),
-        )
-
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics the members subscribe to (None: not readable, treat as all)."""
-        topics: set[str] = set()
-        for m in self.members.values():
-            got = subscribed_topics(
-                self.protocol_type or "", m.metadata_for(self.protocol_name or "")
-            )
-            if got is None:
-                return None
-            topics.update(got)
-        return topics
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    #: JoinGroup v4+: a new member must first learn its id (MEMBER_ID_REQUIRED).
-    require_known_member_id: bool
 
 
 class GroupManager:
@@ -292,12 +81,22 @@ class GroupManager:
         #: client id -> a fresh member id (Kafka: ``<client id>-<uuid>``); tests inject theirs.
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
         self.groups: dict[str, Group] = {}
-        #: Committed offsets with the log offset of their batch (txn_offsets rule 3).
-        self.offsets: dict[str, dict[TopicPartition, LoggedOffset]] = {}
-        #: Transactional offsets awaiting their marker (txn_offsets rule 1).
-        self.pending_txn = PendingTxnOffsets()
-        #: Plain commits appended but not yet replicated, per group and partition (rule 10).
-        self.pending_commits: dict[str, dict[TopicPartition, int]] = {}
+        self.offset_store = GroupOffsets()
+
+    @property
+    def offsets(self) -> dict[str, dict[TopicPartition, LoggedOffset]]:
+        """Committed offsets with the log offset of their batch (txn_offsets rule 3)."""
+        return self.offset_store.offsets
+
+    @property
+    def pending_txn(self) -> PendingTxnOffsets:
+        """Transactional offsets awaiting their marker (txn_offsets rule 1)."""
+        return self.offset_store.pending_txn
+
+    @property
+    def pending_commits(self) -> dict[str, dict[TopicPartition, int]]:
+        """Plain commits appended but not yet replicated (group_offsets rule 10)."""
+        return self.offset_store.pending_commits
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -338,13 +137,10 @@ class GroupManager:
                     group.static_members[m.group_instance_id] = m.member_id
             group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             self.groups[group_id] = group
-        for group_id, by_tp in offsets.items():
-            self.offsets[group_id] = {
-                tp: o if isinstance(o, LoggedOffset) else LoggedOffset(o) for tp, o in by_tp.items()
-            }
+        self.offset_store.load(offsets, pending_txn)
+        for group_id in offsets:
             self.groups.setdefault(group_id, Group(group_id, state_timestamp_ms=now_ms))
         if pending_txn is not None:
-            self.pending_txn = pending_txn
             for group_id in pending_txn.groups():
                 self.groups.setdefault(group_id, Group(group_id, state_timestamp_ms=now_ms))
 
@@ -359,9 +155,7 @@ class GroupManager:
                     effects.syncs[m.member_id] = SyncResult(ErrorCode.NOT_COORDINATOR)
             group.transition(GroupState.DEAD, -1)
         self.groups.clear()
-        self.offsets.clear()
-        self.pending_txn = PendingTxnOffsets()
-        self.pending_commits.clear()
+        self.offset_store.clear()
         return effects
 
     # --- JoinGroup -------------------------------------------------------------------------
@@ -578,7 +372,9 @@ class GroupManager:
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
-            group.protocol_type = group.protocol_type if group.group_id in self.offsets else None
+            group.protocol_type = (
+                group.protocol_type if self.offset_store.has_committed(group.group_id) else None
+            )
             group.leader_id = None
             group.transition(GroupState.EMPTY, now_ms)
             effects.group_records[group.group_id] = group.record()
@@ -801,115 +597,42 @@ class GroupManager:
         log_offset: int = -1,
     ) -> None:
         """Replicated commits (or tombstones: None) of the batch at ``log_offset`` (-1:
-        unknown) become visible; an offset already there from later in the log stays. A
-        tombstone also drops the pending transactional offsets written before it
-        (txn_offsets rule 4)."""
-        by_tp = self.offsets.setdefault(group_id, {})
-        for tp, value in offsets.items():
-            current = by_tp.get(tp)
-            if value is None:
-                if current is not None and (log_offset < 0 or current.log_offset <= log_offset):
-                    del by_tp[tp]
-            else:
-                logged = LoggedOffset(value, log_offset)
-                if logged.supersedes(current):
-                    by_tp[tp] = logged
-        tombstoned = [tp for tp, value in offsets.items() if value is None]
-        if tombstoned:
-            self.pending_txn.drop(group_id, tombstoned, log_offset)
-        if not by_tp:
-            del self.offsets[group_id]
-        else:
+        unknown) become visible (``GroupOffsets.apply``); a group with offsets exists."""
+        if self.offset_store.apply(group_id, offsets, log_offset):
             self.groups.setdefault(group_id, Group(group_id))
 
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: o.value for tp, o in self.offsets.get(group_id, {}).items()}
+        return self.offset_store.committed(group_id)
 
     def prepare_offset_commit(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
         """A plain OffsetCommit of ``tps`` was appended; until ``offset_commit_done`` they
-        are not expired (rule 10, Kafka's ``prepareOffsetCommit``)."""
-        by_tp = self.pending_commits.setdefault(group_id, {})
-        for tp in tps:
-            by_tp[tp] = by_tp.get(tp, 0) + 1
+        are not expired (group_offsets rule 10)."""
+        self.offset_store.prepare_commit(group_id, tps)
 
     def offset_commit_done(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
         """The commit ``prepare_offset_commit`` announced is replicated or failed."""
-        by_tp = self.pending_commits.get(group_id)
-        if by_tp is None:
-            return
-        for tp in tps:
-            left = by_tp.get(tp, 0) - 1
-            if left > 0:
-                by_tp[tp] = left
-            else:
-                by_tp.pop(tp, None)
-        if not by_tp:
-            del self.pending_commits[group_id]
+        self.offset_store.commit_done(group_id, tps)
 
-    # --- offset expiry (rules 6-11) --------------------------------------------------------
+    # --- offset expiry (group_offsets rules 6-11) ------------------------------------------
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> ExpiredOffsets:
         """One expiry round: expired offsets leave memory, Empty groups without offsets
-        die; what went is returned for the caller to tombstone."""
+        die (rule 11); what went is returned for the caller to tombstone."""
         expired: dict[str, list[TopicPartition]] = {}
         dead: dict[str, int] = {}
         for group_id, group in list(self.groups.items()):
-            gone = self._expired_offsets(group, now_ms, retention_ms)
+            gone = self.offset_store.remove_expired(group, now_ms, retention_ms)
             if gone:
-                by_tp = self.offsets[group_id]
-                for tp in gone:
-                    del by_tp[tp]
-                if not by_tp:
-                    del self.offsets[group_id]
                 expired[group_id] = gone
             if (
                 group.state == GroupState.EMPTY
                 and not group.pending_members
-                and not self._has_offsets(group_id)
+                and not self.offset_store.has_any(group_id)
             ):
                 group.transition(GroupState.DEAD, now_ms)
                 del self.groups[group_id]
                 dead[group_id] = group.generation_id
         return ExpiredOffsets(expired, dead)
-
-    def _has_offsets(self, group_id: str) -> bool:
-        return (
-            bool(self.offsets.get(group_id))
-            or group_id in self.pending_commits
-            or group_id in self.pending_txn.groups()
-        )
-
-    def _expired_offsets(
-        self, group: Group, now_ms: int, retention_ms: int
-    ) -> list[TopicPartition]:
-        by_tp = self.offsets.get(group.group_id)
-        if not by_tp:
-            return []
-        since_empty = -1
-        subscribed: set[str] = set()
-        if group.state == GroupState.EMPTY and group.protocol_type:
-            since_empty = group.state_timestamp_ms  # rule 7
-        elif group.state == GroupState.STABLE and group.protocol_type == "consumer":
-            topics = group.subscribed_topics()  # rule 9
-            if topics is None:
-                return []
-            subscribed = topics
-        elif group.protocol_type or group.members:
-            return []  # a group with members mid-rebalance, or of another protocol
-        in_flight = self.pending_commits.get(group.group_id, {})
-        gone = []
-        for tp, logged in by_tp.items():
-            if tp.topic in subscribed or tp in in_flight:
-                continue
-            value = logged.value
-            if value.expire_timestamp_ms >= 0:  # rule 6
-                if now_ms >= value.expire_timestamp_ms:
-                    gone.append(tp)
-                continue
-            base = since_empty if since_empty >= 0 else value.commit_timestamp_ms
-            if now_ms - base >= retention_ms:
-                gone.append(tp)
-        return gone
 
     # --- transactional offsets (KIP-98, KIP-447; see tidelog.coordinator.txn_offsets) ----
 
@@ -939,27 +662,24 @@ class GroupManager:
     ) -> None:
         """Offsets of a transactional batch the leader appended at ``log_offset``: pending
         (invisible to OffsetFetch) until ``complete_txn`` for ``producer_id``."""
-        self.pending_txn.add(producer_id, group_id, offsets, log_offset)
+        self.offset_store.add_txn(group_id, producer_id, offsets, log_offset)
         self.groups.setdefault(group_id, Group(group_id))
 
     def fail_txn_offsets(self, group_id: str, producer_id: int, log_offset: int) -> None:
         """The batch at ``log_offset`` was not replicated: its pending offsets go."""
-        self.pending_txn.discard_batch(producer_id, group_id, log_offset)
+        self.offset_store.fail_txn(group_id, producer_id, log_offset)
 
     def complete_txn(self, producer_id: int, commit: bool) -> None:
         """The producer's COMMIT (offsets become committed, each unless a later one is
         already there: txn_offsets rule 2) or ABORT marker (dropped). Unknown producer:
         nothing happens."""
-        taken = self.pending_txn.take(producer_id)
-        if commit:
-            commit_pending(self.offsets, taken)
-            for group_id in taken:
-                self.groups.setdefault(group_id, Group(group_id))
+        for group_id in self.offset_store.complete_txn(producer_id, commit):
+            self.groups.setdefault(group_id, Group(group_id))
 
     def has_pending_txn(self, group_id: str, tp: TopicPartition) -> bool:
         """Does a transaction hold an offset of ``tp`` for the group (OffsetFetch v7+ with
         ``require_stable`` answers UNSTABLE_OFFSET_COMMIT, KIP-447)?"""
-        return self.pending_txn.is_pending(group_id, tp)
+        return self.offset_store.has_pending_txn(group_id, tp)
 
     # --- admin -----------------------------------------------------------------------------
 
@@ -975,10 +695,7 @@ class GroupManager:
             return ErrorCode.NON_EMPTY_GROUP, []
         group.transition(GroupState.DEAD, now_ms)
         del self.groups[group_id]
-        tps = list(self.offsets.pop(group_id, {}))
-        # Kafka still deletes a group with open transactions; their offsets die with it.
-        self.pending_txn.drop(group_id, None, -1)
-        return ErrorCode.NONE, tps
+        return ErrorCode.NONE, self.offset_store.drop_group(group_id)
 
     def offset_delete_check(
         self, group_id: str, tps: Iterable[TopicPartition]
@@ -1002,6 +719,7 @@ class GroupManager:
 
 
 __all__ = [
+    "OFFSET_METADATA_MAX_BYTES",
     "Effects",
     "ExpiredOffsets",
     "Group",

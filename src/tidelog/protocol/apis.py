@@ -180,7 +180,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),
-        # Security (issue 20): SASL logins (handshake v0 is followed by raw tokens, v1 by
+        # Security: SASL logins (handshake v0 is followed by raw tokens, v1 by
         # SaslAuthenticate), ACLs from v1 (v0 has no pattern type; Kafka 4 dropped it),
         # SCRAM credentials (KIP-554).
         ApiKey.SASL_HANDSHAKE: (0, 1),

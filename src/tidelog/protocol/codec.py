@@ -51,6 +51,8 @@ from tidelog.protocol.errors import (
     UnsupportedVersionError,
 )
 from tidelog.protocol.framing import SIZE_PREFIX_BYTES
+from tidelog.protocol.header import RequestHeader
+from tidelog.protocol.varint import read_uvarint
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _INT16 = struct.Struct(">h")
@@ -60,23 +62,21 @@ _SIZE_AND_CORRELATION = struct.Struct(">ii")
 #: The ApiVersions version every client can read (KIP-511 fallback).
 API_VERSIONS_FALLBACK_VERSION: Final = 0
 
-
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    """Request header v1/v2 (the tagged fields of v2 carry nothing we use)."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None = None
-
-    @property
-    def api_name(self) -> str:
-        """``ApiKey`` name when known, else the number (for logs)."""
-        try:
-            return ApiKey(self.api_key).name
-        except ValueError:
-            return str(self.api_key)
+__all__ = [
+    "API_VERSIONS_FALLBACK_VERSION",
+    "RequestHeader",
+    "api_versions_response",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_api_versions_fallback",
+    "encode_request",
+    "encode_response",
+    "response_correlation_id",
+    "skip_tagged_fields",
+    "warm_up",
+    "warm_up_steps",
+]
 
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
@@ -171,24 +171,6 @@ def warm_up_steps(table: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) 
 
 
 # --- requests (server side) ------------------------------------------------------------
-
-
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint at ``pos`` -> (value, next position); at most 5 bytes (int32)."""
-    value = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise ValueError("varint runs past the end of the buffer")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
 
 
 def skip_tagged_fields(buf: bytes, pos: int) -> int:

@@ -268,7 +268,7 @@ class UpdateMetadataEndpoint:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataBroker:
     """``host``/``port``: the inter-broker listener's; ``endpoints``: every listener, so a
-    client's Metadata names brokers on the listener it came in on (issue 20)."""
+    client's Metadata names brokers on the listener it came in on (KIP-103)."""
 
     id: int = _wire("i32")
     host: str = _wire("str")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from tidelog.errors import TidelogError
 
 if TYPE_CHECKING:
-    from tidelog.protocol.codec import RequestHeader
+    from tidelog.protocol.header import RequestHeader
 
 
 class ProtocolError(TidelogError):

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
+
+from tidelog.protocol.varint import encode_uvarint
 
 PRODUCE_FIRST_FLEXIBLE: Final = 9
 FETCH_FIRST_FLEXIBLE: Final = 12
@@ -124,15 +126,14 @@ class FetchTopicResponse:
     partitions: Sequence[FetchPartitionResponse] = ()
 
 
+#: Unsigned varints of 0 .. 16383 (lengths and counts): the common case, without a loop.
+_SHORT_UVARINTS: Final = [encode_uvarint(v) for v in range(1 << 14)]
+
+
 def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    if value < 1 << 14:
+        return _SHORT_UVARINTS[value]
+    return encode_uvarint(value)
 
 
 def _string(value: str, flexible: bool) -> bytes:
@@ -240,13 +241,14 @@ def encode_fetch_response(
     if not 4 <= version <= 18:
         raise ValueError(f"Fetch v{version} is not supported by the fast encoder")
     flexible = version >= FETCH_FIRST_FLEXIBLE
+    # ``parts`` collects the bytes of the chunk being built; a large or opaque records
+    # section ends it (``_append_fetch_records``) and becomes a chunk of its own.
     chunks: list[bytes | RecordsRegion] = []
     parts: list[bytes] = [b"", _EMPTY_TAGS] if flexible else [b""]
     append = parts.append
     top = _FETCH_TOP.pack(throttle_time_ms, error_code, session_id)
     append(top if version >= 7 else top[:4])
     append(_array_length(len(topics), flexible))
-    pack_partition = _FETCH_PARTITION.pack
     total = 0  # bytes in finished chunks (regions included)
     for topic in topics:
         if version >= 13:
@@ -255,58 +257,10 @@ def encode_fetch_response(
             append(_string(topic.topic, flexible))
         append(_array_length(len(topic.partitions), flexible))
         for p in topic.partitions:
-            fields = pack_partition(
-                p.partition_index,
-                p.error_code,
-                p.high_watermark,
-                p.last_stable_offset,
-                p.log_start_offset,
-            )
-            append(fields if version >= 5 else fields[:-8])
-            aborted = p.aborted_transactions
-            if aborted is None:
-                append(_NULL_COMPACT if flexible else _NULL_LEGACY_ARRAY)
-            else:
-                append(_array_length(len(aborted), flexible))
-                for producer_id, first_offset in aborted:
-                    append(_ABORTED.pack(producer_id, first_offset))
-                    if flexible:
-                        append(_EMPTY_TAGS)
-            if version >= 11:
-                append(_I32.pack(p.preferred_read_replica))
-            records = p.records
-            if isinstance(records, bytes | bytearray | memoryview):
-                size = len(records)
-                append(_uvarint(size + 1) if flexible else _I32.pack(size))
-                if size >= INLINE_RECORDS_MAX:
-                    chunk = b"".join(parts)
-                    total += len(chunk) + size
-                    chunks.append(chunk)
-                    chunks.append(bytes(records))
-                    parts.clear()
-                else:
-                    append(bytes(records) if not isinstance(records, bytes) else records)
-            else:
-                size = records.length
-                append(_uvarint(size + 1) if flexible else _I32.pack(size))
-                chunk = b"".join(parts)
-                total += len(chunk) + size
-                chunks.append(chunk)
-                chunks.append(records)
-                parts.clear()
+            _append_fetch_partition_head(p, version, flexible, append)
+            total += _append_fetch_records(p.records, flexible, parts, chunks)
             if flexible:
-                tags: list[bytes] = []
-                if p.diverging_epoch != (-1, -1):
-                    tags.append(_tagged(0, _EPOCH_END_OFFSET.pack(*p.diverging_epoch, 0)))
-                if p.current_leader != (-1, -1):
-                    tags.append(_tagged(1, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
-                if p.snapshot_id != (-1, -1):
-                    tags.append(_tagged(2, _SNAPSHOT_ID.pack(*p.snapshot_id, 0)))
-                if tags:
-                    append(_uvarint(len(tags)))
-                    parts.extend(tags)
-                else:
-                    append(_EMPTY_TAGS)
+                _append_fetch_partition_tags(p, parts)
         if flexible:
             append(_EMPTY_TAGS)
     if flexible:
@@ -315,7 +269,83 @@ def encode_fetch_response(
             append(_tagged(0, _node_endpoints(node_endpoints)))
         else:
             append(_EMPTY_TAGS)
-    tail = b"".join(parts)
+    return _fetch_frame(correlation_id, chunks, b"".join(parts), total)
+
+
+def _append_fetch_partition_head(
+    p: FetchPartitionResponse, version: int, flexible: bool, append: Callable[[bytes], None]
+) -> None:
+    """A Fetch partition's fields before its records: offsets, aborted transactions and
+    the preferred read replica."""
+    fields = _FETCH_PARTITION.pack(
+        p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
+    )
+    append(fields if version >= 5 else fields[:-8])
+    aborted = p.aborted_transactions
+    if aborted is None:
+        append(_NULL_COMPACT if flexible else _NULL_LEGACY_ARRAY)
+    else:
+        append(_array_length(len(aborted), flexible))
+        for producer_id, first_offset in aborted:
+            append(_ABORTED.pack(producer_id, first_offset))
+            if flexible:
+                append(_EMPTY_TAGS)
+    if version >= 11:
+        append(_I32.pack(p.preferred_read_replica))
+
+
+def _append_fetch_records(
+    records: bytes | memoryview | RecordsRegion,
+    flexible: bool,
+    parts: list[bytes],
+    chunks: list[bytes | RecordsRegion],
+) -> int:
+    """Append a partition's records with their length; returns how many bytes left
+    ``parts`` for ``chunks`` (0 when the records were copied inline).
+
+    Records of ``INLINE_RECORDS_MAX`` bytes or more, and every ``RecordsRegion``, close the
+    chunk being built and follow it as a chunk of their own, so they are never copied.
+    """
+    if isinstance(records, bytes | bytearray | memoryview):
+        size = len(records)
+        parts.append(_uvarint(size + 1) if flexible else _I32.pack(size))
+        if size < INLINE_RECORDS_MAX:
+            parts.append(bytes(records) if not isinstance(records, bytes) else records)
+            return 0
+        chunk = b"".join(parts)
+        chunks.append(chunk)
+        chunks.append(bytes(records))
+    else:
+        size = records.length
+        parts.append(_uvarint(size + 1) if flexible else _I32.pack(size))
+        chunk = b"".join(parts)
+        chunks.append(chunk)
+        chunks.append(records)
+    parts.clear()
+    return len(chunk) + size
+
+
+def _append_fetch_partition_tags(p: FetchPartitionResponse, parts: list[bytes]) -> None:
+    """A flexible Fetch partition's tagged fields, in tag order, only those not default."""
+    tags: list[bytes] = []
+    if p.diverging_epoch != (-1, -1):
+        tags.append(_tagged(0, _EPOCH_END_OFFSET.pack(*p.diverging_epoch, 0)))
+    if p.current_leader != (-1, -1):
+        tags.append(_tagged(1, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
+    if p.snapshot_id != (-1, -1):
+        tags.append(_tagged(2, _SNAPSHOT_ID.pack(*p.snapshot_id, 0)))
+    if tags:
+        parts.append(_uvarint(len(tags)))
+        parts.extend(tags)
+    else:
+        parts.append(_EMPTY_TAGS)
+
+
+def _fetch_frame(
+    correlation_id: int, chunks: list[bytes | RecordsRegion], tail: bytes, total: int
+) -> list[bytes | RecordsRegion]:
+    """Prefix the first chunk with the size and correlation id; ``total`` counts the
+    finished ``chunks``, ``tail`` is the rest of the body."""
     if chunks:
         if tail:
             chunks.append(tail)

@@ -2,7 +2,7 @@
 
 Why: kio's native decoder trusts length fields. A compact array whose length varint says
 five billion makes it allocate that many slots up front, and a failed allocation *aborts
-the process* (found by ``tests/unit/protocol/test_decode_fuzz.py``). Kafka refuses such
+the process* (``tests/unit/protocol/test_decode_fuzz.py`` sends such bodies). Kafka refuses such
 input ("tried to allocate a collection of size N, but there are only M bytes remaining").
 This walk does the same: every length and count must fit in the bytes that remain, varints
 are at most 5 bytes and fit an int32, and nothing runs past the end. Only then is the body
@@ -34,6 +34,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from tidelog.protocol.varint import VarintError, encode_uvarint, read_uvarint
+
 _FIXED_SIZES: Final = {
     "int8": 1,
     "int16": 2,
@@ -54,6 +56,7 @@ _FIXED_SIZES: Final = {
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT32_MAX: Final = 2**31 - 1
+_UINT32_MAX: Final = 2**32 - 1
 
 
 class SchemaWalkError(ValueError):
@@ -65,32 +68,16 @@ Step = Callable[[bytes, int, int, list[tuple[int, int, bytes]]], int]
 
 
 def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    if pos < end and buf[pos] < 0x80:
+    """An unsigned varint that must fit 32 bits (Kafka's lengths and counts)."""
+    if pos < end and buf[pos] < 0x80:  # the common case: one byte
         return buf[pos], pos + 1
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise SchemaWalkError("varint runs past the end")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > 0xFFFFFFFF:
-                raise SchemaWalkError(f"varint {value} does not fit 32 bits")
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise SchemaWalkError("varint longer than 5 bytes")
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    try:
+        value, pos = read_uvarint(buf, pos, end)
+    except VarintError as exc:
+        raise SchemaWalkError(str(exc)) from None
+    if value > _UINT32_MAX:
+        raise SchemaWalkError(f"varint {value} does not fit 32 bits")
+    return value, pos
 
 
 def _fixed(size: int) -> Step:
@@ -277,7 +264,7 @@ def _walk_tagged(
             kept.append(buf[field_start:field_end])
         pos = field_end
     if dropped:
-        edits.append((start, pos, _encode_uvarint(count - dropped) + b"".join(kept)))
+        edits.append((start, pos, encode_uvarint(count - dropped) + b"".join(kept)))
     return pos
 
 

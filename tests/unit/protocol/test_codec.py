@@ -232,7 +232,7 @@ def test_metadata_v4_roundtrip() -> None:
 # --- lengths kio would trust, and unknown tagged fields --------------------------------------
 
 # CreateTopics v5 whose `assignments` compact array claims 5,608,709,957 items: kio would
-# try to allocate 44 GB for it and abort the process (found by the decode fuzz).
+# try to allocate 44 GB for it and abort the process (an input of the decode fuzz).
 HUGE_ARRAY_CREATE_TOPICS = bytes.fromhex(
     "0013000500000007000462757a7a00"  # header v2: CreateTopics v5, client "buzz", no tags
     "02026e000000030012c6beb8f21474656e74696f6e2e6d73023100000000ea600000"
