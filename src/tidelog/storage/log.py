@@ -117,7 +117,6 @@ from tidelog.protocol.records import (
     parse_header,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
-from tidelog.storage.cleaner import complete_swaps
 from tidelog.storage.compression import CompressionLevels
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import (
@@ -147,6 +146,7 @@ from tidelog.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from tidelog.storage.segment_swap import complete_swaps
 from tidelog.storage.transactions import EndTxnMarker, parse_end_txn_marker
 from tidelog.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
