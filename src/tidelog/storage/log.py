@@ -102,7 +102,12 @@ from pathlib import Path
 from typing import Final
 
 from tidelog.errors import ErrorCode
-from tidelog.storage.append_plan import Refusal, plan_follower_append, plan_leader_append
+from tidelog.storage.append_plan import (
+    Refusal,
+    WritePlan,
+    plan_follower_append,
+    plan_leader_append,
+)
 from tidelog.storage.batch_validation import (
     COMPRESSION_MASK,
     ValidatedBatch,
@@ -124,7 +129,7 @@ from tidelog.storage.log_loader import (
     producer_batches_from,
 )
 from tidelog.storage.log_validator import max_decompressed_bytes
-from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
+from tidelog.storage.producer_state import AppendOrigin, LeaderAppendCheck, ProducerStateManager
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn
@@ -395,24 +400,9 @@ class Log:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
         with self._lock:
             self._check_open()
-            # Rule 1: every batch is validated before any is written (its CRC-32C, for a
-            # large append, beside the write: rule 1a); rule 1b for compressed batches.
-            parallel_crc = can_check_beside(records)
-            batches, total = validate_batches(
-                records,
-                max_message_bytes=self._config.max_message_bytes,
-                allow_partial_tail=False,
-                check_crc=not parallel_crc,
-            )
+            records, batches, total, parallel_crc = self._validate_leader_append(records)
             if not batches:
                 return self._empty_append_info()
-            if self._config.compression_type != "producer" or any(
-                b.attributes & COMPRESSION_MASK for b in batches
-            ):
-                records, batches, total, parallel_crc = validate_compressed(
-                    records, batches, self._config, parallel_crc=parallel_crc
-                )
-            self._check_append_size(total)
             latest = self._latest_epoch_at_most(leader_epoch)
             # Stamp: new offsets and the leader epoch, without copying the records.
             view = memoryview(records)
@@ -446,25 +436,14 @@ class Log:
                 check = self.producer_state.check_leader_append(
                     plan.producer_batches, origin=origin
                 )
-                if check.duplicate is not None:
-                    dup = check.duplicate
-                    return AppendInfo(
-                        dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True
-                    )
-                if check.error is not ErrorCode.NONE:
-                    return _refused(check.error, check.message)
+                answer = _answer_without_write(check)
+                if answer is not None:
+                    return answer
             # Write: the new epoch first (rule 3), then the data, then the producer state.
             if new_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, plan.first_offset)
-            self._write(
-                plan.pieces,
-                total,
-                plan.meta,
-                first_offset=plan.first_offset,
-                last_offset=plan.last_offset,
-                num_records=plan.num_records,
-                now_ms=now_ms,
-                unchecked=(view, batches) if parallel_crc else None,
+            self._write_plan(
+                plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
             )
             if check is not None:
                 aborted = self.producer_state.commit(check.updates, check.txn_events)
@@ -478,6 +457,49 @@ class Log:
                 plan.num_records,
                 total,
             )
+
+    def _validate_leader_append(
+        self, records: bytes | bytearray | memoryview
+    ) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
+        """Rule 1: every batch is validated before any is written (its CRC-32C, for a large
+        append, beside the write: rule 1a, then the last value is True); rule 1b for
+        compressed batches, which may replace ``records``. Also the append's size limit."""
+        parallel_crc = can_check_beside(records)
+        batches, total = validate_batches(
+            records,
+            max_message_bytes=self._config.max_message_bytes,
+            allow_partial_tail=False,
+            check_crc=not parallel_crc,
+        )
+        if not batches:
+            return records, batches, total, parallel_crc
+        if self._config.compression_type != "producer" or any(
+            b.attributes & COMPRESSION_MASK for b in batches
+        ):
+            records, batches, total, parallel_crc = validate_compressed(
+                records, batches, self._config, parallel_crc=parallel_crc
+            )
+        self._check_append_size(total)
+        return records, batches, total, parallel_crc
+
+    def _write_plan(
+        self,
+        plan: WritePlan,
+        total: int,
+        now_ms: int,
+        *,
+        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
+    ) -> None:
+        self._write(
+            plan.pieces,
+            total,
+            plan.meta,
+            first_offset=plan.first_offset,
+            last_offset=plan.last_offset,
+            num_records=plan.num_records,
+            now_ms=now_ms,
+            unchecked=unchecked,
+        )
 
     def _latest_epoch_at_most(self, leader_epoch: int) -> int | None:
         """The epoch cache's latest epoch; a leader never appends with an older one."""
@@ -528,19 +550,12 @@ class Log:
             if parallel_crc and new_epochs:
                 check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
                 parallel_crc = False
-            first_offset = batches[0].base_offset
+            first_offset = plan.first_offset
             try:
                 for epoch, offset in new_epochs:
                     self.leader_epoch_cache.assign(epoch, offset)
-                self._write(
-                    plan.pieces,
-                    total,
-                    plan.meta,
-                    first_offset=first_offset,
-                    last_offset=plan.last_offset,
-                    num_records=plan.num_records,
-                    now_ms=now_ms,
-                    unchecked=(view, batches) if parallel_crc else None,
+                self._write_plan(
+                    plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
                 )
             except OSError:
                 # A full or failing disk: nothing was published, so no epoch may start at
@@ -1269,6 +1284,17 @@ def _largest_timestamp(seg: LogSegment) -> int:
 def _refused(error: ErrorCode, message: str | None) -> AppendInfo:
     """An append answered with ``error`` and nothing written (rule 7, rule 9)."""
     return AppendInfo(-1, -1, -1, 0, 0, 0, error=error, error_message=message)
+
+
+def _answer_without_write(check: LeaderAppendCheck) -> AppendInfo | None:
+    """Rule 7: a duplicate is answered with the original batch's offsets, a refused
+    idempotent batch with its error; None when the append is to be written."""
+    if check.duplicate is not None:
+        dup = check.duplicate
+        return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True)
+    if check.error is not ErrorCode.NONE:
+        return _refused(check.error, check.message)
+    return None
 
 
 __all__ = [
