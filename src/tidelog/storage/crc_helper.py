@@ -157,8 +157,8 @@ class _CrcHelper:
 
     Used only when it can pay off. It needs a CPU nothing else wants: with none, handing it
     work only costs (a queue put, a wake-up, GIL hand-overs, and preempting the appending
-    thread on its own CPU); on the shared 2-CPU development VM at load average 8-17 that
-    made 1 MiB appends 5-15 % slower. So it is used only while at least half a CPU was idle
+    thread on its own CPU): on a busy 2-CPU machine (load average 8-17) that makes 1 MiB
+    appends 5-15 % slower. So it is used only while at least half a CPU was idle
     over the last sample (``_CpuIdleSampler``, sampled at most once a second), and only while
     it delivers: after an append where it delivered no verdict by the time the appending
     thread needed it, the next ``_HELPER_BACKOFF`` large appends check their CRCs in the

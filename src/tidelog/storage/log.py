@@ -1,5 +1,7 @@
 """One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
-``tidelog.storage.cleaner``).
+``tidelog.storage.cleaner``). Opening and recovery are ``tidelog.storage.log_loader``,
+batch validation ``batch_validation``, the write plan of an append ``append_plan``, reads
+``log_reads``.
 
 Theory of operation
 -------------------
@@ -19,15 +21,15 @@ Rules:
      names a codec, are decompressed (bounded), walked record by record and maybe rebuilt
      with the target codec before that (``tidelog.storage.log_validator``, Kafka's
      LogValidator); followers store the leader's bytes without it.
-     1a. Large appends (``_PARALLEL_CRC_MIN_BYTES``, 256 KiB, of immutable ``bytes``) check
-     the CRC-32Cs beside the write instead of before it: a helper thread checks them while
-     this thread writes the stamped batches PAST the active segment's published end, then
-     this thread checks whatever the helper has not (never waiting for it; a helper that
-     delivered nothing is left alone for a while, see ``_CrcHelper``). The invariant
-     that makes this safe: nothing unvalidated is ever visible. Readers only ever see
-     published bytes (``LogSegment.size``, the log end offset, the indexes), and those move
-     only after every batch passed; a failed check cuts the file back (``ftruncate``) and
-     raises before anything moved, exactly as if the batch had been refused up front. The
+     1a. Large appends (256 KiB or more of immutable ``bytes``) check the CRC-32Cs beside
+     the write instead of before it (``tidelog.storage.crc_helper``): a helper thread
+     checks them while this thread writes the stamped batches PAST the active segment's
+     published end, then this thread checks whatever the helper has not (never waiting for
+     it; a helper that delivered nothing is left alone for a while). The invariant that
+     makes this safe: nothing unvalidated is ever visible. Readers only ever see published
+     bytes (``LogSegment.size``, the log end offset, the indexes), and those move only
+     after every batch passed; a failed check cuts the file back (``ftruncate``) and raises
+     before anything moved, exactly as if the batch had been refused up front. The
      recovery point never passes the published log end, so a crash in the window leaves the
      unvalidated bytes above it, where recovery re-validates everything (a corrupt tail is
      truncated). Appends that must change something before the data (a new leader epoch,
@@ -1087,8 +1089,8 @@ class Log:
             # A snapshot at the log end: a clean restart replays nothing. One already there
             # (nothing appended since the last close or roll) is kept as it is, and a log
             # with nothing to replay and no producer needs none. Only a new snapshot makes
-            # the directory worth an fsync (one per log was most of the stop of a broker
-            # with 5,000 freshly created partitions: ~1.3 ms each with three brokers busy).
+            # the directory worth an fsync: at ~1 ms each, one per log would be most of
+            # the stop of a broker with thousands of freshly created partitions.
             leo = self.log_end_offset
             nothing_to_replay = leo == self._segments[0].base_offset
             if not (nothing_to_replay and not self.producer_state.producers) and (
