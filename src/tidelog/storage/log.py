@@ -1,7 +1,7 @@
 """One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
-``tidelog.storage.cleaner``). Opening and recovery are ``tidelog.storage.log_loader``,
-batch validation ``batch_validation``, the write plan of an append ``append_plan``, reads
-``log_reads``.
+``tidelog.storage.cleaner``). The segment list is ``tidelog.storage.local_log``; opening
+and recovery ``log_loader``, batch validation ``batch_validation``, the write plan of an
+append ``append_plan``, reads ``log_reads``.
 
 Theory of operation
 -------------------
@@ -92,7 +92,6 @@ from its event loop thread and may run ``flush`` in a worker thread.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import os
@@ -101,7 +100,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
-from typing import Final
 
 from tidelog.errors import ErrorCode
 from tidelog.storage.append_plan import (
@@ -121,6 +119,7 @@ from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
 from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from tidelog.storage.local_log import LocalLog
 from tidelog.storage.log_config import NEVER, LogConfig
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
@@ -143,9 +142,6 @@ from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
-
-#: Offsets inside a segment are stored relative to its base as int32.
-_MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,20 +188,14 @@ class Log:
         self.directory = directory
         self.topic_partition = parse_topic_partition(directory)
         self._config = config
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._local = LocalLog(directory, config, segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._lock = threading.RLock()
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._now_ms = now_ms
-        self._dir_dirty = False
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
-        #: The segment before the active one while part of its tail is still within
-        #: ``page_cache_keep_bytes`` of the log end (see ``_keep_page_cache_to_tail``).
-        self._cache_previous: LogSegment | None = None
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
         #: past data that was replaced.
         self._truncations = 0
@@ -263,9 +253,9 @@ class Log:
         # after it replayed from their headers (producer_state rule 1 and 4).
         log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
         # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
-        rebuild_from = prepare_txn_indexes(log._segments, log._recovery_point)
+        rebuild_from = prepare_txn_indexes(log._local.segments, log._recovery_point)
         log._rebuild_producer_state(max_snapshot_offset=min(log._recovery_point, rebuild_from))
-        renamed = [seg for seg in log._segments if seg.txn_index.finish_rebuild()]
+        renamed = [seg for seg in log._local.segments if seg.txn_index.finish_rebuild()]
         if renamed:
             fsync_directory(directory)  # txn_index invariant 2
         if log._recovery_point < log_end_offset:
@@ -279,8 +269,8 @@ class Log:
         batch header, when its checkpoint was missing or unreadable), trimmed to the log."""
         cache = self.leader_epoch_cache
         log_end_offset = self.log_end_offset
-        if not cache.loaded_from_file and log_end_offset > self._segments[0].base_offset:
-            epoch_starts = epoch_starts_from_headers(self._segments)
+        if not cache.loaded_from_file and log_end_offset > self._local.segments[0].base_offset:
+            epoch_starts = epoch_starts_from_headers(self._local.segments)
         for epoch, offset, last_offset in epoch_starts:
             latest = cache.latest_epoch()
             # Only batches still readable (not wholly below the log start) count.
@@ -296,7 +286,7 @@ class Log:
         the batch headers after it, trimmed at the log start offset (producer_state rule 1).
         The replay's aborted transactions go to the indexes (no-ops where present)."""
         state = self.producer_state
-        first_base = self._segments[0].base_offset
+        first_base = self._local.segments[0].base_offset
         # The snapshot at the first segment's base is always usable (a snapshot is only
         # kept while the log still holds every offset below it): it carries what the deleted
         # segments before it held, e.g. an ongoing transaction that started there, even
@@ -305,7 +295,7 @@ class Log:
             min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
         )
         aborted = state.update(
-            producer_batches_from(self._segments, first_base if loaded is None else loaded)
+            producer_batches_from(self._local.segments, first_base if loaded is None else loaded)
         )
         self._index_aborted(aborted)
         state.truncate_head(self._log_start_offset)
@@ -313,10 +303,7 @@ class Log:
         state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
 
     def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
-        """Write each aborted transaction to the index of the segment holding its marker."""
-        for txn in aborted:
-            i = bisect.bisect_right(self._bases, txn.last_offset) - 1
-            self._segments[i].txn_index.append(txn)
+        self._local.index_aborted(aborted)
 
     # ------------------------------------------------------------------ properties
 
@@ -327,9 +314,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self._config = config
-            for seg in self._segments:
-                seg.index_interval_bytes = config.index_interval_bytes
-                seg.offset_index.max_entries = config.max_index_entries
+            self._local.update_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -337,10 +322,10 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._local.segments[-1].next_offset
 
     def _get_log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._local.segments[-1].next_offset
 
     @property
     def recovery_point(self) -> int:
@@ -348,11 +333,11 @@ class Log:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._local.size_bytes
 
     @property
     def segment_base_offsets(self) -> tuple[int, ...]:
-        return tuple(self._bases)
+        return tuple(self._local.bases)
 
     @property
     def unflushed_messages(self) -> int:
@@ -591,8 +576,8 @@ class Log:
         """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
         are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
-        segment = self._segments[-1]
-        if self._roll_needed(size, last_offset, now_ms):
+        segment = self._local.segments[-1]
+        if self._local.roll_needed(size, last_offset, now_ms):
             if unchecked is not None:
                 check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
                 unchecked = None
@@ -602,7 +587,7 @@ class Log:
         else:
             write_checking_crcs(segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked)
         if self._config.page_cache_keep_bytes >= 0:
-            self._keep_page_cache_to_tail(segment)
+            self._local.keep_page_cache_to_tail(segment)
         self._unflushed_messages += num_records
         if (
             self._unflushed_messages >= self._config.flush_interval_messages
@@ -610,63 +595,18 @@ class Log:
         ):
             self._flush_upto(self.log_end_offset, now_ms)
 
-    def _keep_page_cache_to_tail(self, active: LogSegment) -> None:
-        """Write back and drop from the page cache what is more than page_cache_keep_bytes
-        behind the log end (``tidelog.storage.page_cache``); a hint, nothing reads it."""
-        keep = self._config.page_cache_keep_bytes
-        active.cache.after_append(active.fd, active.size, keep)
-        if active.size >= keep:
-            self._release_previous_segment()
-
-    def _release_previous_segment(self) -> None:
-        """Drop all of the segment before the active one from the page cache (once)."""
-        previous, self._cache_previous = self._cache_previous, None
-        if previous is not None and previous.fd >= 0:
-            previous.cache.release(previous.fd, previous.size, 0)
-
-    def _roll_needed(self, size: int, last_offset: int, now_ms: int) -> bool:
-        active = self._segments[-1]
-        if active.is_empty:
-            return False
-        config = self._config
-        return (
-            active.size + size > config.segment_bytes
-            or (
-                active.rolling_base_ms is not None
-                and now_ms - active.rolling_base_ms > config.segment_ms
-            )
-            or active.offset_index.is_full
-            or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
-        )
-
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
-        previous = self._segments[-1]
-        previous.on_become_inactive()
-        if self._config.page_cache_keep_bytes >= 0:
-            # Its tail stays cached until the new segment holds page_cache_keep_bytes.
-            self._release_previous_segment()
-            previous.cache.finish(previous.fd, previous.size)
-            self._cache_previous = previous
+        self._local.seal_active()
         # The state now covers exactly the offsets below the new segment (Kafka snapshots
         # on every roll), so a restart replays at most the newer segments.
         self.producer_state.take_snapshot(base_offset)
-        segment = LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_entries=self._config.max_index_entries,
-            now_ms=now_ms,
-        )
-        self._segments.append(segment)
-        self._bases.append(base_offset)
-        self._dir_dirty = True
-        return segment
+        return self._local.add_segment(base_offset, now_ms)
 
     def roll(self, now_ms: int) -> None:
         """Start a new segment at the log end offset (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
-            if not self._segments[-1].is_empty:
+            if not self._local.segments[-1].is_empty:
                 self._roll(self.log_end_offset, now_ms)
 
     # ------------------------------------------------------------------ reads
@@ -696,8 +636,8 @@ class Log:
             if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
                 return None
             return read_slice(
-                self._segments,
-                self._bases,
+                self._local.segments,
+                self._local.bases,
                 fetch_offset,
                 max_bytes,
                 max_offset=max_offset,
@@ -714,14 +654,14 @@ class Log:
         after the log start offset (ListOffsets -3, KIP-734), or None if there is none."""
         with self._lock:
             self._check_open()
-            return latest_timestamp(self._segments, self._log_start_offset)
+            return latest_timestamp(self._local.segments, self._log_start_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``
         at or after the log start offset, or None."""
         with self._lock:
             self._check_open()
-            return offset_for_timestamp(self._segments, self._log_start_offset, timestamp_ms)
+            return offset_for_timestamp(self._local.segments, self._log_start_offset, timestamp_ms)
 
     # ------------------------------------------------------------------ transactions
 
@@ -747,7 +687,7 @@ class Log:
         offset order (Kafka's ``UnifiedLog.collectAbortedTransactions``, rule 9c)."""
         with self._lock:
             return collect_aborted_transactions(
-                self._segments, self._bases, start_offset, upper_bound_offset
+                self._local.segments, self._local.bases, start_offset, upper_bound_offset
             )
 
     # ------------------------------------------------------------------ truncation
@@ -768,16 +708,7 @@ class Log:
                 return
             if offset < self.log_end_offset:
                 self._truncations += 1
-                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                    self._retire(self._segments.pop())
-                    self._bases.pop()
-                active = self._segments[-1]
-                found = active.find_batch(offset)
-                if found is not None:
-                    position, header = found
-                    active.truncate_at(position, header.base_offset)
-                elif active.next_offset > offset:
-                    active.next_offset = offset  # its batches end in a compaction gap
+                self._local.truncate_to(offset, self._now_ms)
                 if self.log_end_offset < self._log_start_offset:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
@@ -823,14 +754,11 @@ class Log:
     def _truncate_fully_locked(self, offset: int) -> None:
         self._truncations += 1
         self._note_truncation(-1)
-        for seg in self._segments:
-            self._retire(seg)
-        self._segments = []
-        self._bases = []
+        self._local.retire_all(self._now_ms)
         self.producer_state.clear()
         if self.producer_state.delete_snapshots(below=NEVER):
             fsync_directory(self.directory)  # as in _truncate_producer_state
-        self._roll_first(offset)
+        self._local.start_at(offset, self._now_ms)
         self._log_start_offset = offset
         if offset < self._recovery_point:
             self._lower_recovery_point(offset)
@@ -855,19 +783,6 @@ class Log:
         if self._recovery_point_lowered is not None:
             self._recovery_point_lowered()
 
-    def _roll_first(self, offset: int) -> None:
-        segment = LogSegment(
-            self.directory,
-            offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_entries=self._config.max_index_entries,
-            now_ms=self._now_ms,
-        )
-        # A new file at the same base as a retired one: the retired files were renamed.
-        self._segments = [segment]
-        self._bases = [offset]
-        self._dir_dirty = True
-
     # ------------------------------------------------------------------ compaction
 
     def segments_for_cleaning(self) -> tuple[list[LogSegment], int, dict[int, int]]:
@@ -877,7 +792,7 @@ class Log:
         with self._lock:
             self._check_open()
             producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
-            return list(self._segments), self._truncations, producers
+            return list(self._local.segments), self._truncations, producers
 
     def replace_segments(
         self, old: list[LogSegment], generation: int, install: Callable[[], LogSegment]
@@ -889,21 +804,7 @@ class Log:
         with self._lock:
             if self._closed or generation != self._truncations:
                 return False
-            i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), -1)
-            if (
-                i < 0
-                or self._segments[i : i + len(old)] != old
-                or i + len(old) >= len(self._segments)
-            ):
-                return False
-            for seg in old:
-                self._retire(seg)
-            new = install()
-            self._segments[i : i + len(old)] = [new]
-            self._bases[i : i + len(old)] = [new.base_offset]
-            if self._cache_previous in old:
-                self._cache_previous = None
-            return True
+            return self._local.replace(old, install, self._now_ms)
 
     # ------------------------------------------------------------------ retention
 
@@ -953,7 +854,7 @@ class Log:
             deleted += self._delete_segments(
                 lambda seg, upper: upper <= self._log_start_offset, high_watermark
             )
-            self._close_pending_deletes(now_ms)
+            self._local.close_pending_deletes(now_ms)
             # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
             # checked as often as retention (Kafka: a separate 10-minute task).
             self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
@@ -971,47 +872,18 @@ class Log:
         an empty active segment is never deleted; deleting every segment first rolls a new
         empty one at the log end offset.
         """
-        leo = self.log_end_offset
-        count = 0
-        for i, seg in enumerate(self._segments):
-            last = i == len(self._segments) - 1
-            upper = leo if last else self._segments[i + 1].base_offset
-            if last and seg.is_empty:
-                break
-            if high_watermark is not None and upper > high_watermark:
-                break
-            if not predicate(seg, upper):
-                break
-            count += 1
+        count = self._local.deletable_prefix(predicate, high_watermark)
         if count == 0:
             return 0
-        if count == len(self._segments):
-            self._roll(leo, self._now_ms)
-        for seg in self._segments[:count]:
-            self._retire(seg)
-        del self._segments[:count]
-        del self._bases[:count]
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        if count == len(self._local.segments):
+            self._roll(self.log_end_offset, self._now_ms)
+        self._local.remove_prefix(count, self._now_ms)
+        self._log_start_offset = max(self._log_start_offset, self._local.segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
         # Snapshots of deleted segments go with them (Kafka 2.8+).
-        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        self.producer_state.delete_snapshots(below=self._local.segments[0].base_offset)
         return count
-
-    def _retire(self, seg: LogSegment) -> None:
-        """Rename a removed segment to ``*.deleted``; close its fds after the delay."""
-        seg.mark_deleted()
-        self._pending_deletes.append((self._now_ms + self._config.file_delete_delay_ms, seg))
-        self._dir_dirty = True
-
-    def _close_pending_deletes(self, now_ms: int) -> None:
-        keep: list[tuple[int, LogSegment]] = []
-        for deadline, seg in self._pending_deletes:
-            if now_ms >= deadline:
-                seg.delete_files()
-            else:
-                keep.append((deadline, seg))
-        self._pending_deletes = keep
 
     # ------------------------------------------------------------------ durability
 
@@ -1035,15 +907,15 @@ class Log:
             if self._closed:
                 return False
             self._now_ms = now_ms
-            self._close_pending_deletes(now_ms)
+            self._local.close_pending_deletes(now_ms)
             leo = self.log_end_offset
             if self._unflushed_messages and (
                 self._unflushed_messages >= self._config.flush_interval_messages
                 or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
             ):
                 target = leo
-            elif self._segments[-1].base_offset > self._recovery_point:
-                target = self._segments[-1].base_offset
+            elif self._local.segments[-1].base_offset > self._recovery_point:
+                target = self._local.segments[-1].base_offset
             else:
                 return False
         self._flush_upto(target, now_ms)
@@ -1055,14 +927,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
-            segments = [
-                s
-                for s in self._segments
-                if s.base_offset < target and s.next_offset > self._recovery_point
-            ]
-            if target >= self.log_end_offset:
-                segments.append(self._segments[-1])  # index files of an empty active segment
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            segments = self._local.segments_to_flush(target, self._recovery_point)
+            dir_dirty = self._local.take_dir_dirty()
             generation = self._truncations
             if target >= self.log_end_offset:
                 self._unflushed_messages = 0
@@ -1085,25 +951,21 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self._segments[-1].on_become_inactive()
+            self._local.segments[-1].on_become_inactive()
             # A snapshot at the log end: a clean restart replays nothing. One already there
             # (nothing appended since the last close or roll) is kept as it is, and a log
             # with nothing to replay and no producer needs none. Only a new snapshot makes
             # the directory worth an fsync: at ~1 ms each, one per log would be most of
             # the stop of a broker with thousands of freshly created partitions.
             leo = self.log_end_offset
-            nothing_to_replay = leo == self._segments[0].base_offset
+            nothing_to_replay = leo == self._local.segments[0].base_offset
             if not (nothing_to_replay and not self.producer_state.producers) and (
                 leo not in self.producer_state.snapshot_offsets()
             ):
                 self.producer_state.take_snapshot(leo, durable=False)
-                self._dir_dirty = True
+                self._local.mark_dir_dirty()
             self.flush()
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.delete_files()
-            self._pending_deletes = []
+            self._local.close(delete_pending=True)
             self._closed = True
 
     def retire(self) -> None:
@@ -1119,31 +981,21 @@ class Log:
         """Close the files of a retired log (no flush: it is about to be deleted)."""
         with self._lock:
             self._closed = True
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.close()
-            self._pending_deletes = []
+            self._local.close(delete_pending=False)
 
     def close_without_flush(self) -> None:
         """Close the files without flushing (tests use it to simulate a crash)."""
         with self._lock:
             if self._closed:
                 return
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.close()
+            self._local.close(delete_pending=False)
             self._closed = True
 
     def delete(self) -> None:
         """Close and remove the whole directory (topic deletion)."""
         with self._lock:
             if not self._closed:
-                for seg in self._segments:
-                    seg.close()
-                for _, seg in self._pending_deletes:
-                    seg.close()
+                self._local.close(delete_pending=False)
                 self._closed = True
             self.remove_directory(self.directory)
 
@@ -1171,7 +1023,7 @@ class Log:
     def __repr__(self) -> str:
         return (
             f"Log({self.topic_partition}, start={self._log_start_offset}, "
-            f"end={self.log_end_offset}, segments={len(self._segments)})"
+            f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
 
 

@@ -189,7 +189,7 @@ def test_crash_between_write_and_validation_is_repaired_by_recovery(tmp_path: Pa
     log.flush()
     end, size = log.log_end_offset, log.size_bytes
     assert log.recovery_point == end
-    segment = log._segments[-1]
+    segment = log._local.segments[-1]
     tail = bytearray(corrupt(big_batch(0)))
     stamp_batch(tail, 0, end, 0)
     segment.write_unpublished([bytes(tail)], len(tail))  # then the crash, before the verdict
