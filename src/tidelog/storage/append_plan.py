@@ -1,14 +1,15 @@
-"""What an append writes, from its validated batches (``tidelog.storage.log`` rules 1-3, 7,
-9): the leader's stamped batches with their new offsets, or the follower's batches checked
-to continue the log; the per-batch index data, the producer batches for the producer state
-and the new leader epochs. Nothing here touches the log: ``Log`` takes the plan, checks it
-against its producer state and epoch cache, and writes it.
+"""What an append writes and what it answers (``tidelog.storage.log`` rules 1-3, 7, 9):
+from the validated batches, the leader's stamped batches with their new offsets, or the
+follower's batches checked to continue the log; the per-batch index data, the producer
+batches for the producer state and the new leader epochs; and ``AppendInfo``, the answer.
+Nothing here touches the log: ``Log`` takes the plan, checks it against its producer state
+and epoch cache, and writes it.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final, NamedTuple
 
 from tidelog.errors import ErrorCode
@@ -27,6 +28,34 @@ from tidelog.storage.producer_state import ProducerBatch
 
 #: baseOffset, batchLength, partitionLeaderEpoch: the stamped prefix of a batch.
 _STAMP: Final = struct.Struct(">qii")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote; for an empty append ``num_batches == 0`` and
+    ``first_offset == log end offset``, ``last_offset == first_offset - 1``.
+
+    Leader appends of idempotent batches (``tidelog.storage.producer_state``) have two more
+    outcomes, both writing nothing:
+      * ``duplicate``: a retry of a batch already in the log; ``first_offset``,
+        ``last_offset`` and ``max_timestamp`` are the ORIGINAL batch's, the counts are 0.
+        Answer the produce request with NONE and that base offset (for acks=-1 wait until
+        the high watermark passes ``last_offset``, like any append).
+      * ``error`` other than NONE (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED): offsets -1, counts 0; ``error_message`` says why.
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    num_batches: int
+    num_records: int
+    size_bytes: int
+    _: KW_ONLY
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    duplicate: bool = False
 
 
 class Refusal(NamedTuple):
@@ -202,4 +231,4 @@ def plan_follower_append(
     )
 
 
-__all__ = ["Refusal", "WritePlan", "plan_follower_append", "plan_leader_append"]
+__all__ = ["AppendInfo", "Refusal", "WritePlan", "plan_follower_append", "plan_leader_append"]

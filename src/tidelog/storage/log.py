@@ -98,11 +98,11 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from tidelog.errors import ErrorCode
 from tidelog.storage.append_plan import (
+    AppendInfo,
     Refusal,
     WritePlan,
     plan_follower_append,
@@ -123,7 +123,7 @@ from tidelog.storage.local_log import LocalLog
 from tidelog.storage.log_config import NEVER, LogConfig
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
-    epoch_starts_from_headers,
+    load_epoch_cache,
     load_segments,
     parse_topic_partition,
     prepare_txn_indexes,
@@ -142,34 +142,6 @@ from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote; for an empty append ``num_batches == 0`` and
-    ``first_offset == log end offset``, ``last_offset == first_offset - 1``.
-
-    Leader appends of idempotent batches (``tidelog.storage.producer_state``) have two more
-    outcomes, both writing nothing:
-      * ``duplicate``: a retry of a batch already in the log; ``first_offset``,
-        ``last_offset`` and ``max_timestamp`` are the ORIGINAL batch's, the counts are 0.
-        Answer the produce request with NONE and that base offset (for acks=-1 wait until
-        the high watermark passes ``last_offset``, like any append).
-      * ``error`` other than NONE (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
-        TRANSACTION_COORDINATOR_FENCED): offsets -1, counts 0; ``error_message`` says why.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    num_batches: int
-    num_records: int
-    size_bytes: int
-    _: KW_ONLY
-    error: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
-    duplicate: bool = False
 
 
 class Log:
@@ -247,7 +219,9 @@ class Log:
             recovery_point=min(recovery_point, log_end_offset),
             now_ms=now_ms,
         )
-        log._load_epoch_cache(epoch_starts)
+        load_epoch_cache(
+            log.leader_epoch_cache, epoch_starts, log._local.segments, log.log_start_offset
+        )
         # Producer state: snapshots of deleted segments or of a truncated tail are stale;
         # the newest sound one at or below the recovery point is loaded and the batches
         # after it replayed from their headers (producer_state rule 1 and 4).
@@ -263,23 +237,6 @@ class Log:
             # time (Kafka flushes after recovery too).
             log.flush()
         return log
-
-    def _load_epoch_cache(self, epoch_starts: list[tuple[int, int, int]]) -> None:
-        """Rule 3 at open: the epochs recovery read join the cache (all of them, from every
-        batch header, when its checkpoint was missing or unreadable), trimmed to the log."""
-        cache = self.leader_epoch_cache
-        log_end_offset = self.log_end_offset
-        if not cache.loaded_from_file and log_end_offset > self._local.segments[0].base_offset:
-            epoch_starts = epoch_starts_from_headers(self._local.segments)
-        for epoch, offset, last_offset in epoch_starts:
-            latest = cache.latest_epoch()
-            # Only batches still readable (not wholly below the log start) count.
-            if last_offset >= self.log_start_offset and (latest is None or epoch > latest):
-                cache.assign(epoch, offset)
-        cache.truncate_from_end(log_end_offset)
-        cache.truncate_from_start(self.log_start_offset)
-        if not cache.path.exists():
-            cache.persist()
 
     def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
         """Producer state = newest sound snapshot in [first segment base, bound] + replay of

@@ -1,5 +1,5 @@
 """Opening a partition log (Kafka's ``LogLoader``): the directory's name, its leftovers,
-its segments with their indexes, and recovery (``tidelog.storage.log`` rule 5): segments
+its segments with their indexes, and recovery (``tidelog.storage.log`` rules 3 and 5): segments
 below the recovery point with sound indexes are trusted, every batch at or above it is
 re-validated, a torn or corrupt tail truncated, corruption below it refused; then what the
 log rebuilds from the batch headers (leader epochs, producer batches, aborted-transaction
@@ -14,6 +14,7 @@ from typing import Final
 
 from tidelog.model import TopicPartition
 from tidelog.storage.checkpoints import TMP_SUFFIX
+from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import CorruptLogError
 from tidelog.storage.log_config import NEVER, LogConfig
 from tidelog.storage.producer_state import ProducerBatch
@@ -231,9 +232,32 @@ def epoch_starts_from_headers(segments: list[LogSegment]) -> list[tuple[int, int
     return starts
 
 
+def load_epoch_cache(
+    cache: LeaderEpochFileCache,
+    epoch_starts: list[tuple[int, int, int]],
+    segments: list[LogSegment],
+    log_start_offset: int,
+) -> None:
+    """Rule 3 at open: the epochs recovery read join the cache (all of them, from every
+    batch header, when its checkpoint was missing or unreadable), trimmed to the log."""
+    log_end_offset = segments[-1].next_offset
+    if not cache.loaded_from_file and log_end_offset > segments[0].base_offset:
+        epoch_starts = epoch_starts_from_headers(segments)
+    for epoch, offset, last_offset in epoch_starts:
+        latest = cache.latest_epoch()
+        # Only batches still readable (not wholly below the log start) count.
+        if last_offset >= log_start_offset and (latest is None or epoch > latest):
+            cache.assign(epoch, offset)
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
+    if not cache.path.exists():
+        cache.persist()
+
+
 __all__ = [
     "FUTURE_DIR_SUFFIX",
     "epoch_starts_from_headers",
+    "load_epoch_cache",
     "load_segments",
     "parse_topic_partition",
     "prepare_txn_indexes",
