@@ -25,7 +25,7 @@ Rules:
      ``log.cleaner.dedupe.buffer.size * log.cleaner.io.buffer.load.factor / 24`` keys (Kafka's
      24 bytes an entry); when it is full the dirty section ends at the first record that did
      not fit, and the rest waits for the next pass. Keys of 16 bytes or more are kept as their
-     MD5 (Kafka's ``SkimpyOffsetMap`` keeps only the digest).
+     MD5 (Kafka's ``SkimpyOffsetMap`` keeps only the digest; ``tidelog.storage.offset_map``).
   4. Rewrite. The segments from the log start to the end of the dirty section are grouped
      (Kafka's ``groupSegmentsBySize``: a group stays within ``segment.bytes``, the offset
      index size and 2^31 offsets) and each group is rewritten into ONE segment based at the
@@ -47,15 +47,16 @@ Rules:
      A batch left empty is dropped, except the LAST batch of a producer id the producer
      state still holds: it stays as an empty batch (header only, same offsets, sequence and
      epoch), so idempotence and transaction state survive a restart's replay.
-  6. Crash-safe swap (Kafka's): the group's new files are written as ``<name>.cleaned`` and
-     fsynced; renamed to ``<name>.swap`` (indexes first, the ``.log`` last); then, under the
-     log's lock (``Log.replace_segments``), the old segments are renamed ``*.deleted`` (their
-     fds stay open for ``file.delete.delay.ms``) and the ``.swap`` files renamed to their
-     final names. At open (``complete_swaps``), ``.cleaned`` files are deleted and a
-     ``<base>.log.swap`` is completed: the segments it replaces (bases in [base, its next
-     offset)) are deleted and its files renamed. Index ``.swap`` files without their log
-     are deleted. A clean that meets a changed log (truncation, retention, close) drops its
-     files and stops; the checkpoint moves only when every group was swapped.
+  6. Crash-safe swap (Kafka's; ``tidelog.storage.segment_swap``): the group's new files
+     are written as ``<name>.cleaned`` and fsynced; renamed to ``<name>.swap`` (indexes
+     first, the ``.log`` last); then, under the log's lock (``Log.replace_segments``), the
+     old segments are renamed ``*.deleted`` (their fds stay open for
+     ``file.delete.delay.ms``) and the ``.swap`` files renamed to their final names. At
+     open (``complete_swaps``), ``.cleaned`` files are deleted and a ``<base>.log.swap`` is
+     completed: the segments it replaces (bases in [base, its next offset)) are deleted and
+     its files renamed. Index ``.swap`` files without their log are deleted. A clean that
+     meets a changed log (truncation, retention, close) drops its files and stops; the
+     checkpoint moves only when every group was swapped.
   7. Threads: ``clean_once`` does its heavy work without the log's lock (it reads the old
      segments through its own file descriptors, so a retention or truncation meanwhile
      cannot make it read another file); the lock is taken for a snapshot of the segment
@@ -71,7 +72,6 @@ one cleaner thread.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 import os
 import struct
@@ -88,22 +88,14 @@ from tidelog.protocol.records import (
     BatchHeader,
     parse_header,
 )
-from tidelog.storage.checkpoints import OffsetCheckpointFile, fsync_directory
+from tidelog.storage.checkpoints import OffsetCheckpointFile
 from tidelog.storage.compression import decompress
 from tidelog.storage.errors import CorruptCheckpointError
-from tidelog.storage.index import OffsetIndex, TimeIndex
 from tidelog.storage.log_validator import max_decompressed_bytes, rebuild_batch
-from tidelog.storage.segment import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    segment_file_name,
-)
+from tidelog.storage.offset_map import OffsetMap, record_keys
+from tidelog.storage.segment import LogSegment
+from tidelog.storage.segment_swap import CleanedSegment
 from tidelog.storage.transactions import parse_end_txn_marker
-from tidelog.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 
 if TYPE_CHECKING:
     from tidelog.storage.log import Log
@@ -113,67 +105,13 @@ logger = logging.getLogger(__name__)
 CLEANER_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 #: Kafka's bytes per offset map entry (16-byte MD5 + 8-byte offset).
 MAP_ENTRY_BYTES: Final = 24
-_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-#: The order of rule 6's renames: the .log last, so a ``.log.swap`` means all are there.
-_SWAP_ORDER: Final = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
-_CONTROL_FLAG: Final = 0x20
-_TRANSACTIONAL_FLAG: Final = 0x10
 _COMPRESSION_MASK: Final = 0x07
 _READ_CHUNK: Final = 1 << 20
 _COUNT: Final = struct.Struct(">i")
 _TIMESTAMPS: Final = struct.Struct(">qq")  # base timestamp, max timestamp at byte 27
 _EMPTY_ATTRIBUTES_MASK: Final = ~_COMPRESSION_MASK & 0xFFFF
 _NEVER: Final = 2**63 - 1
-
-
-# ---------------------------------------------------------------------- start-up (rule 6)
-
-
-def complete_swaps(directory: Path) -> None:
-    """Rule 6 at open, before the segments are listed: drop ``.cleaned`` files, finish
-    every ``<base>.log.swap`` and drop index ``.swap`` files left without one."""
-    names = [p.name for p in directory.iterdir()]
-    for name in names:
-        if name.endswith(CLEANED_SUFFIX):
-            (directory / name).unlink(missing_ok=True)
-    swaps = sorted(
-        int(n[: -len(LOG_SUFFIX + SWAP_SUFFIX)])
-        for n in names
-        if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and n[: -len(LOG_SUFFIX + SWAP_SUFFIX)].isdigit()
-    )
-    for base in swaps:
-        swap_log = directory / (segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX)
-        upper = max(_next_offset_of(swap_log, base), base + 1)
-        for p in list(directory.iterdir()):
-            stem, _, suffix = p.name.partition(".")
-            if stem.isdigit() and base <= int(stem) < upper and "." + suffix in _SUFFIXES:
-                p.unlink()
-        for suffix in _SWAP_ORDER:
-            swap = directory / (segment_file_name(base, suffix) + SWAP_SUFFIX)
-            if swap.exists():
-                os.rename(swap, directory / segment_file_name(base, suffix))
-        logger.info("%s: completed the cleaner's swap of segment %d", directory.name, base)
-    for p in list(directory.iterdir()):
-        if p.name.endswith(SWAP_SUFFIX):
-            p.unlink()  # an index whose .log was never renamed to .swap
-    if swaps:
-        fsync_directory(directory)
-
-
-def _next_offset_of(path: Path, base: int) -> int:
-    """One past the last offset of the whole batches in a ``.log`` file (``base`` if none)."""
-    next_offset = base
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while len(data) - pos >= BATCH_HEADER_SIZE:
-        header = parse_header(data, pos, whole=False)
-        if pos + header.size > len(data):
-            break
-        next_offset = header.next_offset
-        pos += header.size
-    return next_offset
 
 
 # ---------------------------------------------------------------------- configuration
@@ -193,77 +131,6 @@ class CleanerConfig:
     @property
     def max_map_entries(self) -> int:
         return max(1, int(self.dedupe_buffer_size * self.io_buffer_load_factor) // MAP_ENTRY_BYTES)
-
-
-# ---------------------------------------------------------------------- records
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos`` -> (value, next position); IndexError past the end."""
-    raw = 0
-    shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _records(body: bytes, count: int) -> Iterator[tuple[int, int, int, int, bytes | None, bool]]:
-    """``(start, end, offset delta, timestamp delta, key, value is null)`` of each record.
-
-    Only what the cleaner decides by is decoded; a kept record is copied as its bytes."""
-    pos = 0
-    for _ in range(count):
-        size, fields = _varint(body, pos)
-        end = fields + size
-        timestamp_delta, p = _varint(body, fields + 1)
-        offset_delta, p = _varint(body, p)
-        key_size, p = _varint(body, p)
-        key = None if key_size < 0 else body[p : p + key_size]
-        p += max(key_size, 0)
-        value_size, p = _varint(body, p)
-        if end > len(body) or p > end:
-            raise ValueError("a record runs past the batch")
-        yield pos, end, offset_delta, timestamp_delta, key, value_size < 0
-        pos = end
-
-
-def _map_key(key: bytes) -> bytes:
-    """Rule 3: short keys as they are, longer ones as their MD5 (never the same length)."""
-    return key if len(key) < 16 else hashlib.md5(key, usedforsecurity=False).digest()
-
-
-class OffsetMap:
-    """Rule 3's key -> latest offset map, bounded in entries."""
-
-    __slots__ = ("_map", "latest_offset", "max_entries")
-
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
-        self._map: dict[bytes, int] = {}
-        #: One past the last offset offered to the map (-1: none).
-        self.latest_offset = -1
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def put(self, key: bytes, offset: int) -> bool:
-        """Record ``offset`` for ``key``; False (nothing done) when a new key does not fit."""
-        k = _map_key(key)
-        m = self._map
-        if k not in m and len(m) >= self.max_entries:
-            return False
-        m[k] = offset
-        return True
-
-    def get(self, key: bytes) -> int:
-        """The latest offset of ``key``, -1 if it is not in the map."""
-        return self._map.get(_map_key(key), -1)
 
 
 # ---------------------------------------------------------------------- a snapshot of a log
@@ -427,116 +294,6 @@ class _Throttle:
             self.sleep(ahead)
 
 
-class _CleanedSegment:
-    """Rule 6's ``.cleaned`` files of one group, written as appends would write them."""
-
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
-        self.directory = directory
-        self.base_offset = base_offset
-        self.index_interval_bytes = index_interval_bytes
-        self.log_path = self._path(LOG_SUFFIX, CLEANED_SUFFIX)
-        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.offset_index = OffsetIndex(
-            self._path(INDEX_SUFFIX, CLEANED_SUFFIX), base_offset, 2**31
-        )
-        self.time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX, CLEANED_SUFFIX), base_offset)
-        self.aborted: list[AbortedTxn] = []
-        self.size = 0
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self._since_entry = 0
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-
-    def _path(self, suffix: str, state: str) -> Path:
-        return self.directory / (segment_file_name(self.base_offset, suffix) + state)
-
-    def append(self, batch: bytes, last_offset: int, max_timestamp: int) -> None:
-        """Add one batch (the index rule of ``LogSegment._account``)."""
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = last_offset
-        if self._since_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, self.size)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self._since_entry = 0
-        self._since_entry += len(batch)
-        self._pending.append(batch)
-        self._pending_bytes += len(batch)
-        self.size += len(batch)
-        if self._pending_bytes >= _READ_CHUNK:
-            self._write_pending()
-
-    def _write_pending(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            view = memoryview(data)
-            position = self.size - len(data)
-            while view:
-                written = os.pwrite(self.fd, view, position)
-                view = view[written:]
-                position += written
-            self._pending = []
-            self._pending_bytes = 0
-
-    def finish(self) -> None:
-        """Everything written and fsynced (rule 6), files closed."""
-        self._write_pending()
-        if self.max_timestamp >= 0:
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        for index in (self.offset_index, self.time_index):
-            index.flush()
-            index.close()
-        txn_path = self._path(TXN_INDEX_SUFFIX, CLEANED_SUFFIX)
-        fd = os.open(txn_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            data = encode_entries(self.aborted)
-            if data:
-                os.pwrite(fd, data, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def to_swap(self) -> None:
-        """Rule 6: ``.cleaned`` -> ``.swap``, the ``.log`` last."""
-        for suffix in _SWAP_ORDER:
-            os.rename(self._path(suffix, CLEANED_SUFFIX), self._path(suffix, SWAP_SUFFIX))
-        fsync_directory(self.directory)
-
-    def install(self, log: Log, upper: int) -> LogSegment:
-        """Under the log's lock, after the old segments were renamed ``*.deleted``: the
-        ``.swap`` files take their final names and open as an inactive segment."""
-        for suffix in _SWAP_ORDER:
-            os.rename(self._path(suffix, SWAP_SUFFIX), self._path(suffix, ""))
-        fsync_directory(self.directory)
-        config = log.config
-        seg = LogSegment(
-            self.directory,
-            self.base_offset,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_entries=config.max_index_entries,
-            now_ms=0,
-        )
-        seg.txn_index.load()
-        if not seg.load_indexes():
-            seg.scan(verify_from_offset=2**63, full=True)
-        seg.trust_up_to(upper)
-        return seg
-
-    def discard(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self.offset_index.close()
-        self.time_index.close()
-        for suffix in _SUFFIXES:
-            for state in (CLEANED_SUFFIX, SWAP_SUFFIX):
-                self._path(suffix, state).unlink(missing_ok=True)
-
-
 def group_segments_by_size(
     sources: Sequence[_Source], max_size: int, max_index_entries: int
 ) -> list[list[_Source]]:
@@ -653,7 +410,7 @@ class _Cleaner:
                     header.compression, batch[BATCH_HEADER_SIZE:], max_bytes=self.bound
                 )
                 base = header.base_offset
-                for _, _, delta, _, key, _ in _records(body, header.records_count):
+                for _, _, delta, _, key, _ in record_keys(body, header.records_count):
                     if key is None or base + delta < self.first_dirty:
                         continue
                     if not offset_map.put(key, base + delta):
@@ -676,7 +433,7 @@ class _Cleaner:
         producers: Mapping[int, int],
     ) -> bool:
         log = self.log
-        out = _CleanedSegment(
+        out = CleanedSegment(
             log.directory, group[0].segment.base_offset, self.log_config.index_interval_bytes
         )
         kept_markers: set[int] = set()
@@ -702,9 +459,16 @@ class _Cleaner:
             out.finish()
             out.to_swap()
             upper = group[-1].upper
-            done = log.replace_segments(
-                [s.segment for s in group], generation, lambda: out.install(log, upper)
-            )
+
+            def install() -> LogSegment:
+                config = log.config  # read under the log's lock, as every index setting
+                return out.install(
+                    upper,
+                    index_interval_bytes=config.index_interval_bytes,
+                    max_index_entries=config.max_index_entries,
+                )
+
+            done = log.replace_segments([s.segment for s in group], generation, install)
         except BaseException:
             out.discard()
             raise
@@ -738,7 +502,7 @@ class _Cleaner:
         body = decompress(header.compression, batch[BATCH_HEADER_SIZE:], max_bytes=self.bound)
         base = header.base_offset
         spans: list[tuple[int, int, int]] = []
-        for start, end, delta, ts_delta, key, tombstone in _records(body, count):
+        for start, end, delta, ts_delta, key, tombstone in record_keys(body, count):
             if key is None:
                 continue  # rule 5a
             latest = offset_map.get(key)
@@ -957,9 +721,7 @@ __all__ = [
     "CleanableLog",
     "CleanerConfig",
     "LogCleaner",
-    "OffsetMap",
     "clean_log",
     "cleanable_log",
-    "complete_swaps",
     "group_segments_by_size",
 ]

@@ -1,5 +1,7 @@
 """One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
-``tidelog.storage.cleaner``).
+``tidelog.storage.cleaner``). The segment list is ``tidelog.storage.local_log``; opening
+and recovery ``log_loader``, batch validation ``batch_validation``, the write plan of an
+append ``append_plan``, reads ``log_reads``.
 
 Theory of operation
 -------------------
@@ -19,15 +21,15 @@ Rules:
      names a codec, are decompressed (bounded), walked record by record and maybe rebuilt
      with the target codec before that (``tidelog.storage.log_validator``, Kafka's
      LogValidator); followers store the leader's bytes without it.
-     1a. Large appends (``_PARALLEL_CRC_MIN_BYTES``, 256 KiB, of immutable ``bytes``) check
-     the CRC-32Cs beside the write instead of before it: a helper thread checks them while
-     this thread writes the stamped batches PAST the active segment's published end, then
-     this thread checks whatever the helper has not (never waiting for it; a helper that
-     delivered nothing is left alone for a while, see ``_CrcHelper``). The invariant
-     that makes this safe: nothing unvalidated is ever visible. Readers only ever see
-     published bytes (``LogSegment.size``, the log end offset, the indexes), and those move
-     only after every batch passed; a failed check cuts the file back (``ftruncate``) and
-     raises before anything moved, exactly as if the batch had been refused up front. The
+     1a. Large appends (256 KiB or more of immutable ``bytes``) check the CRC-32Cs beside
+     the write instead of before it (``tidelog.storage.crc_helper``): a helper thread
+     checks them while this thread writes the stamped batches PAST the active segment's
+     published end, then this thread checks whatever the helper has not (never waiting for
+     it; a helper that delivered nothing is left alone for a while). The invariant that
+     makes this safe: nothing unvalidated is ever visible. Readers only ever see published
+     bytes (``LogSegment.size``, the log end offset, the indexes), and those move only
+     after every batch passed; a failed check cuts the file back (``ftruncate``) and raises
+     before anything moved, exactly as if the batch had been refused up front. The
      recovery point never passes the published log end, so a crash in the window leaves the
      unvalidated bytes above it, where recovery re-validates everything (a corrupt tail is
      truncated). Appends that must change something before the data (a new leader epoch,
@@ -90,480 +92,56 @@ from its event loop thread and may run ``flush`` in a worker thread.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import os
-import queue
 import shutil
-import struct
 import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, NamedTuple
-
-import crc32c
 
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
-from tidelog.protocol.records import (
-    BATCH_HEADER_SIZE,
-    CRC_START,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    CorruptRecordBatchError,
-    parse_header,
+from tidelog.storage.append_plan import (
+    AppendInfo,
+    Refusal,
+    WritePlan,
+    plan_follower_append,
+    plan_leader_append,
 )
-from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, TMP_SUFFIX, fsync_directory
-from tidelog.storage.cleaner import complete_swaps
-from tidelog.storage.compression import CompressionLevels
+from tidelog.storage.batch_validation import (
+    COMPRESSION_MASK,
+    ValidatedBatch,
+    check_crcs,
+    validate_batches,
+    validate_compressed,
+)
+from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
+from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
-from tidelog.storage.errors import (
-    CorruptLogError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnexpectedAppendOffsetError,
+from tidelog.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from tidelog.storage.local_log import LocalLog
+from tidelog.storage.log_config import NEVER, LogConfig
+from tidelog.storage.log_loader import (
+    FUTURE_DIR_SUFFIX,
+    load_epoch_cache,
+    load_segments,
+    parse_topic_partition,
+    prepare_txn_indexes,
+    producer_batches_from,
 )
-from tidelog.storage.index import OFFSET_ENTRY_SIZE
-from tidelog.storage.log_validator import (
-    max_decompressed_bytes,
-    missing_key,
-    needs_validation,
-    validate_batch,
+from tidelog.storage.log_reads import (
+    FetchSlice,
+    collect_aborted_transactions,
+    latest_timestamp,
+    offset_for_timestamp,
+    read_slice,
 )
-from tidelog.storage.producer_state import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    AppendOrigin,
-    ProducerBatch,
-    ProducerStateManager,
-)
-from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
-from tidelog.storage.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-)
-from tidelog.storage.transactions import EndTxnMarker, parse_end_txn_marker
-from tidelog.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from tidelog.storage.log_validator import max_decompressed_bytes
+from tidelog.storage.producer_state import AppendOrigin, LeaderAppendCheck, ProducerStateManager
+from tidelog.storage.segment import LogSegment
+from tidelog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
-
-_NEVER: Final = 2**63 - 1
-#: The v2 batch header (tidelog.protocol.records layout), unpacked without a dataclass.
-_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-#: baseOffset, batchLength, partitionLeaderEpoch: the stamped prefix of a batch.
-_STAMP: Final = struct.Struct(">qii")
-#: Offsets inside a segment are stored relative to its base as int32.
-_MAX_RELATIVE_OFFSET: Final = 2**31 - 1
-#: attributes bit 4: a transactional batch; bit 5: a control batch (transaction marker).
-_TRANSACTIONAL_FLAG: Final = 0x10
-_CONTROL_FLAG: Final = 0x20
-#: Appends at least this large check their CRC-32Cs beside the write (rule 1a); below it the
-#: hand-off to the helper thread costs more than it saves.
-_PARALLEL_CRC_MIN_BYTES: Final = 256 * 1024
-#: Large appends checked without the helper after it failed to deliver (see _CrcHelper).
-_HELPER_BACKOFF: Final = 4
-#: CPUs' worth of idle time that makes the helper worth handing work to (see _CrcHelper).
-_SPARE_CPU_IDLE: Final = 0.5
-#: How long the appending thread waits for a check the helper has STARTED (it runs with the
-#: GIL released on another CPU, ~70 us/MiB) before doing it itself.
-_HELPER_WAIT_S: Final = 0.002
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogConfig:
-    """Per-log settings with Kafka's defaults (topic config names in comments)."""
-
-    segment_bytes: int = 1 << 30  # segment.bytes
-    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
-    index_interval_bytes: int = 4096  # index.interval.bytes
-    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
-    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms; -1 = forever
-    retention_bytes: int = -1  # retention.bytes; -1 = unlimited
-    flush_interval_messages: int = _NEVER  # flush.messages
-    flush_interval_ms: int = _NEVER  # flush.ms
-    max_message_bytes: int = 1048588  # max.message.bytes: max batch size
-    #: compression.type: ``producer`` keeps the client's codec; uncompressed, gzip, snappy,
-    #: lz4, zstd recompress leader appends (``tidelog.storage.log_validator``).
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1  # compression.gzip.level (KIP-390; -1: zlib's 6)
-    compression_lz4_level: int = 9  # compression.lz4.level
-    compression_zstd_level: int = 3  # compression.zstd.level
-    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
-    #: Broker-level only (Kafka has no topic override): producer_state rule 5.
-    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
-    #: Broker-level only, tidelog's own (tidelog.log.page.cache.keep.bytes): the newest bytes
-    #: of the log left in the page cache; older ones are written back and dropped from it
-    #: (``tidelog.storage.page_cache``). -1 leaves the page cache to the kernel, as Kafka.
-    page_cache_keep_bytes: int = -1
-    #: cleanup.policy: "delete", "compact" or "compact,delete" (``tidelog.storage.cleaner``).
-    cleanup_policy: str = "delete"
-    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
-    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones, markers)
-    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
-    max_compaction_lag_ms: int = _NEVER  # max.compaction.lag.ms
-
-    @property
-    def compact(self) -> bool:
-        """Whether the cleaner compacts this log (its offsets may then have gaps)."""
-        return "compact" in self.cleanup_policy.split(",")
-
-    @property
-    def delete(self) -> bool:
-        """Whether retention.ms / retention.bytes delete old segments."""
-        return "delete" in self.cleanup_policy.split(",")
-
-    @property
-    def max_index_entries(self) -> int:
-        return max(1, self.segment_index_bytes // OFFSET_ENTRY_SIZE)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote; for an empty append ``num_batches == 0`` and
-    ``first_offset == log end offset``, ``last_offset == first_offset - 1``.
-
-    Leader appends of idempotent batches (``tidelog.storage.producer_state``) have two more
-    outcomes, both writing nothing:
-      * ``duplicate``: a retry of a batch already in the log; ``first_offset``,
-        ``last_offset`` and ``max_timestamp`` are the ORIGINAL batch's, the counts are 0.
-        Answer the produce request with NONE and that base offset (for acks=-1 wait until
-        the high watermark passes ``last_offset``, like any append).
-      * ``error`` other than NONE (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
-        TRANSACTION_COORDINATOR_FENCED): offsets -1, counts 0; ``error_message`` says why.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    num_batches: int
-    num_records: int
-    size_bytes: int
-    _: KW_ONLY
-    error: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """Whole batches: ``length`` contiguous bytes at ``position`` of one segment file.
-
-    Zero-copy: ``os.sendfile(sock_fd, s.fileno, s.position, s.length)``. The fd stays valid
-    until the segment is deleted (``file.delete.delay.ms`` after retention/truncation) or
-    the log is closed; a truncation may shorten the file under it. Send or copy promptly.
-    """
-
-    fileno: int
-    position: int
-    length: int
-    first_offset: int
-
-    def read_bytes(self) -> bytes:
-        data = os.pread(self.fileno, self.length, self.position)
-        if len(data) != self.length:
-            raise OSError(f"short read: {len(data)} of {self.length} bytes (log truncated?)")
-        return data
-
-
-#: A future log's directory (Kafka's ``UnifiedLog.logFutureDirName``, KIP-113):
-#: ``<topic>-<partition>.<32 hex digits>-future`` (``tidelog.storage.future_log``).
-FUTURE_DIR_SUFFIX: Final = "-future"
-
-
-def parse_topic_partition(directory: Path) -> TopicPartition:
-    """``<topic>-<partition>`` directory name -> TopicPartition (Kafka's convention); a
-    future log's ``<topic>-<partition>.<uuid>-future`` names the same partition."""
-    name = directory.name
-    if name.endswith(FUTURE_DIR_SUFFIX):
-        stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
-        if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
-            raise ValueError(f"{directory} is not named <topic>-<partition>.<uuid>-future")
-        name = stem
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"{directory} is not named <topic>-<partition>")
-    return TopicPartition(topic, int(partition))
-
-
-class _Batch(NamedTuple):
-    """What the append path needs from one validated batch header (no dataclass: hot path)."""
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset_delta: int
-    partition_leader_epoch: int
-    max_timestamp: int
-    records_count: int
-    producer_id: int  # NO_PRODUCER_ID (-1) for plain batches
-    producer_epoch: int
-    base_sequence: int
-    crc: int
-    attributes: int
-
-
-def _validate_batches(
-    records: bytes | bytearray | memoryview,
-    *,
-    max_message_bytes: int | None,
-    allow_partial_tail: bool,
-    check_crc: bool = True,
-    cleaned: bool = False,
-) -> tuple[list[_Batch], int]:
-    """Check every batch (rule 1); returns the batches and the bytes they cover.
-
-    ``allow_partial_tail``: a trailing incomplete batch (a fetch response cut by its size
-    limit) is ignored instead of rejected; followers only. Any framing problem is reported
-    by ``parse_header`` itself so the messages match the protocol layer's.
-    ``check_crc=False`` leaves the CRC-32Cs to the caller (``_check_crcs`` or a ``_CrcJob``
-    running beside the write, rule 1a). ``cleaned``: batches of a compacted log may hold
-    fewer records than their offset range (``tidelog.storage.cleaner``).
-    """
-    batches: list[_Batch] = []
-    view = memoryview(records)
-    pos = 0
-    end = len(view)
-    unpack = _HEADER.unpack_from
-    while pos < end:
-        remaining = end - pos
-        if remaining < BATCH_HEADER_SIZE:
-            if allow_partial_tail:
-                break
-            parse_header(view, pos)  # raises: truncated
-        (base, length, epoch, magic, crc, attrs, delta, _, max_ts, pid, p_epoch, seq, count) = (
-            unpack(view, pos)
-        )
-        size = length + LOG_OVERHEAD
-        if size > remaining and allow_partial_tail and magic == MAGIC_V2 and size >= 0:
-            break
-        if magic != MAGIC_V2 or size < BATCH_HEADER_SIZE or size > remaining:
-            parse_header(view, pos)  # raises with the protocol layer's message
-        if max_message_bytes is not None and size > max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch at byte {pos} is {size} bytes, above max.message.bytes {max_message_bytes}"
-            )
-        if delta < 0 or count > delta + 1 or (count != delta + 1 and not cleaned):
-            raise CorruptRecordBatchError(
-                f"batch at byte {pos} declares {count} records but last offset delta {delta}"
-            )
-        if check_crc and crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
-            raise _crc_error(pos)
-        batches.append(
-            _Batch(pos, size, base, delta, epoch, max_ts, count, pid, p_epoch, seq, crc, attrs)
-        )
-        pos += size
-    return batches, pos
-
-
-def _crc_error(position: int) -> CorruptRecordBatchError:
-    return CorruptRecordBatchError(f"batch at byte {position} fails its CRC-32C check")
-
-
-def _check_crcs(view: memoryview, batches: list[_Batch]) -> None:
-    """The CRC-32C check ``_validate_batches(check_crc=False)`` left out, in this thread."""
-    for b in batches:
-        if crc32c.crc32c(view[b.position + CRC_START : b.position + b.size]) != b.crc:
-            raise _crc_error(b.position)
-
-
-def _leader_marker(view: memoryview, batch: _Batch, *, crc_checked: bool) -> EndTxnMarker:
-    """The transaction marker of a leader's control batch with a producer id (rule 9);
-    INVALID_RECORD when it is not one (Kafka's ``EndTransactionMarker.deserialize``)."""
-    pos = batch.position
-    if not crc_checked and crc32c.crc32c(view[pos + CRC_START : pos + batch.size]) != batch.crc:
-        raise _crc_error(pos)  # the record is read below: check its bytes first
-    marker = parse_end_txn_marker(view, pos)
-    if marker is None:
-        raise CorruptRecordBatchError(
-            f"control batch at byte {pos} of producer {batch.producer_id} is not a "
-            "transaction marker (one uncompressed COMMIT or ABORT record)",
-            ErrorCode.INVALID_RECORD,
-        )
-    return marker
-
-
-class _CrcJob:
-    """The CRC-32C checks of one append, raced between the helper thread and the appending
-    thread (rule 1a). The helper checks batches first to last while the appending thread
-    writes; then the appending thread takes the helper's verdicts that are in and checks
-    every other batch itself, last to first. It waits for the helper only on a batch the
-    helper has STARTED, and at most ``_HELPER_WAIT_S`` (the helper runs with the GIL released,
-    so a started check finishes within ~70 us/MiB unless the helper lost its CPU; then the
-    appending thread does the check itself). A batch both check gets the same verdict twice:
-    the bytes are immutable (``bytes``, see ``_can_check_beside``)."""
-
-    __slots__ = ("_checks", "_closed", "_current", "_delivered", "_progress", "_verdicts", "helped")
-
-    def __init__(self, view: memoryview, batches: list[_Batch]) -> None:
-        self._checks = [
-            (view[b.position + CRC_START : b.position + b.size], b.crc) for b in batches
-        ]
-        #: None: not checked yet. Single list-item stores are atomic under the GIL.
-        self._verdicts: list[bool | None] = [None] * len(batches)
-        self._closed = False
-        #: The batch the helper is checking now (-1: none), and an event set when it is done.
-        self._current = -1
-        self._progress = threading.Event()
-        #: Verdicts the helper stored.
-        self._delivered = 0
-        #: Set by ``finish``: whether the helper delivered any verdict the appending thread used.
-        self.helped = False
-
-    def help(self) -> None:
-        """The helper thread's part (crc32c releases the GIL above 32 KiB, so it really
-        runs beside the appending thread's write)."""
-        checks, verdicts, progress = self._checks, self._verdicts, self._progress
-        for i, (data, expected) in enumerate(checks):
-            if self._closed:
-                return
-            if verdicts[i] is None:
-                progress.clear()
-                self._current = i
-                verdicts[i] = crc32c.crc32c(data) == expected
-                self._delivered += 1
-                self._current = -1
-                progress.set()
-
-    def finish(self) -> int | None:
-        """The appending thread's part, after its write: index of the first corrupt batch."""
-        checks, verdicts = self._checks, self._verdicts
-        failed = None
-        for i in range(len(checks) - 1, -1, -1):
-            ok = verdicts[i]
-            if ok is None and self._current == i:
-                self._progress.wait(_HELPER_WAIT_S)
-                ok = verdicts[i]
-            if ok is None:
-                data, expected = checks[i]
-                ok = verdicts[i] = crc32c.crc32c(data) == expected
-            if not ok:
-                failed = i
-        self._closed = True
-        self.helped = self._delivered > 0
-        return failed
-
-
-def _can_check_beside(records: bytes | bytearray | memoryview) -> bool:
-    """Rule 1a applies to large appends of immutable bytes: the helper may still be reading
-    them after the append returned (its verdict then unused), which must neither see them
-    change nor stop the caller from resizing a bytearray."""
-    if len(records) < _PARALLEL_CRC_MIN_BYTES:
-        return False
-    immutable = isinstance(records, bytes) or (
-        isinstance(records, memoryview) and isinstance(records.obj, bytes)
-    )
-    return immutable and _CRC_HELPER.wanted()
-
-
-class _CpuIdleSampler:
-    """Whether a CPU is idle, from ``/proc/stat``'s idle time since the previous sample.
-
-    The 1-minute load average used before counts the appending thread itself and lags by a
-    minute: on the idle 2-CPU VM a benchmark's own appends pushed it over 1.0 and the
-    helper was refused for most of the run (462 of 1143 appends tried). Idle time over the
-    last second sees what the other CPUs are doing now. Without ``/proc/stat`` (not Linux)
-    it falls back to the load average."""
-
-    def __init__(self, path: str = "/proc/stat") -> None:
-        self._path = path
-        self._last: tuple[int, int] | None = None
-
-    def _read(self) -> tuple[int, int] | None:
-        try:
-            with open(self._path, "rb") as f:
-                fields = f.readline().split()
-        except OSError:
-            return None
-        if len(fields) < 6 or fields[0] != b"cpu":
-            return None
-        ticks = [int(v) for v in fields[1:]]
-        # user nice system idle iowait irq softirq steal (guest time is inside user)
-        return ticks[3] + ticks[4], sum(ticks[:8])
-
-    def spare_cpu(self) -> bool:
-        cpus = os.cpu_count() or 1
-        sample = self._read()
-        last, self._last = self._last, sample
-        if sample is not None and last is not None and sample[1] > last[1]:
-            idle_cpus = cpus * (sample[0] - last[0]) / (sample[1] - last[1])
-            return idle_cpus >= _SPARE_CPU_IDLE
-        try:
-            return os.getloadavg()[0] <= cpus - 1
-        except OSError:
-            return False
-
-
-_CPU_IDLE: Final = _CpuIdleSampler()
-
-
-def _spare_cpu() -> bool:
-    """Whether at least ``_SPARE_CPU_IDLE`` of a CPU was idle over the last sample."""
-    return _CPU_IDLE.spare_cpu()
-
-
-class _CrcHelper:
-    """One daemon thread, shared by every log of the process, running ``_CrcJob.help``.
-
-    Used only when it can pay off. It needs a CPU nothing else wants: with none, handing it
-    work only costs (a queue put, a wake-up, GIL hand-overs, and preempting the appending
-    thread on its own CPU); on the shared 2-CPU development VM at load average 8-17 that
-    made 1 MiB appends 5-15 % slower. So it is used only while at least half a CPU was idle
-    over the last sample (``_CpuIdleSampler``, sampled at most once a second), and only while
-    it delivers: after an append where it delivered no verdict by the time the appending
-    thread needed it, the next ``_HELPER_BACKOFF`` large appends check their CRCs in the
-    appending thread.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_CrcJob] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-        #: Large appends still to check without the helper (benign races between threads).
-        self._skip = 0
-        self._spare_cpu = False
-        self._load_sampled_until = 0.0
-
-    def wanted(self) -> bool:
-        now = time.monotonic()
-        if now >= self._load_sampled_until:
-            self._load_sampled_until = now + 1.0
-            self._spare_cpu = _spare_cpu()
-        if not self._spare_cpu:
-            return False
-        if self._skip > 0:
-            self._skip -= 1
-            return False
-        return True
-
-    def report(self, job: _CrcJob) -> None:
-        if not job.helped:
-            self._skip = _HELPER_BACKOFF
-
-    def submit(self, job: _CrcJob) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            with self._start_lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(
-                        target=self._run, name="tidelog-crc32c", daemon=True
-                    )
-                    self._thread.start()
-        self._jobs.put(job)
-
-    def _run(self) -> None:
-        # An ordinary thread, NOT SCHED_IDLE: it holds the GIL between CRCs, and a thread
-        # that the scheduler starves while holding it would stall the appending thread
-        # (priority inversion; measured as longer rounds at load average 8-10).
-        while True:
-            self._jobs.get().help()
-
-
-_CRC_HELPER: Final = _CrcHelper()
 
 
 class Log:
@@ -582,20 +160,14 @@ class Log:
         self.directory = directory
         self.topic_partition = parse_topic_partition(directory)
         self._config = config
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._local = LocalLog(directory, config, segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._lock = threading.RLock()
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._now_ms = now_ms
-        self._dir_dirty = False
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
-        #: The segment before the active one while part of its tail is still within
-        #: ``page_cache_keep_bytes`` of the log end (see ``_keep_page_cache_to_tail``).
-        self._cache_previous: LogSegment | None = None
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
         #: past data that was replaced.
         self._truncations = 0
@@ -627,47 +199,16 @@ class Log:
 
         Segments entirely below ``recovery_point`` with sound indexes are trusted as Kafka
         does; every batch at or above it is re-validated. A torn or corrupt tail there is
-        truncated (and later segments deleted); a failure below it raises CorruptLogError.
+        truncated (and later segments deleted); a failure below it raises CorruptLogError
+        (``tidelog.storage.log_loader``).
         """
-        directory.mkdir(parents=True, exist_ok=True)
-        parse_topic_partition(directory)
-        complete_swaps(directory)  # a cleaner's crash-safe swap (tidelog.storage.cleaner)
-        for leftover in directory.iterdir():
-            if leftover.name.endswith((DELETED_SUFFIX, TMP_SUFFIX)):
-                leftover.unlink()
-        bases = sorted(
-            int(p.name[: -len(LOG_SUFFIX)])
-            for p in directory.iterdir()
-            if p.name.endswith(LOG_SUFFIX) and p.name[: -len(LOG_SUFFIX)].isdigit()
+        segments, epoch_starts = load_segments(
+            directory,
+            config,
+            now_ms=now_ms,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
         )
-        for p in directory.iterdir():
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                stem = p.name[: -len(suffix)]
-                if p.name.endswith(suffix) and stem.isdigit() and int(stem) not in bases:
-                    p.unlink()  # an index without its log file
-        segments: list[LogSegment] = []
-
-        def new_segment(base: int) -> LogSegment:
-            return LogSegment(
-                directory,
-                base,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_entries=config.max_index_entries,
-                now_ms=now_ms,
-            )
-
-        try:
-            segments = [new_segment(b) for b in bases]
-            for seg in segments:
-                # Before recovery, whose truncation of a torn tail also cuts this index.
-                seg.txn_index.load()
-            epoch_starts = cls._recover(segments, recovery_point, gaps=config.compact)
-        except BaseException:
-            for s in segments:
-                s.close()
-            raise
-        if not segments:
-            segments.append(new_segment(log_start_offset or 0))
         log_end_offset = segments[-1].next_offset
         start = max(segments[0].base_offset, log_start_offset or 0)
         log = cls(
@@ -678,27 +219,17 @@ class Log:
             recovery_point=min(recovery_point, log_end_offset),
             now_ms=now_ms,
         )
-        cache = log.leader_epoch_cache
-        if not cache.loaded_from_file and log_end_offset > segments[0].base_offset:
-            # Missing or unreadable checkpoint: rebuild from every batch header.
-            epoch_starts = log._epoch_starts_from_headers()
-        for epoch, offset, last_offset in epoch_starts:
-            latest = cache.latest_epoch()
-            # Only batches still readable (not wholly below the log start) count.
-            if last_offset >= log.log_start_offset and (latest is None or epoch > latest):
-                cache.assign(epoch, offset)
-        cache.truncate_from_end(log_end_offset)
-        cache.truncate_from_start(log.log_start_offset)
-        if not cache.path.exists():
-            cache.persist()
+        load_epoch_cache(
+            log.leader_epoch_cache, epoch_starts, log._local.segments, log.log_start_offset
+        )
         # Producer state: snapshots of deleted segments or of a truncated tail are stale;
         # the newest sound one at or below the recovery point is loaded and the batches
         # after it replayed from their headers (producer_state rule 1 and 4).
         log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
         # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
-        rebuild_from = log._prepare_txn_indexes()
+        rebuild_from = prepare_txn_indexes(log._local.segments, log._recovery_point)
         log._rebuild_producer_state(max_snapshot_offset=min(log._recovery_point, rebuild_from))
-        renamed = [seg for seg in log._segments if seg.txn_index.finish_rebuild()]
+        renamed = [seg for seg in log._local.segments if seg.txn_index.finish_rebuild()]
         if renamed:
             fsync_directory(directory)  # txn_index invariant 2
         if log._recovery_point < log_end_offset:
@@ -707,94 +238,12 @@ class Log:
             log.flush()
         return log
 
-    @staticmethod
-    def _recover(
-        segments: list[LogSegment], recovery_point: int, *, gaps: bool = False
-    ) -> list[tuple[int, int, int]]:
-        """Load indexes, validate what needs it, truncate a bad tail; returns epoch starts.
-
-        ``gaps`` (a compacted log): a segment may end before the next one starts (its last
-        batches were cleaned away, or a follower fetched past them), as in Kafka."""
-        epoch_starts: list[tuple[int, int, int]] = []
-        i = 0
-        while i < len(segments):
-            seg = segments[i]
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            index_ok = seg.load_indexes()
-            if upper is not None and upper <= recovery_point and index_ok:
-                seg.trust_up_to(upper)
-                i += 1
-                continue
-            below = upper is not None and upper <= recovery_point
-            result = seg.scan(
-                # A rebuilt index below the recovery point re-validates the whole segment.
-                verify_from_offset=seg.base_offset if below else recovery_point,
-                full=not index_ok or seg.base_offset >= recovery_point,
-                gaps=gaps,
-            )
-            epoch_starts += result.epoch_starts
-            if result.error is not None:
-                if result.next_offset < recovery_point:
-                    # The scan rewrote this segment's indexes; drop them so the next open
-                    # rebuilds (and re-checks) again instead of trusting a partial index.
-                    seg.offset_index.path.unlink(missing_ok=True)
-                    seg.time_index.path.unlink(missing_ok=True)
-                    raise CorruptLogError(
-                        seg.log_path, result.valid_size, result.next_offset, result.error
-                    )
-                seg.truncate_at(result.valid_size, result.next_offset)
-                upper = None  # nothing after a torn batch survives
-            if upper is not None and seg.next_offset < upper and (gaps or upper <= recovery_point):
-                seg.next_offset = upper  # offsets cleaned away (tidelog.storage.cleaner)
-            if upper is not None and seg.next_offset != upper:
-                if seg.next_offset < recovery_point:
-                    raise CorruptLogError(
-                        seg.log_path,
-                        seg.size,
-                        seg.next_offset,
-                        f"segment ends at offset {seg.next_offset} but the next one starts "
-                        f"at {upper}",
-                    )
-                upper = None
-            if upper is not None:
-                seg.on_become_inactive()  # the final time index entry, as at its roll
-            else:
-                for later in segments[i + 1 :]:
-                    later.delete_files()
-                del segments[i + 1 :]
-            i += 1
-        return epoch_starts
-
-    def _prepare_txn_indexes(self) -> int:
-        """At open, after recovery: keep what the aborted-transaction indexes may be trusted
-        with (txn_index invariant 3) and return the base offset of the first segment whose
-        index must be rebuilt whole (``_NEVER``: none). The replay then starts at or below
-        both that segment and the recovery point, so it passes every marker whose entry is
-        missing; entries already present make its appends no-ops."""
-        recovery_point = self._recovery_point
-        rebuild_from = _NEVER
-        for seg in self._segments:
-            index = seg.txn_index
-            if (
-                not index.rebuilding
-                and index.entries
-                and seg.next_offset <= recovery_point
-                and index.entries[-1].last_offset >= seg.next_offset
-            ):
-                index.discard()  # an entry past the end of a trusted segment: not sound
-            if index.rebuilding:
-                rebuild_from = min(rebuild_from, seg.base_offset)
-            else:
-                # Written since the last flush, possibly for data a crash did not keep.
-                index.truncate_to(recovery_point)
-        return rebuild_from
-
     def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
         """Producer state = newest sound snapshot in [first segment base, bound] + replay of
         the batch headers after it, trimmed at the log start offset (producer_state rule 1).
         The replay's aborted transactions go to the indexes (no-ops where present)."""
         state = self.producer_state
-        first_base = self._segments[0].base_offset
+        first_base = self._local.segments[0].base_offset
         # The snapshot at the first segment's base is always usable (a snapshot is only
         # kept while the log still holds every offset below it): it carries what the deleted
         # segments before it held, e.g. an ongoing transaction that started there, even
@@ -803,7 +252,7 @@ class Log:
             min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
         )
         aborted = state.update(
-            self._producer_batches_from(first_base if loaded is None else loaded)
+            producer_batches_from(self._local.segments, first_base if loaded is None else loaded)
         )
         self._index_aborted(aborted)
         state.truncate_head(self._log_start_offset)
@@ -811,51 +260,7 @@ class Log:
         state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
 
     def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
-        """Write each aborted transaction to the index of the segment holding its marker."""
-        for txn in aborted:
-            i = bisect.bisect_right(self._bases, txn.last_offset) - 1
-            self._segments[i].txn_index.append(txn)
-
-    def _producer_batches_from(self, start: int) -> Iterator[ProducerBatch]:
-        """Producer batches at or after ``start`` (a batch boundary), from headers only
-        (and the one record of each transaction marker)."""
-        for seg in self._segments:
-            if seg.next_offset <= start:
-                continue
-            position = 0
-            if seg.base_offset < start:
-                found = seg.find_batch(start)
-                if found is None:
-                    continue
-                position = found[0]
-            for pos, header in seg.headers_from(position):
-                if header.producer_id < 0:
-                    continue
-                marker = None
-                if header.is_control:
-                    marker = parse_end_txn_marker(seg.read_bytes(pos, header.size))
-                    if marker is None:
-                        continue  # not a transaction marker: no effect (rule 9)
-                yield ProducerBatch(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    header.base_offset,
-                    header.last_offset,
-                    header.max_timestamp,
-                    header.is_transactional,
-                    marker,
-                )
-
-    def _epoch_starts_from_headers(self) -> list[tuple[int, int, int]]:
-        starts: list[tuple[int, int, int]] = []
-        latest = -1
-        for seg in self._segments:
-            for _, header in seg.headers_from(0):
-                if header.partition_leader_epoch > latest:
-                    latest = header.partition_leader_epoch
-                    starts.append((latest, header.base_offset, header.last_offset))
-        return starts
+        self._local.index_aborted(aborted)
 
     # ------------------------------------------------------------------ properties
 
@@ -866,9 +271,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self._config = config
-            for seg in self._segments:
-                seg.index_interval_bytes = config.index_interval_bytes
-                seg.offset_index.max_entries = config.max_index_entries
+            self._local.update_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -876,10 +279,10 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._local.segments[-1].next_offset
 
     def _get_log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._local.segments[-1].next_offset
 
     @property
     def recovery_point(self) -> int:
@@ -887,11 +290,11 @@ class Log:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._local.size_bytes
 
     @property
     def segment_base_offsets(self) -> tuple[int, ...]:
-        return tuple(self._bases)
+        return tuple(self._local.bases)
 
     @property
     def unflushed_messages(self) -> int:
@@ -924,180 +327,116 @@ class Log:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
         with self._lock:
             self._check_open()
-            parallel_crc = _can_check_beside(records)
-            batches, total = _validate_batches(
-                records,
-                max_message_bytes=self._config.max_message_bytes,
-                allow_partial_tail=False,
-                check_crc=not parallel_crc,
-            )
+            records, batches, total, parallel_crc = self._validate_leader_append(records)
             if not batches:
                 return self._empty_append_info()
-            if self._config.compression_type != "producer" or any(
-                b.attributes & 0x07 for b in batches
-            ):
-                records, batches, total, parallel_crc = self._validate_compressed(
-                    records, batches, parallel_crc=parallel_crc
-                )
-            self._check_append_size(total)
-            latest = self.leader_epoch_cache.latest_epoch()
-            if latest is not None and leader_epoch < latest:
-                raise ValueError(
-                    f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
-                    f"the latest epoch {latest} in the epoch cache"
-                )
-            # Stamp without copying the records: each batch is written as a stamped copy of
-            # its first 16 bytes (baseOffset, batchLength, partitionLeaderEpoch) followed by
-            # the caller's bytes from offset 16 on, all in one pwritev (rule 1).
+            latest = self._latest_epoch_at_most(leader_epoch)
+            # Stamp: new offsets and the leader epoch, without copying the records.
             view = memoryview(records)
-            first_offset = offset = self.log_end_offset
-            pieces: list[bytes | memoryview] = []
-            meta: list[tuple[int, int, int]] = []
-            max_timestamp = -1
-            producer_batches: list[ProducerBatch] | None = None
-            client = origin is AppendOrigin.CLIENT
             compact = self._config.compact
-            bound = max_decompressed_bytes(self._config.max_message_bytes)
             if compact and parallel_crc:
-                _check_crcs(view, batches)  # what is decoded for its keys is what was sent
+                check_crcs(view, batches)  # what is decoded for its keys is what was sent
                 parallel_crc = False
-            for batch in batches:
-                if client and batch.attributes & _CONTROL_FLAG:
-                    # Kafka's LogValidator: control records come from the broker only (KIP-98).
-                    return AppendInfo(
-                        -1,
-                        -1,
-                        -1,
-                        0,
-                        0,
-                        0,
-                        error=ErrorCode.INVALID_RECORD,
-                        error_message="control records are not allowed to be appended by clients",
-                    )
-                pos = batch.position
-                if compact and not batch.attributes & _CONTROL_FLAG:
-                    problem = missing_key(view[pos : pos + batch.size], bound)
-                    if problem is not None:
-                        return AppendInfo(
-                            -1,
-                            -1,
-                            -1,
-                            0,
-                            0,
-                            0,
-                            error=ErrorCode.INVALID_RECORD,
-                            error_message=f"{problem} in topic partition {self.topic_partition}.",
-                        )
-                pieces.append(_STAMP.pack(offset, batch.size - LOG_OVERHEAD, leader_epoch))
-                pieces.append(view[pos + _STAMP.size : pos + batch.size])
-                if batch.producer_id >= 0:  # the only cost for non-idempotent batches
-                    if producer_batches is None:
-                        producer_batches = []
-                    attrs = batch.attributes
-                    producer_batches.append(
-                        ProducerBatch(
-                            batch.producer_id,
-                            batch.producer_epoch,
-                            batch.base_sequence,
-                            offset,
-                            offset + batch.last_offset_delta,
-                            batch.max_timestamp,
-                            bool(attrs & _TRANSACTIONAL_FLAG),
-                            _leader_marker(view, batch, crc_checked=not parallel_crc)
-                            if attrs & _CONTROL_FLAG
-                            else None,
-                        )
-                    )
-                offset += batch.last_offset_delta + 1
-                meta.append((batch.size, offset - 1, batch.max_timestamp))
-                max_timestamp = max(max_timestamp, batch.max_timestamp)
-            check = None
+            plan = plan_leader_append(
+                view,
+                batches,
+                first_offset=self.log_end_offset,
+                leader_epoch=leader_epoch,
+                client=origin is AppendOrigin.CLIENT,
+                compact=compact,
+                max_decompressed=max_decompressed_bytes(self._config.max_message_bytes),
+                crc_checked=not parallel_crc,
+                topic_partition=self.topic_partition,
+            )
+            if isinstance(plan, Refusal):
+                return _refused(plan.error, plan.message)
             new_epoch = latest is None or leader_epoch > latest
-            if parallel_crc and (new_epoch or producer_batches is not None):
+            if parallel_crc and (new_epoch or plan.producer_batches is not None):
                 # Rule 1a covers plain data appends only: a new epoch is recorded before
                 # the data (rule 3), and a duplicate or refused idempotent batch is answered
                 # without a write, so these check every CRC first, as smaller appends do.
-                _check_crcs(view, batches)
+                check_crcs(view, batches)
                 parallel_crc = False
-            if producer_batches is not None:
-                check = self.producer_state.check_leader_append(producer_batches, origin=origin)
-                if check.duplicate is not None:
-                    dup = check.duplicate
-                    return AppendInfo(
-                        dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True
-                    )
-                if check.error is not ErrorCode.NONE:
-                    return AppendInfo(
-                        -1, -1, -1, 0, 0, 0, error=check.error, error_message=check.message
-                    )
+            # Rule 7: idempotent and transactional batches, checked before anything moves.
+            check = None
+            if plan.producer_batches is not None:
+                check = self.producer_state.check_leader_append(
+                    plan.producer_batches, origin=origin
+                )
+                answer = _answer_without_write(check)
+                if answer is not None:
+                    return answer
+            # Write: the new epoch first (rule 3), then the data, then the producer state.
             if new_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, first_offset)
-            num_records = offset - first_offset
-            self._write(
-                pieces,
-                total,
-                meta,
-                first_offset=first_offset,
-                last_offset=offset - 1,
-                num_records=num_records,
-                now_ms=now_ms,
-                unchecked=(view, batches) if parallel_crc else None,
+                self.leader_epoch_cache.assign(leader_epoch, plan.first_offset)
+            self._write_plan(
+                plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
             )
             if check is not None:
                 aborted = self.producer_state.commit(check.updates, check.txn_events)
                 if aborted:
                     self._index_aborted(aborted)
             return AppendInfo(
-                first_offset, offset - 1, max_timestamp, len(batches), num_records, total
+                plan.first_offset,
+                plan.last_offset,
+                plan.max_timestamp,
+                len(batches),
+                plan.num_records,
+                total,
             )
 
-    def _validate_compressed(
-        self, records: bytes | bytearray | memoryview, batches: list[_Batch], *, parallel_crc: bool
-    ) -> tuple[bytes | bytearray | memoryview, list[_Batch], int, bool]:
-        """Rule 1b: the leader's compressed batches, and every batch of a log whose
-        compression.type recompresses, go through ``tidelog.storage.log_validator`` (CRC-32C
-        first: what is decompressed is what the client sent). Returns the records to write
-        (rebuilt batches replacing their originals), their batches, their size, and whether
-        CRC-32Cs are still to be checked beside the write."""
-        compression_type = self._config.compression_type
-        deep = [b for b in batches if needs_validation(b.attributes, compression_type)]
-        if not deep:
-            return records, batches, batches[-1].position + batches[-1].size, parallel_crc
-        view = memoryview(records)
-        if parallel_crc:
-            _check_crcs(view, batches)
-        bound = max_decompressed_bytes(self._config.max_message_bytes)
-        config = self._config
-        levels = CompressionLevels(
-            gzip=config.compression_gzip_level,
-            lz4=config.compression_lz4_level,
-            zstd=config.compression_zstd_level,
-        )
-        rebuilt: dict[int, bytes] = {}
-        for b in deep:
-            new = validate_batch(
-                view[b.position : b.position + b.size],
-                compression_type=compression_type,
-                max_decompressed=bound,
-                position=b.position,
-                levels=levels,
-            )
-            if new is not None:
-                rebuilt[b.position] = new
-        if not rebuilt:
-            return records, batches, batches[-1].position + batches[-1].size, False
-        joined = b"".join(
-            rebuilt.get(b.position) or view[b.position : b.position + b.size] for b in batches
-        )
-        # Rule 1b's rebuilt batches may have grown past max.message.bytes (Kafka re-checks
-        # sizes after recompression); their CRC-32Cs are new, the others' were checked.
-        new_batches, total = _validate_batches(
-            joined,
+    def _validate_leader_append(
+        self, records: bytes | bytearray | memoryview
+    ) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
+        """Rule 1: every batch is validated before any is written (its CRC-32C, for a large
+        append, beside the write: rule 1a, then the last value is True); rule 1b for
+        compressed batches, which may replace ``records``. Also the append's size limit."""
+        parallel_crc = can_check_beside(records)
+        batches, total = validate_batches(
+            records,
             max_message_bytes=self._config.max_message_bytes,
             allow_partial_tail=False,
-            check_crc=False,
+            check_crc=not parallel_crc,
         )
-        return joined, new_batches, total, False
+        if not batches:
+            return records, batches, total, parallel_crc
+        if self._config.compression_type != "producer" or any(
+            b.attributes & COMPRESSION_MASK for b in batches
+        ):
+            records, batches, total, parallel_crc = validate_compressed(
+                records, batches, self._config, parallel_crc=parallel_crc
+            )
+        self._check_append_size(total)
+        return records, batches, total, parallel_crc
+
+    def _write_plan(
+        self,
+        plan: WritePlan,
+        total: int,
+        now_ms: int,
+        *,
+        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
+    ) -> None:
+        self._write(
+            plan.pieces,
+            total,
+            plan.meta,
+            first_offset=plan.first_offset,
+            last_offset=plan.last_offset,
+            num_records=plan.num_records,
+            now_ms=now_ms,
+            unchecked=unchecked,
+        )
+
+    def _latest_epoch_at_most(self, leader_epoch: int) -> int | None:
+        """The epoch cache's latest epoch; a leader never appends with an older one."""
+        latest = self.leader_epoch_cache.latest_epoch()
+        if latest is not None and leader_epoch < latest:
+            raise ValueError(
+                f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
+                f"the latest epoch {latest} in the epoch cache"
+            )
+        return latest
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int
@@ -1110,9 +449,9 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            parallel_crc = _can_check_beside(records)
+            parallel_crc = can_check_beside(records)
             gaps = self._config.compact
-            batches, total = _validate_batches(
+            batches, total = validate_batches(
                 records,
                 max_message_bytes=None,
                 allow_partial_tail=True,
@@ -1122,68 +461,28 @@ class Log:
             if not batches:
                 return self._empty_append_info()
             self._check_append_size(total)
-            expected = self.log_end_offset
-            meta: list[tuple[int, int, int]] = []
-            max_timestamp = -1
-            num_records = 0
-            new_epochs: list[tuple[int, int]] = []
-            producer_batches: list[ProducerBatch] | None = None
             latest = self.leader_epoch_cache.latest_epoch()
-            latest = -1 if latest is None else latest
             view = memoryview(records)
-            for batch in batches:
-                # A compacted leader's batches may skip offsets (cleaned away); Kafka's
-                # followers accept any increasing offsets.
-                if batch.base_offset != expected and not (gaps and batch.base_offset > expected):
-                    raise UnexpectedAppendOffsetError(
-                        f"{self.topic_partition}: follower batch starts at offset "
-                        f"{batch.base_offset}, expected {expected}",
-                        first_offset=batches[0].base_offset,
-                        log_end_offset=self.log_end_offset,
-                    )
-                expected = batch.base_offset + batch.last_offset_delta + 1
-                num_records += batch.records_count
-                meta.append((batch.size, expected - 1, batch.max_timestamp))
-                max_timestamp = max(max_timestamp, batch.max_timestamp)
-                if batch.partition_leader_epoch > latest:
-                    latest = batch.partition_leader_epoch
-                    new_epochs.append((latest, batch.base_offset))
-                if batch.producer_id >= 0:
-                    marker = None
-                    if batch.attributes & _CONTROL_FLAG:
-                        marker = self._follower_marker(view, batch, crc_checked=not parallel_crc)
-                        if marker is None:
-                            continue
-                    if producer_batches is None:
-                        producer_batches = []
-                    producer_batches.append(
-                        ProducerBatch(
-                            batch.producer_id,
-                            batch.producer_epoch,
-                            batch.base_sequence,
-                            batch.base_offset,
-                            expected - 1,
-                            batch.max_timestamp,
-                            bool(batch.attributes & _TRANSACTIONAL_FLAG),
-                            marker,
-                        )
-                    )
+            plan = plan_follower_append(
+                view,
+                batches,
+                total,
+                log_end_offset=self.log_end_offset,
+                gaps=gaps,
+                latest_epoch=-1 if latest is None else latest,
+                crc_checked=not parallel_crc,
+                topic_partition=self.topic_partition,
+            )
+            new_epochs = plan.new_epochs
             if parallel_crc and new_epochs:
-                _check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
+                check_crcs(view, batches)  # epochs are recorded before the data (rule 3)
                 parallel_crc = False
-            first_offset = batches[0].base_offset
+            first_offset = plan.first_offset
             try:
                 for epoch, offset in new_epochs:
                     self.leader_epoch_cache.assign(epoch, offset)
-                self._write(
-                    [view[:total]],
-                    total,
-                    meta,
-                    first_offset=first_offset,
-                    last_offset=expected - 1,
-                    num_records=num_records,
-                    now_ms=now_ms,
-                    unchecked=(view, batches) if parallel_crc else None,
+                self._write_plan(
+                    plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
                 )
             except OSError:
                 # A full or failing disk: nothing was published, so no epoch may start at
@@ -1194,34 +493,19 @@ class Log:
                     with contextlib.suppress(OSError):
                         self.leader_epoch_cache.truncate_from_end(first_offset)
                 raise
-            if producer_batches is not None:
+            if plan.producer_batches is not None:
                 # Unchecked (producer_state rule 3).
-                aborted = self.producer_state.update(producer_batches)
+                aborted = self.producer_state.update(plan.producer_batches)
                 if aborted:
                     self._index_aborted(aborted)
             return AppendInfo(
-                first_offset, expected - 1, max_timestamp, len(batches), num_records, total
+                first_offset,
+                plan.last_offset,
+                plan.max_timestamp,
+                len(batches),
+                plan.num_records,
+                total,
             )
-
-    def _follower_marker(
-        self, view: memoryview, batch: _Batch, *, crc_checked: bool
-    ) -> EndTxnMarker | None:
-        """A follower's control batch with a producer id: its marker, or None (ignored, rule
-        9) when the leader accepted something else. A CRC left to the write is checked
-        first: the record is read here."""
-        pos = batch.position
-        if not crc_checked and crc32c.crc32c(view[pos + CRC_START : pos + batch.size]) != batch.crc:
-            raise _crc_error(pos)
-        marker = parse_end_txn_marker(view, pos)
-        if marker is None:
-            logger.warning(
-                "%s: control batch at offset %d of producer %d is not a transaction marker; "
-                "it does not change the producer state",
-                self.topic_partition,
-                batch.base_offset,
-                batch.producer_id,
-            )
-        return marker
 
     def _empty_append_info(self) -> AppendInfo:
         leo = self.log_end_offset
@@ -1244,25 +528,23 @@ class Log:
         last_offset: int,
         num_records: int,
         now_ms: int,
-        unchecked: tuple[memoryview, list[_Batch]] | None = None,
+        unchecked: tuple[memoryview, list[ValidatedBatch]] | None = None,
     ) -> None:
         """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
         are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
-        segment = self._segments[-1]
-        if self._roll_needed(size, last_offset, now_ms):
+        segment = self._local.segments[-1]
+        if self._local.roll_needed(size, last_offset, now_ms):
             if unchecked is not None:
-                _check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
+                check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
                 unchecked = None
             segment = self._roll(first_offset, now_ms)
         if unchecked is None:
             segment.append(pieces, size, meta, now_ms)
         else:
-            self._write_checking_crcs(
-                segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked
-            )
+            write_checking_crcs(segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked)
         if self._config.page_cache_keep_bytes >= 0:
-            self._keep_page_cache_to_tail(segment)
+            self._local.keep_page_cache_to_tail(segment)
         self._unflushed_messages += num_records
         if (
             self._unflushed_messages >= self._config.flush_interval_messages
@@ -1270,91 +552,18 @@ class Log:
         ):
             self._flush_upto(self.log_end_offset, now_ms)
 
-    @staticmethod
-    def _write_checking_crcs(
-        segment: LogSegment,
-        pieces: list[bytes | memoryview],
-        size: int,
-        meta: list[tuple[int, int, int]],
-        *,
-        now_ms: int,
-        unchecked: tuple[memoryview, list[_Batch]],
-    ) -> None:
-        """Rule 1a: the helper thread checks the CRC-32Cs while this thread writes the bytes
-        past the segment's published end; they are published only if every check passed,
-        else cut off again and the append fails as if validated first."""
-        job = _CrcJob(*unchecked)
-        _CRC_HELPER.submit(job)
-        try:
-            segment.write_unpublished(pieces, size)
-        except BaseException:
-            job.finish()
-            segment.discard_unpublished()
-            raise
-        failed = job.finish()
-        _CRC_HELPER.report(job)
-        if failed is not None:
-            segment.discard_unpublished()
-            raise _crc_error(unchecked[1][failed].position)
-        segment.publish(size, meta, now_ms)
-
-    def _keep_page_cache_to_tail(self, active: LogSegment) -> None:
-        """Write back and drop from the page cache what is more than page_cache_keep_bytes
-        behind the log end (``tidelog.storage.page_cache``); a hint, nothing reads it."""
-        keep = self._config.page_cache_keep_bytes
-        active.cache.after_append(active.fd, active.size, keep)
-        if active.size >= keep:
-            self._release_previous_segment()
-
-    def _release_previous_segment(self) -> None:
-        """Drop all of the segment before the active one from the page cache (once)."""
-        previous, self._cache_previous = self._cache_previous, None
-        if previous is not None and previous.fd >= 0:
-            previous.cache.release(previous.fd, previous.size, 0)
-
-    def _roll_needed(self, size: int, last_offset: int, now_ms: int) -> bool:
-        active = self._segments[-1]
-        if active.is_empty:
-            return False
-        config = self._config
-        return (
-            active.size + size > config.segment_bytes
-            or (
-                active.rolling_base_ms is not None
-                and now_ms - active.rolling_base_ms > config.segment_ms
-            )
-            or active.offset_index.is_full
-            or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
-        )
-
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
-        previous = self._segments[-1]
-        previous.on_become_inactive()
-        if self._config.page_cache_keep_bytes >= 0:
-            # Its tail stays cached until the new segment holds page_cache_keep_bytes.
-            self._release_previous_segment()
-            previous.cache.finish(previous.fd, previous.size)
-            self._cache_previous = previous
+        self._local.seal_active()
         # The state now covers exactly the offsets below the new segment (Kafka snapshots
         # on every roll), so a restart replays at most the newer segments.
         self.producer_state.take_snapshot(base_offset)
-        segment = LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_entries=self._config.max_index_entries,
-            now_ms=now_ms,
-        )
-        self._segments.append(segment)
-        self._bases.append(base_offset)
-        self._dir_dirty = True
-        return segment
+        return self._local.add_segment(base_offset, now_ms)
 
     def roll(self, now_ms: int) -> None:
         """Start a new segment at the log end offset (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
-            if not self._segments[-1].is_empty:
+            if not self._local.segments[-1].is_empty:
                 self._roll(self.log_end_offset, now_ms)
 
     # ------------------------------------------------------------------ reads
@@ -1383,23 +592,14 @@ class Log:
                 )
             if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
                 return None
-            i = bisect.bisect_right(self._bases, fetch_offset) - 1
-            while i < len(self._segments):
-                seg = self._segments[i]
-                if fetch_offset < seg.next_offset:
-                    extent = seg.read_extent(fetch_offset, max_bytes, max_offset, min_one_batch)
-                    if extent is None:
-                        if i + 1 < len(self._segments) and seg.find_batch(fetch_offset) is None:
-                            # Its batches from fetch_offset on were cleaned away: the next
-                            # segment's first batch follows (tidelog.storage.cleaner).
-                            fetch_offset = self._segments[i + 1].base_offset
-                            i += 1
-                            continue
-                        return None
-                    position, length, first_offset = extent
-                    return FetchSlice(seg.fd, position, length, first_offset)
-                i += 1
-            return None
+            return read_slice(
+                self._local.segments,
+                self._local.bases,
+                fetch_offset,
+                max_bytes,
+                max_offset=max_offset,
+                min_one_batch=min_one_batch,
+            )
 
     def read_records(self, fetch_offset: int, max_bytes: int, **kwargs: object) -> bytes:
         """``read`` copied into bytes (b"" when empty); for tests and non-sendfile callers."""
@@ -1408,75 +608,17 @@ class Log:
 
     def latest_timestamp(self) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record carrying the largest timestamp at or
-        after the log start offset (ListOffsets -3, KIP-734), or None if there is none.
-
-        Segments know the batch holding their max timestamp, so normally one batch is
-        decoded; only a segment straddling the log start is searched batch by batch.
-        """
+        after the log start offset (ListOffsets -3, KIP-734), or None if there is none."""
         with self._lock:
             self._check_open()
-            start = self._log_start_offset
-            best: tuple[int, int] | None = None  # (timestamp, offset)
-            for seg in self._segments:
-                if seg.next_offset <= start or seg.max_timestamp < 0:
-                    continue
-                if best is not None and seg.max_timestamp <= best[0]:
-                    continue
-                found = seg.find_batch(seg.offset_of_max_timestamp)
-                candidate: tuple[int, int] | None = None
-                if found is not None and found[1].base_offset >= start:
-                    position, header = found
-                    hit = first_record_at_or_after(
-                        seg.read_bytes(position, header.size), seg.max_timestamp
-                    )
-                    if hit is not None:
-                        candidate = (hit[1], hit[0])
-                else:
-                    candidate = self._max_record_from(seg, start)
-                if candidate is not None and (best is None or candidate[0] > best[0]):
-                    best = candidate
-            return None if best is None else (best[1], best[0])
-
-    def _max_record_from(self, seg: LogSegment, start: int) -> tuple[int, int] | None:
-        """``(timestamp, offset)`` of the first record at or after ``start`` carrying the
-        largest timestamp among this segment's records from ``start`` on."""
-        found = seg.find_batch(start)
-        if found is None:
-            return None
-        best: tuple[int, int] | None = None
-        for position, header in seg.headers_from(found[0]):
-            if best is not None and header.max_timestamp <= best[0]:
-                continue
-            batch = seg.read_bytes(position, header.size)
-            for offset, timestamp in record_offsets_and_timestamps(batch):
-                if offset >= start and (best is None or timestamp > best[0]):
-                    best = (timestamp, offset)
-        return best
+            return latest_timestamp(self._local.segments, self._log_start_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``.
-
-        Record-level (the one batch found is decoded, decompressing if needed); None if no
-        record at or after the log start offset is that new.
-        """
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp_ms``
+        at or after the log start offset, or None."""
         with self._lock:
             self._check_open()
-            start = self._log_start_offset
-            for seg in self._segments:
-                if seg.next_offset <= start or seg.max_timestamp < timestamp_ms:
-                    continue
-                from_offset = max(seg.time_index.lookup(timestamp_ms), start, seg.base_offset)
-                found = seg.find_batch(from_offset)
-                if found is None:
-                    continue
-                for pos, header in seg.headers_from(found[0]):
-                    if header.max_timestamp < timestamp_ms:
-                        continue
-                    batch = seg.read_bytes(pos, header.size)
-                    hit = first_record_at_or_after(batch, timestamp_ms, min_offset=start)
-                    if hit is not None:
-                        return hit
-            return None
+            return offset_for_timestamp(self._local.segments, self._log_start_offset, timestamp_ms)
 
     # ------------------------------------------------------------------ transactions
 
@@ -1499,28 +641,11 @@ class Log:
     ) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of every aborted transaction with a marker at or
         after ``start_offset`` and a first offset below ``upper_bound_offset``, in first
-        offset order (Kafka's ``UnifiedLog.collectAbortedTransactions``; a Fetch response's
-        aborted transactions for data read from ``start_offset``, bounded by the LSO).
-
-        An aborted transaction's entry lives in the index of its MARKER's segment. One that
-        matters here has its marker at or after ``start_offset``, so in the segment holding
-        ``start_offset`` or a later one: the scan starts there. It can end far later: a
-        transaction starting below the bound may be aborted in a segment based above it
-        (another transaction kept the LSO low meanwhile), so a segment's base offset is no
-        reason to stop. The scan stops at the first entry whose last stable offset reaches
-        the bound (``TransactionIndex.collect``: every transaction starting below the bound
-        had ended by that marker), else at the last segment; empty indexes cost a test.
-        """
+        offset order (Kafka's ``UnifiedLog.collectAbortedTransactions``, rule 9c)."""
         with self._lock:
-            found: list[AbortedTxn] = []
-            segments = self._segments
-            i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-            for k in range(i, len(segments)):
-                index = segments[k].txn_index
-                if index.entries and index.collect(start_offset, upper_bound_offset, found):
-                    break
-            found.sort(key=lambda txn: txn.first_offset)
-            return [(txn.producer_id, txn.first_offset) for txn in found]
+            return collect_aborted_transactions(
+                self._local.segments, self._local.bases, start_offset, upper_bound_offset
+            )
 
     # ------------------------------------------------------------------ truncation
 
@@ -1540,16 +665,7 @@ class Log:
                 return
             if offset < self.log_end_offset:
                 self._truncations += 1
-                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                    self._retire(self._segments.pop())
-                    self._bases.pop()
-                active = self._segments[-1]
-                found = active.find_batch(offset)
-                if found is not None:
-                    position, header = found
-                    active.truncate_at(position, header.base_offset)
-                elif active.next_offset > offset:
-                    active.next_offset = offset  # its batches end in a compaction gap
+                self._local.truncate_to(offset, self._now_ms)
                 if self.log_end_offset < self._log_start_offset:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
@@ -1595,14 +711,11 @@ class Log:
     def _truncate_fully_locked(self, offset: int) -> None:
         self._truncations += 1
         self._note_truncation(-1)
-        for seg in self._segments:
-            self._retire(seg)
-        self._segments = []
-        self._bases = []
+        self._local.retire_all(self._now_ms)
         self.producer_state.clear()
-        if self.producer_state.delete_snapshots(below=2**63 - 1):
+        if self.producer_state.delete_snapshots(below=NEVER):
             fsync_directory(self.directory)  # as in _truncate_producer_state
-        self._roll_first(offset)
+        self._local.start_at(offset, self._now_ms)
         self._log_start_offset = offset
         if offset < self._recovery_point:
             self._lower_recovery_point(offset)
@@ -1627,19 +740,6 @@ class Log:
         if self._recovery_point_lowered is not None:
             self._recovery_point_lowered()
 
-    def _roll_first(self, offset: int) -> None:
-        segment = LogSegment(
-            self.directory,
-            offset,
-            index_interval_bytes=self._config.index_interval_bytes,
-            max_index_entries=self._config.max_index_entries,
-            now_ms=self._now_ms,
-        )
-        # A new file at the same base as a retired one: the retired files were renamed.
-        self._segments = [segment]
-        self._bases = [offset]
-        self._dir_dirty = True
-
     # ------------------------------------------------------------------ compaction
 
     def segments_for_cleaning(self) -> tuple[list[LogSegment], int, dict[int, int]]:
@@ -1649,7 +749,7 @@ class Log:
         with self._lock:
             self._check_open()
             producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
-            return list(self._segments), self._truncations, producers
+            return list(self._local.segments), self._truncations, producers
 
     def replace_segments(
         self, old: list[LogSegment], generation: int, install: Callable[[], LogSegment]
@@ -1661,21 +761,7 @@ class Log:
         with self._lock:
             if self._closed or generation != self._truncations:
                 return False
-            i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), -1)
-            if (
-                i < 0
-                or self._segments[i : i + len(old)] != old
-                or i + len(old) >= len(self._segments)
-            ):
-                return False
-            for seg in old:
-                self._retire(seg)
-            new = install()
-            self._segments[i : i + len(old)] = [new]
-            self._bases[i : i + len(old)] = [new.base_offset]
-            if self._cache_previous in old:
-                self._cache_previous = None
-            return True
+            return self._local.replace(old, install, self._now_ms)
 
     # ------------------------------------------------------------------ retention
 
@@ -1725,7 +811,7 @@ class Log:
             deleted += self._delete_segments(
                 lambda seg, upper: upper <= self._log_start_offset, high_watermark
             )
-            self._close_pending_deletes(now_ms)
+            self._local.close_pending_deletes(now_ms)
             # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
             # checked as often as retention (Kafka: a separate 10-minute task).
             self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
@@ -1743,47 +829,18 @@ class Log:
         an empty active segment is never deleted; deleting every segment first rolls a new
         empty one at the log end offset.
         """
-        leo = self.log_end_offset
-        count = 0
-        for i, seg in enumerate(self._segments):
-            last = i == len(self._segments) - 1
-            upper = leo if last else self._segments[i + 1].base_offset
-            if last and seg.is_empty:
-                break
-            if high_watermark is not None and upper > high_watermark:
-                break
-            if not predicate(seg, upper):
-                break
-            count += 1
+        count = self._local.deletable_prefix(predicate, high_watermark)
         if count == 0:
             return 0
-        if count == len(self._segments):
-            self._roll(leo, self._now_ms)
-        for seg in self._segments[:count]:
-            self._retire(seg)
-        del self._segments[:count]
-        del self._bases[:count]
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        if count == len(self._local.segments):
+            self._roll(self.log_end_offset, self._now_ms)
+        self._local.remove_prefix(count, self._now_ms)
+        self._log_start_offset = max(self._log_start_offset, self._local.segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.truncate_head(self._log_start_offset)
         # Snapshots of deleted segments go with them (Kafka 2.8+).
-        self.producer_state.delete_snapshots(below=self._segments[0].base_offset)
+        self.producer_state.delete_snapshots(below=self._local.segments[0].base_offset)
         return count
-
-    def _retire(self, seg: LogSegment) -> None:
-        """Rename a removed segment to ``*.deleted``; close its fds after the delay."""
-        seg.mark_deleted()
-        self._pending_deletes.append((self._now_ms + self._config.file_delete_delay_ms, seg))
-        self._dir_dirty = True
-
-    def _close_pending_deletes(self, now_ms: int) -> None:
-        keep: list[tuple[int, LogSegment]] = []
-        for deadline, seg in self._pending_deletes:
-            if now_ms >= deadline:
-                seg.delete_files()
-            else:
-                keep.append((deadline, seg))
-        self._pending_deletes = keep
 
     # ------------------------------------------------------------------ durability
 
@@ -1807,15 +864,15 @@ class Log:
             if self._closed:
                 return False
             self._now_ms = now_ms
-            self._close_pending_deletes(now_ms)
+            self._local.close_pending_deletes(now_ms)
             leo = self.log_end_offset
             if self._unflushed_messages and (
                 self._unflushed_messages >= self._config.flush_interval_messages
                 or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
             ):
                 target = leo
-            elif self._segments[-1].base_offset > self._recovery_point:
-                target = self._segments[-1].base_offset
+            elif self._local.segments[-1].base_offset > self._recovery_point:
+                target = self._local.segments[-1].base_offset
             else:
                 return False
         self._flush_upto(target, now_ms)
@@ -1827,14 +884,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
-            segments = [
-                s
-                for s in self._segments
-                if s.base_offset < target and s.next_offset > self._recovery_point
-            ]
-            if target >= self.log_end_offset:
-                segments.append(self._segments[-1])  # index files of an empty active segment
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            segments = self._local.segments_to_flush(target, self._recovery_point)
+            dir_dirty = self._local.take_dir_dirty()
             generation = self._truncations
             if target >= self.log_end_offset:
                 self._unflushed_messages = 0
@@ -1857,25 +908,21 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self._segments[-1].on_become_inactive()
+            self._local.segments[-1].on_become_inactive()
             # A snapshot at the log end: a clean restart replays nothing. One already there
             # (nothing appended since the last close or roll) is kept as it is, and a log
             # with nothing to replay and no producer needs none. Only a new snapshot makes
-            # the directory worth an fsync (one per log was most of the stop of a broker
-            # with 5,000 freshly created partitions: ~1.3 ms each with three brokers busy).
+            # the directory worth an fsync: at ~1 ms each, one per log would be most of
+            # the stop of a broker with thousands of freshly created partitions.
             leo = self.log_end_offset
-            nothing_to_replay = leo == self._segments[0].base_offset
+            nothing_to_replay = leo == self._local.segments[0].base_offset
             if not (nothing_to_replay and not self.producer_state.producers) and (
                 leo not in self.producer_state.snapshot_offsets()
             ):
                 self.producer_state.take_snapshot(leo, durable=False)
-                self._dir_dirty = True
+                self._local.mark_dir_dirty()
             self.flush()
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.delete_files()
-            self._pending_deletes = []
+            self._local.close(delete_pending=True)
             self._closed = True
 
     def retire(self) -> None:
@@ -1891,31 +938,21 @@ class Log:
         """Close the files of a retired log (no flush: it is about to be deleted)."""
         with self._lock:
             self._closed = True
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.close()
-            self._pending_deletes = []
+            self._local.close(delete_pending=False)
 
     def close_without_flush(self) -> None:
         """Close the files without flushing (tests use it to simulate a crash)."""
         with self._lock:
             if self._closed:
                 return
-            for seg in self._segments:
-                seg.close()
-            for _, seg in self._pending_deletes:
-                seg.close()
+            self._local.close(delete_pending=False)
             self._closed = True
 
     def delete(self) -> None:
         """Close and remove the whole directory (topic deletion)."""
         with self._lock:
             if not self._closed:
-                for seg in self._segments:
-                    seg.close()
-                for _, seg in self._pending_deletes:
-                    seg.close()
+                self._local.close(delete_pending=False)
                 self._closed = True
             self.remove_directory(self.directory)
 
@@ -1943,7 +980,7 @@ class Log:
     def __repr__(self) -> str:
         return (
             f"Log({self.topic_partition}, start={self._log_start_offset}, "
-            f"end={self.log_end_offset}, segments={len(self._segments)})"
+            f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
 
 
@@ -1954,7 +991,24 @@ def _largest_timestamp(seg: LogSegment) -> int:
     return os.fstat(seg.fd).st_mtime_ns // 1_000_000
 
 
+def _refused(error: ErrorCode, message: str | None) -> AppendInfo:
+    """An append answered with ``error`` and nothing written (rule 7, rule 9)."""
+    return AppendInfo(-1, -1, -1, 0, 0, 0, error=error, error_message=message)
+
+
+def _answer_without_write(check: LeaderAppendCheck) -> AppendInfo | None:
+    """Rule 7: a duplicate is answered with the original batch's offsets, a refused
+    idempotent batch with its error; None when the append is to be written."""
+    if check.duplicate is not None:
+        dup = check.duplicate
+        return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True)
+    if check.error is not ErrorCode.NONE:
+        return _refused(check.error, check.message)
+    return None
+
+
 __all__ = [
+    "FUTURE_DIR_SUFFIX",
     "AppendInfo",
     "AppendOrigin",
     "FetchSlice",

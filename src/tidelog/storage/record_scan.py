@@ -22,11 +22,11 @@ from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
 from tidelog.protocol.records import BATCH_HEADER_SIZE, parse_header
+from tidelog.protocol.varint import VarintError, append_varint, read_varint
 from tidelog.storage.compression import decompress
 
 #: ListOffsets reads batches that were validated on append: bounded only against damage.
 _SCAN_MAX_BYTES: Final = 1 << 30
-_MAX_VARINT_BYTES: Final = 10
 
 
 class RecordFormatError(ValueError):
@@ -42,32 +42,6 @@ class DecodedRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[bytes, bytes | None], ...]
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos`` (ending before ``end``) -> (value, next position)."""
-    if pos >= end:
-        raise RecordFormatError("a field runs past the record's end")
-    byte = buf[pos]
-    if byte < 0x80:  # the common cases: one byte, two bytes
-        return (byte >> 1) ^ -(byte & 1), pos + 1
-    if pos + 1 < end and buf[pos + 1] < 0x80:
-        raw = (byte & 0x7F) | (buf[pos + 1] << 7)
-        return (raw >> 1) ^ -(raw & 1), pos + 2
-    start = pos
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end:
-            raise RecordFormatError("a field runs past the record's end")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if pos - start >= _MAX_VARINT_BYTES:
-            raise RecordFormatError(f"a varint is longer than {_MAX_VARINT_BYTES} bytes")
 
 
 def _skip(pos: int, size: int, end: int) -> int:
@@ -86,7 +60,7 @@ def _record_start(body: bytes, pos: int, index: int, count: int) -> tuple[int, i
     end = len(body)
     if pos >= end:
         raise RecordFormatError(f"the batch declares {count} records but holds {index}")
-    length, fields = _varint(body, pos, end)
+    length, fields = read_varint(body, pos, end)
     if length < 1 or fields + length > end:
         raise RecordFormatError(f"it declares {length} bytes, {end - fields} remain in the batch")
     return fields + length, fields
@@ -98,12 +72,13 @@ def check_records(body: bytes, count: int) -> bool:
     order; raises ``RecordFormatError`` when a rule is broken.
 
     This runs for every record of every compressed batch a leader appends, so the one-byte
-    varints (most of them) are decoded inline; ``_varint`` takes the rest.
+    varints (most of them) are decoded inline: a call to ``tidelog.protocol.varint.
+    read_varint`` for each costs more than twice as much (timeit); it takes the rest.
     """
     pos = 0
     end = len(body)
     in_order = True
-    varint = _varint
+    varint = read_varint
     for index in range(count):
         start = pos
         try:
@@ -160,7 +135,7 @@ def check_records(body: bytes, count: int) -> bool:
                 raise RecordFormatError(
                     f"it declares {length} bytes but its fields take {pos - fields}"
                 )
-        except RecordFormatError as exc:
+        except (RecordFormatError, VarintError) as exc:
             raise RecordFormatError(f"record {index} at byte {start}: {exc}") from None
     if pos != end:
         raise RecordFormatError(f"{end - pos} bytes follow the last of the {count} records")
@@ -168,7 +143,7 @@ def check_records(body: bytes, count: int) -> bool:
 
 
 def _field(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    size, pos = _varint(body, pos, end)
+    size, pos = read_varint(body, pos, end)
     after = _skip(pos, size, end)
     return (None if size == -1 else body[pos:after]), after
 
@@ -183,11 +158,11 @@ def iter_records(body: bytes, count: int) -> Iterator[DecodedRecord]:
             record_end, pos = _record_start(body, pos, index, count)
             fields = pos
             attributes = body[pos]
-            timestamp_delta, pos = _varint(body, pos + 1, record_end)
-            offset_delta, pos = _varint(body, pos, record_end)
+            timestamp_delta, pos = read_varint(body, pos + 1, record_end)
+            offset_delta, pos = read_varint(body, pos, record_end)
             key, pos = _field(body, pos, record_end)
             value, pos = _field(body, pos, record_end)
-            count_headers, pos = _varint(body, pos, record_end)
+            count_headers, pos = read_varint(body, pos, record_end)
             if count_headers < 0:
                 raise RecordFormatError(f"it has {count_headers} headers")
             headers: list[tuple[bytes, bytes | None]] = []
@@ -201,26 +176,18 @@ def iter_records(body: bytes, count: int) -> Iterator[DecodedRecord]:
                 raise RecordFormatError(
                     f"it declares {record_end - fields} bytes but its fields take {pos - fields}"
                 )
-        except RecordFormatError as exc:
+        except (RecordFormatError, VarintError) as exc:
             raise RecordFormatError(f"record {index} at byte {start}: {exc}") from None
         yield DecodedRecord(attributes, timestamp_delta, offset_delta, key, value, tuple(headers))
     if pos != len(body):
         raise RecordFormatError(f"{len(body) - pos} bytes follow the last of the {count} records")
 
 
-def _encode_varint(value: int, out: bytearray) -> None:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-
-
 def _encode_field(value: bytes | None, out: bytearray) -> None:
     if value is None:
-        _encode_varint(-1, out)
+        append_varint(-1, out)
     else:
-        _encode_varint(len(value), out)
+        append_varint(len(value), out)
         out += value
 
 
@@ -231,15 +198,15 @@ def encode_records(records: Iterable[DecodedRecord]) -> bytes:
     for r in records:
         one.clear()
         one.append(r.attributes & 0xFF)
-        _encode_varint(r.timestamp_delta, one)
-        _encode_varint(r.offset_delta, one)
+        append_varint(r.timestamp_delta, one)
+        append_varint(r.offset_delta, one)
         _encode_field(r.key, one)
         _encode_field(r.value, one)
-        _encode_varint(len(r.headers), one)
+        append_varint(len(r.headers), one)
         for header_key, header_value in r.headers:
             _encode_field(header_key, one)
             _encode_field(header_value, one)
-        _encode_varint(len(one), out)
+        append_varint(len(one), out)
         out += one
     return bytes(out)
 

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import Final, NamedTuple
 
 from tidelog.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from tidelog.protocol.varint import read_varint
 from tidelog.storage.txn_index import AbortedTxn
 
 #: ControlRecordType (the key's type field).
@@ -67,23 +68,6 @@ class EndTxnMarker(NamedTuple):
     coordinator_epoch: int
 
 
-def _varint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """Zig-zag varint at ``pos`` -> (value, next position); ValueError past ``end``."""
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end:
-            raise ValueError("varint runs past the record")
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def parse_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> EndTxnMarker | None:
     """The marker of the whole control batch at ``pos`` in ``buf``, or None when the batch
     is not a well-formed transaction marker (not a control batch, compressed, not exactly
@@ -97,21 +81,21 @@ def parse_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0) -> E
             return None
         end = min(len(buf), pos + length + LOG_OVERHEAD)
         p = pos + BATCH_HEADER_SIZE
-        record_length, p = _varint(buf, p, end)
+        record_length, p = read_varint(buf, p, end)
         record_end = p + record_length
         if record_end > end:
             return None
         p += 1  # record attributes
-        _, p = _varint(buf, p, record_end)  # timestamp delta
-        _, p = _varint(buf, p, record_end)  # offset delta
-        key_length, p = _varint(buf, p, record_end)
+        _, p = read_varint(buf, p, record_end)  # timestamp delta
+        _, p = read_varint(buf, p, record_end)  # offset delta
+        key_length, p = read_varint(buf, p, record_end)
         if key_length < _KEY.size or p + key_length > record_end:
             return None
         key_version, control_type = _KEY.unpack_from(buf, p)
         p += key_length
         if key_version < 0 or control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
             return None
-        value_length, p = _varint(buf, p, record_end)
+        value_length, p = read_varint(buf, p, record_end)
         if value_length < _VALUE.size or p + value_length > record_end:
             return None
         value_version, coordinator_epoch = _VALUE.unpack_from(buf, p)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import tidelog.storage.log as log_module
 from tidelog.errors import ErrorCode
 from tidelog.protocol.records import CRC_START, CorruptRecordBatchError, iter_batches, stamp_batch
+from tidelog.storage import crc_helper
+from tidelog.storage.batch_validation import validate_batches
 from tidelog.storage.log import Log, LogConfig
 from tidelog.storage.segment import LogSegment
 
@@ -39,16 +40,16 @@ def corrupt(batch: bytes) -> bytes:
 def submitted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts jobs handed to the helper thread, so each test knows it exercised rule 1a."""
     jobs: list[int] = []
-    real = log_module._CRC_HELPER.submit
+    real = crc_helper._CRC_HELPER.submit
 
-    def spy(job: log_module._CrcJob) -> None:
+    def spy(job: crc_helper._CrcJob) -> None:
         jobs.append(1)
         real(job)
 
-    monkeypatch.setattr(log_module._CRC_HELPER, "submit", spy)
+    monkeypatch.setattr(crc_helper._CRC_HELPER, "submit", spy)
     # Whatever the machine's load and the helper's luck (it may not get a CPU): every
     # large append of these tests must take the rule 1a path.
-    monkeypatch.setattr(log_module._CRC_HELPER, "wanted", lambda: True)
+    monkeypatch.setattr(crc_helper._CRC_HELPER, "wanted", lambda: True)
     return jobs
 
 
@@ -72,7 +73,7 @@ def test_corrupt_batch_in_large_leader_append_leaves_log_unchanged(
     batches = [big_batch(i) for i in range(5)]
     batches[bad] = corrupt(batches[bad])
     records = b"".join(batches)
-    assert len(records) >= log_module._PARALLEL_CRC_MIN_BYTES
+    assert len(records) >= crc_helper._PARALLEL_CRC_MIN_BYTES
     with pytest.raises(CorruptRecordBatchError) as info:
         log.append_as_leader(records, leader_epoch=0, now_ms=1)
     assert submitted  # the helper-thread path ran
@@ -155,7 +156,7 @@ def test_concurrent_reads_never_see_unvalidated_bytes(tmp_path: Path, submitted:
             data = read_all(log)
             for pos, header in iter_batches(data):
                 body = data[pos + CRC_START : pos + header.size]
-                if log_module.crc32c.crc32c(body) != header.crc:
+                if crc_helper.crc32c.crc32c(body) != header.crc:
                     problems.append(f"corrupt batch readable at byte {pos}")
 
     thread = threading.Thread(target=reader)
@@ -188,7 +189,7 @@ def test_crash_between_write_and_validation_is_repaired_by_recovery(tmp_path: Pa
     log.flush()
     end, size = log.log_end_offset, log.size_bytes
     assert log.recovery_point == end
-    segment = log._segments[-1]
+    segment = log._local.segments[-1]
     tail = bytearray(corrupt(big_batch(0)))
     stamp_batch(tail, 0, end, 0)
     segment.write_unpublished([bytes(tail)], len(tail))  # then the crash, before the verdict
@@ -216,26 +217,26 @@ def test_bytearray_and_small_appends_check_before_writing(
 def test_helper_is_used_only_with_a_spare_cpu_and_while_it_delivers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    helper = log_module._CrcHelper()  # a fresh one: no thread is started by these calls
+    helper = crc_helper._CrcHelper()  # a fresh one: no thread is started by these calls
     spare = [False]
-    monkeypatch.setattr(log_module, "_spare_cpu", lambda: spare[0])
+    monkeypatch.setattr(crc_helper, "_spare_cpu", lambda: spare[0])
     assert not helper.wanted()  # the machine is busy
     spare[0] = True
     assert not helper.wanted()  # still the sample of the last second
     monkeypatch.setattr(helper, "_load_sampled_until", 0.0)
     assert helper.wanted()
     view = memoryview(big_batch(0))
-    batches, _ = log_module._validate_batches(
+    batches, _ = validate_batches(
         view, max_message_bytes=None, allow_partial_tail=False, check_crc=False
     )
-    job = log_module._CrcJob(view, batches)
+    job = crc_helper._CrcJob(view, batches)
     assert job.finish() is None
     assert not job.helped  # the appending thread did it all
     helper.report(job)
-    assert [helper.wanted() for _ in range(log_module._HELPER_BACKOFF + 1)] == [False] * (
-        log_module._HELPER_BACKOFF
+    assert [helper.wanted() for _ in range(crc_helper._HELPER_BACKOFF + 1)] == [False] * (
+        crc_helper._HELPER_BACKOFF
     ) + [True]
-    delivered = log_module._CrcJob(view, batches)
+    delivered = crc_helper._CrcJob(view, batches)
     delivered.help()  # as the helper thread would, before the write returned
     assert delivered.finish() is None
     assert delivered.helped
@@ -252,9 +253,9 @@ def test_spare_cpu_is_idle_time_since_the_last_sample(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stat = tmp_path / "stat"
-    monkeypatch.setattr(log_module.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(log_module.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
-    sampler = log_module._CpuIdleSampler(str(stat))
+    monkeypatch.setattr(crc_helper.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(crc_helper.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    sampler = crc_helper._CpuIdleSampler(str(stat))
     _proc_stat(stat, idle=1000, busy=1000)
     assert not sampler.spare_cpu()  # no previous sample: the load average (5 on 2 CPUs)
     _proc_stat(stat, idle=1060, busy=1140)  # 60 of 200 ticks idle: 0.6 of 2 CPUs
@@ -262,7 +263,7 @@ def test_spare_cpu_is_idle_time_since_the_last_sample(
     _proc_stat(stat, idle=1100, busy=1300)  # 40 of 200 ticks idle: 0.4 of 2 CPUs
     assert not sampler.spare_cpu()
     stat.unlink()  # unreadable: back to the load average
-    monkeypatch.setattr(log_module.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(crc_helper.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     assert sampler.spare_cpu()
 
 
@@ -271,10 +272,10 @@ def test_appending_thread_waits_briefly_for_a_check_the_helper_started() -> None
     the CRC is not computed twice; one it has not started is done by the appending
     thread at once."""
     view = memoryview(big_batch(0))
-    batches, _ = log_module._validate_batches(
+    batches, _ = validate_batches(
         view, max_message_bytes=None, allow_partial_tail=False, check_crc=False
     )
-    job = log_module._CrcJob(view, batches)
+    job = crc_helper._CrcJob(view, batches)
     job._current = 0  # the helper is "inside" crc32c for batch 0 ...
     job._progress.clear()
 
@@ -294,10 +295,10 @@ def test_appending_thread_waits_briefly_for_a_check_the_helper_started() -> None
     corrupt = bytearray(big_batch(1))
     corrupt[-1] ^= 0xFF
     cview = memoryview(bytes(corrupt))
-    cbatches, _ = log_module._validate_batches(
+    cbatches, _ = validate_batches(
         cview, max_message_bytes=None, allow_partial_tail=False, check_crc=False
     )
-    stalled = log_module._CrcJob(cview, cbatches)
+    stalled = crc_helper._CrcJob(cview, cbatches)
     stalled._current = 0  # started, never finishes: the wait is bounded
     stalled._progress.clear()
     assert stalled.finish() == 0

@@ -16,17 +16,17 @@ from tidelog.client.records import (
 )
 from tidelog.errors import ErrorCode
 from tidelog.protocol.records import Compression, iter_batches, parse_header
-from tidelog.storage import cleaner as cleaner_module
+from tidelog.storage import segment_swap
 from tidelog.storage.checkpoints import OffsetCheckpointFile
 from tidelog.storage.cleaner import (
     CLEANER_CHECKPOINT,
     CleanerConfig,
     LogCleaner,
-    OffsetMap,
     clean_log,
     cleanable_log,
 )
 from tidelog.storage.log import AppendOrigin, Log, LogConfig
+from tidelog.storage.offset_map import OffsetMap
 
 TS = 1_700_000_000_000
 DAY = 86_400_000
@@ -397,8 +397,8 @@ def test_crash_with_cleaned_files_keeps_the_old_segments(
     def crash(self: object) -> None:
         raise _Crash
 
-    monkeypatch.setattr(cleaner_module._CleanedSegment, "to_swap", crash)
-    monkeypatch.setattr(cleaner_module._CleanedSegment, "discard", lambda self: None)
+    monkeypatch.setattr(segment_swap.CleanedSegment, "to_swap", crash)
+    monkeypatch.setattr(segment_swap.CleanedSegment, "discard", lambda self: None)
     with pytest.raises(_Crash):
         clean_log(log, None, CleanerConfig(), now_ms=TS, high_watermark=log.log_end_offset)
     assert any(p.name.endswith(".cleaned") for p in (tmp_path / "t-0").iterdir())
@@ -421,7 +421,7 @@ def test_crash_with_swap_files_completes_the_swap(
         raise _Crash
 
     monkeypatch.setattr(Log, "replace_segments", crash)
-    monkeypatch.setattr(cleaner_module._CleanedSegment, "discard", lambda self: None)
+    monkeypatch.setattr(segment_swap.CleanedSegment, "discard", lambda self: None)
     with pytest.raises(_Crash):
         clean_log(log, None, CleanerConfig(), now_ms=TS, high_watermark=leo)
     names = [p.name for p in (tmp_path / "t-0").iterdir()]

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-import tidelog.storage.log as log_module
 from tidelog.client.records import Record, build_control_batch, decode_records
 from tidelog.client.records import build_batch as build_our_batch
 from tidelog.errors import ErrorCode
@@ -25,6 +24,7 @@ from tidelog.protocol.records import (
     compute_crc,
     parse_header,
 )
+from tidelog.storage import batch_validation
 from tidelog.storage.compression import compress, decompress
 from tidelog.storage.errors import RecordTooLargeError
 from tidelog.storage.log import Log, LogConfig
@@ -336,7 +336,7 @@ def test_uncompressed_fast_path_never_walks_records(
     def boom(*_a: object, **_k: object) -> None:
         raise AssertionError("validate_batch called on the fast path")
 
-    monkeypatch.setattr(log_module, "validate_batch", boom)
+    monkeypatch.setattr(batch_validation, "validate_batch", boom)
     log = new_log(tmp_path)
     log.append_as_leader(kp_batch(50) + kp_batch(3), leader_epoch=0, now_ms=0)
     assert log.log_end_offset == 53

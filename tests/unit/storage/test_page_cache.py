@@ -142,8 +142,8 @@ def test_the_kernel_drops_the_old_part_and_keeps_the_tail(tmp_path: Path) -> Non
     for _ in range(4 * 9):
         log.append_as_leader(batch, leader_epoch=0, now_ms=0)
         log.flush()  # written back for sure: the next step can drop it
-    segment_fd = log._segments[-1].fd
-    size = log._segments[-1].size
+    segment_fd = log._local.segments[-1].fd
+    size = log._local.segments[-1].size
     assert not _cached(segment_fd, 0)
     assert not _cached(segment_fd, STEP)
     assert _cached(segment_fd, size - 4096)

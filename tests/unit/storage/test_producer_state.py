@@ -12,17 +12,19 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.protocol.records import stamp_batch
 from tidelog.storage.log import Log, LogConfig
-from tidelog.storage.producer_state import (
+from tidelog.storage.producer_entry import (
     INT32_MAX,
-    SNAPSHOT_SUFFIX,
     BatchMetadata,
-    CorruptSnapshotError,
     ProducerStateEntry,
-    decode_snapshot,
     decrement_sequence,
-    encode_snapshot,
     in_sequence,
     increment_sequence,
+)
+from tidelog.storage.producer_snapshot import (
+    SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    decode_snapshot,
+    encode_snapshot,
     snapshot_file_name,
 )
 

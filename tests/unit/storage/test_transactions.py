@@ -106,7 +106,7 @@ def view(log: Log, hw: int | None = None) -> TxnView:
         log.first_unstable_offset(),
         lso,
         log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset + 1),
-        [list(s.txn_index.entries) for s in log._segments],
+        [list(s.txn_index.entries) for s in log._local.segments],
     )
 
 
@@ -248,7 +248,9 @@ def test_aborted_transaction_spanning_segments(tmp_path: Path) -> None:
     marker_segment = max(b for b in bases if b <= m1)
     assert marker_segment > 0  # the entry lives with the marker, not the start
     assert txnindex_on_disk(log, marker_segment)[0] == AbortedTxn(1, 0, m1, m1 - 1)
-    assert all(not s.txn_index.entries for s in log._segments if s.base_offset < marker_segment)
+    assert all(
+        not s.txn_index.entries for s in log._local.segments if s.base_offset < marker_segment
+    )
     leo = log.log_end_offset
     assert log.collect_aborted_transactions(0, leo) == [(1, 0), (3, t3)]
     # From a middle segment (the transaction's data from 0 continues there).
@@ -492,7 +494,7 @@ def test_restart_gives_the_same_transactions(tmp_path: Path, how: str) -> None:
     log = open_log(tmp_path, config)
     build_history(log)
     assert len(log.segment_base_offsets) >= 3
-    assert any(s.txn_index.entries for s in log._segments[:-1])
+    assert any(s.txn_index.entries for s in log._local.segments[:-1])
     hw = log.log_end_offset - 3
     expected = view(log, hw)
     assert expected.ongoing
@@ -506,7 +508,7 @@ def test_restart_gives_the_same_transactions(tmp_path: Path, how: str) -> None:
         assert recovery_point < log.log_end_offset
         log.close_without_flush()
     directory = log.directory
-    indexed = [s.base_offset for s in log._segments if s.txn_index.entries]
+    indexed = [s.base_offset for s in log._local.segments if s.txn_index.entries]
     victim = directory / f"{indexed[0]:020d}.txnindex"
     assert indexed[0] < recovery_point  # a trusted segment's index
     if how.endswith("lost_txnindex"):
@@ -533,7 +535,7 @@ def test_restart_after_a_torn_marker_reopens_its_transaction(tmp_path: Path) -> 
     last = lead(log, marker(1, 0, commit=False))[0]
     assert view(log).aborted == [(1, 0)]
     recovery_point = log.recovery_point
-    active = log._segments[-1].log_path
+    active = log._local.segments[-1].log_path
     log.close_without_flush()
     with active.open("r+b") as f:
         f.truncate(active.stat().st_size - 5)  # a torn write of the marker

@@ -332,8 +332,8 @@ class TxnLogMachine(RuleBasedStateMachine):
             assert fresh.last_stable_offset(self.hw) == log.last_stable_offset(self.hw)
             assert fresh.first_unstable_offset() == log.first_unstable_offset()
             assert fresh.segment_base_offsets == log.segment_base_offsets
-            assert [s.txn_index.entries for s in fresh._segments] == [
-                s.txn_index.entries for s in log._segments
+            assert [s.txn_index.entries for s in fresh._local.segments] == [
+                s.txn_index.entries for s in log._local.segments
             ]
             for start, upper in self.aborted_queries():
                 assert fresh.collect_aborted_transactions(

@@ -1,0 +1,69 @@
+"""A log's segment list (``tidelog.storage.local_log``): rolling, removal with the file
+delete delay, the deletable prefix and what a flush syncs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tidelog.protocol.records import parse_header
+from tidelog.storage.local_log import LocalLog
+from tidelog.storage.log_config import LogConfig
+from tidelog.storage.segment import LogSegment
+
+from .batches import build_batch
+
+CONFIG = LogConfig(file_delete_delay_ms=1000)
+
+
+def new_log(directory: Path) -> LocalLog:
+    directory.mkdir()
+    segment = LogSegment(directory, 0, index_interval_bytes=4096, max_index_entries=100, now_ms=0)
+    return LocalLog(directory, CONFIG, [segment])
+
+
+def append(local: LocalLog, base_offset: int, n: int) -> None:
+    batch = bytearray(build_batch(n))
+    batch[0:8] = base_offset.to_bytes(8, "big")
+    assert parse_header(bytes(batch)).size == len(batch)
+    local.active.append([bytes(batch)], len(batch), [(len(batch), base_offset + n - 1, 0)], 0)
+
+
+def test_roll_remove_and_delete_after_the_delay(tmp_path: Path) -> None:
+    local = new_log(tmp_path / "t-0")
+    append(local, 0, 3)
+    local.seal_active()
+    local.add_segment(3, now_ms=0)
+    append(local, 3, 2)
+    assert local.bases == [0, 3]
+    assert local.log_end_offset == 5
+    assert local.take_dir_dirty()
+    assert not local.take_dir_dirty()
+    assert local.deletable_prefix(lambda seg, upper: upper <= 3, None) == 1
+    assert local.deletable_prefix(lambda seg, upper: True, 4) == 1  # the active one reaches 5
+    old = local.segments[0]
+    local.remove_prefix(1, now_ms=100)
+    assert local.bases == [3]
+    assert old.log_path.name.endswith(".deleted")
+    local.close_pending_deletes(now_ms=1099)
+    assert old.log_path.exists()
+    local.close_pending_deletes(now_ms=1100)
+    assert not old.log_path.exists()
+    local.close(delete_pending=True)
+
+
+def test_truncate_retire_all_and_start_again(tmp_path: Path) -> None:
+    local = new_log(tmp_path / "t-0")
+    append(local, 0, 3)
+    local.seal_active()
+    local.add_segment(3, now_ms=0)
+    append(local, 3, 2)
+    first, active = local.segments
+    # Every segment from the recovery point on, and the active one's index files again.
+    assert local.segments_to_flush(5, 0) == [first, active, active]
+    assert local.segments_to_flush(3, 3) == []
+    local.truncate_to(3, now_ms=0)
+    assert (local.bases, local.log_end_offset) == ([0], 3)
+    local.retire_all(now_ms=0)
+    local.start_at(7, now_ms=0)
+    assert (local.bases, local.log_end_offset) == ([7], 7)
+    local.close(delete_pending=True)
