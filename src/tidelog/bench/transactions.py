@@ -31,6 +31,7 @@ import struct
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidelog.bench.common import MB, Latency, Row, settle
@@ -89,6 +90,19 @@ def _commit(producer: Any, commits: array[float]) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class TxnTally:
+    """What a send loop did: records produced and committed, each commit's seconds, each
+    transaction's late start (seconds, :func:`send_at_fixed_rate` only), the failed
+    transactions' errors."""
+
+    sent: int = 0
+    committed: int = 0
+    commits: array[float] = field(default_factory=lambda: array("d"))
+    lags: array[float] = field(default_factory=lambda: array("d"))
+    txn_errors: list[str] = field(default_factory=list)
+
+
 def transactional_produce_worker(
     bootstrap: str,
     topic: str,
@@ -132,50 +146,72 @@ def transactional_produce_worker(
         if transactional_id:
             producer.init_transactions(TXN_CALL_TIMEOUT_S)
         value = os.urandom(size)
-        parts = list(partitions)
-        n = len(parts)
-        commits = array("d")
-        txn_errors: list[str] = []
-        sent = committed = 0
+        tally = TxnTally()
         start = time.perf_counter()
-        stop = start + seconds
-        while time.perf_counter() < stop:
-            if transactional_id:
-                producer.begin_transaction()
-            for i in range(per_transaction):
-                while True:
-                    try:
-                        producer.produce(topic, value, partition=parts[sent % n])
-                        break
-                    except BufferError:
-                        producer.poll(0.005)
-                sent += 1
-                if i % 500 == 499:
-                    producer.poll(0)
-            producer.poll(0)
-            if transactional_id:
-                error = _commit(producer, commits)
-                if error is None:
-                    committed += per_transaction
-                    continue
-                txn_errors.append(error)
-                if error.startswith("fatal"):
-                    break
+        send_as_fast_as_possible(
+            producer,
+            topic,
+            list(partitions),
+            value,
+            tally,
+            transactional=bool(transactional_id),
+            per_transaction=per_transaction,
+            stop=start + seconds,
+        )
         remaining = producer.flush(180)
         elapsed = time.perf_counter() - start
         return {
             "transactional": bool(transactional_id),
-            "records": committed if transactional_id else len(latencies),
-            "sent": sent,
-            "transactions": len(commits),
-            "failed_transactions": len(txn_errors),
-            "errors": len(delivery_errors) + len(txn_errors),
-            "first_errors": (txn_errors + delivery_errors)[:3],
+            "records": tally.committed if transactional_id else len(latencies),
+            "sent": tally.sent,
+            "transactions": len(tally.commits),
+            "failed_transactions": len(tally.txn_errors),
+            "errors": len(delivery_errors) + len(tally.txn_errors),
+            "first_errors": (tally.txn_errors + delivery_errors)[:3],
             "unflushed": remaining,
             "elapsed": elapsed,
             "latencies": latencies.tobytes(),
-            "commit_latencies": commits.tobytes(),
+            "commit_latencies": tally.commits.tobytes(),
         }
+
+
+def send_as_fast_as_possible(
+    producer: Any,
+    topic: str,
+    parts: Sequence[int],
+    value: bytes,
+    tally: TxnTally,
+    *,
+    transactional: bool,
+    per_transaction: int,
+    stop: float,
+) -> None:
+    """The send loop of :func:`transactional_produce_worker`: until ``stop`` (or a fatal
+    commit error), groups of ``per_transaction`` copies of ``value`` round-robin over
+    ``parts``, each group one transaction when ``transactional``."""
+    n = len(parts)
+    while time.perf_counter() < stop:
+        if transactional:
+            producer.begin_transaction()
+        for i in range(per_transaction):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=parts[tally.sent % n])
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+            tally.sent += 1
+            if i % 500 == 499:
+                producer.poll(0)
+        producer.poll(0)
+        if transactional:
+            error = _commit(producer, tally.commits)
+            if error is None:
+                tally.committed += per_transaction
+                continue
+            tally.txn_errors.append(error)
+            if error.startswith("fatal"):
+                break
 
 
 def transactional_fixed_rate_producer(
@@ -219,53 +255,77 @@ def transactional_fixed_rate_producer(
             }
         )
         producer.init_transactions(TXN_CALL_TIMEOUT_S)
-        pad = b"\0" * max(0, size - 8)
-        parts = list(partitions)
-        n = len(parts)
-        total = int(rate * seconds)
-        commits = array("d")
-        lags = array("d")
-        txn_errors: list[str] = []
-        sent = committed = 0
+        tally = TxnTally()
         start = time.perf_counter()
-        deadline = start + E2E_DEADLINE_FACTOR * seconds + 30
-        while sent < total and time.perf_counter() < deadline:
-            due = start + sent / rate
-            now = time.perf_counter()
-            if now < due:
-                time.sleep(due - now)
-            lags.append(max(0.0, now - due))
-            producer.begin_transaction()
-            last = min(total, sent + per_transaction)
-            first = sent
-            while sent < last:
-                producer.produce(
-                    topic, struct.pack(">q", time.time_ns()) + pad, partition=parts[sent % n]
-                )
-                sent += 1
-                producer.poll(0)
-            error = _commit(producer, commits)
-            if error is None:
-                committed += sent - first
-                continue
-            txn_errors.append(error)
-            if error.startswith("fatal"):
-                break
+        send_at_fixed_rate(
+            producer,
+            topic,
+            list(partitions),
+            b"\0" * max(0, size - 8),
+            tally,
+            rate=rate,
+            total=int(rate * seconds),
+            per_transaction=per_transaction,
+            start=start,
+            deadline=start + E2E_DEADLINE_FACTOR * seconds + 30,
+        )
         elapsed = time.perf_counter() - start
         remaining = producer.flush(60)
         return {
-            "sent": sent,
-            "committed": committed,
-            "transactions": len(commits),
-            "failed_transactions": len(txn_errors),
-            "errors": len(delivery_errors) + len(txn_errors),
-            "first_errors": (txn_errors + delivery_errors)[:3],
+            "sent": tally.sent,
+            "committed": tally.committed,
+            "transactions": len(tally.commits),
+            "failed_transactions": len(tally.txn_errors),
+            "errors": len(delivery_errors) + len(tally.txn_errors),
+            "first_errors": (tally.txn_errors + delivery_errors)[:3],
             "unflushed": remaining,
             "elapsed": elapsed,
             "ack_latencies": acks.tobytes(),
-            "commit_latencies": commits.tobytes(),
-            "schedule_lags": lags.tobytes(),
+            "commit_latencies": tally.commits.tobytes(),
+            "schedule_lags": tally.lags.tobytes(),
         }
+
+
+def send_at_fixed_rate(
+    producer: Any,
+    topic: str,
+    parts: Sequence[int],
+    pad: bytes,
+    tally: TxnTally,
+    *,
+    rate: int,
+    total: int,
+    per_transaction: int,
+    start: float,
+    deadline: float,
+) -> None:
+    """The send loop of :func:`transactional_fixed_rate_producer`: until ``total`` records
+    are sent (or ``deadline``, or a fatal commit error), one transaction of
+    ``per_transaction`` records when the schedule (``rate`` records/s from ``start``) says,
+    each record ``time.time_ns()`` + ``pad``, round-robin over ``parts``."""
+    n = len(parts)
+    while tally.sent < total and time.perf_counter() < deadline:
+        due = start + tally.sent / rate
+        now = time.perf_counter()
+        if now < due:
+            time.sleep(due - now)
+        tally.lags.append(max(0.0, now - due))
+        producer.begin_transaction()
+        last = min(total, tally.sent + per_transaction)
+        first = tally.sent
+        while tally.sent < last:
+            producer.produce(
+                topic, struct.pack(">q", time.time_ns()) + pad, partition=parts[tally.sent % n]
+            )
+            tally.sent += 1
+            producer.poll(0)
+        error = _commit(producer, tally.commits)
+        if error is None:
+            tally.committed += tally.sent - first
+            continue
+        tally.txn_errors.append(error)
+        if error.startswith("fatal"):
+            break
 
 
 # --- pure summaries -------------------------------------------------------------------------

@@ -1,5 +1,4 @@
-"""TLS: ``ssl.SSLContext`` from Kafka's ``ssl.*`` properties, and the principal a client
-certificate proves (Kafka's SSL principal, KIP-371 mapping rules).
+"""TLS: ``ssl.SSLContext`` from Kafka's ``ssl.*`` properties (Kafka's ``SslFactory``).
 
 Property rules (broker listeners, inter-broker and tidelog clients alike):
 
@@ -29,28 +28,12 @@ Property rules (broker listeners, inter-broker and tidelog clients alike):
   latter two need a truststore. A client with no truststore trusts the system's CAs (Java
   trusts the JVM's).
 
-Principal rules:
-
-* No certificate -> ``User:ANONYMOUS``. Otherwise the subject DN as Java's
-  ``X500Principal.getName()`` prints it (RFC 2253): RDNs most specific first, keywords only
-  for CN, C, L, ST, O, OU, STREET, DC and UID, any other attribute as its dotted OID and
-  ``#`` plus the hex of its DER value; ``, = + < > # ; " \\`` escaped with a backslash,
-  leading and trailing spaces too, NUL as ``\\00``. The DN is read from the certificate's own
-  DER, so encodings are never normalised away.
-* ``ssl.principal.mapping.rules``: comma-separated ``DEFAULT`` (the DN itself) and
-  ``RULE:pattern/replacement/`` with an optional ``L`` or ``U`` after the last slash; ``\\``
-  escapes a ``/``. A rule applies when its pattern matches the whole DN; the name is then
-  the DN with every match replaced (Java's ``replaceAll``: ``$1``, ``${name}``, ``\\$``); the
-  first rule that applies wins, and a DN no rule applies to fails authentication. As in
-  Kafka, ``$n`` past the pattern's last group is literal text; a rule that could never work
-  (bad pattern, a lone ``$`` or ``\\``, ``$1`` in a pattern without groups) is refused when
-  parsed, not at the first connection. "" (unset) means ``DEFAULT``.
+The principal a client certificate proves is ``tidelog.security.ssl_principal``'s job.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import ssl
@@ -59,14 +42,13 @@ import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from tidelog.security.errors import AuthenticationError, SecurityConfigError
-from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
+from tidelog.security.errors import SecurityConfigError
 
 #: ``get(key)``: one listener's (or client's) value for an ``ssl.*`` key, "" when unset.
 Getter = Callable[[str], str]
@@ -83,8 +65,6 @@ DEFAULTS: Final[Mapping[str, str]] = types.MappingProxyType(
         "ssl.principal.mapping.rules": "DEFAULT",
     }
 )
-
-PRINCIPAL_MAPPING_RULES_KEY: Final = "ssl.principal.mapping.rules"
 
 _PROTOCOLS: Final = {"tlsv1.2": ssl.TLSVersion.TLSv1_2, "tlsv1.3": ssl.TLSVersion.TLSv1_3}
 _INSECURE_PROTOCOLS: Final = frozenset({"sslv2", "sslv3", "tlsv1", "tlsv1.1"})
@@ -541,347 +521,3 @@ def client_context_from_properties(props: Mapping[str, str]) -> ssl.SSLContext:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
-
-
-# --- the subject DN, as Java prints it ---------------------------------------------------
-
-_RFC2253_KEYWORDS: Final = {
-    "2.5.4.3": "CN",
-    "2.5.4.6": "C",
-    "2.5.4.7": "L",
-    "2.5.4.8": "ST",
-    "2.5.4.10": "O",
-    "2.5.4.11": "OU",
-    "2.5.4.9": "STREET",
-    "0.9.2342.19200300.100.1.25": "DC",
-    "0.9.2342.19200300.100.1.1": "UID",
-}
-# The string types Java prints as text: PrintableString, T61String, IA5String,
-# GeneralString, BMPString, UTF8String (by their DER tags).
-_STRING_CODECS: Final = {
-    0x13: "ascii",
-    0x14: "latin-1",
-    0x16: "ascii",
-    0x1B: "latin-1",
-    0x1E: "utf-16-be",
-    0x0C: "utf-8",
-}
-_ESCAPED: Final = frozenset(',=+<>#;"\\')
-_SEQUENCE: Final = 0x30
-_SET: Final = 0x31
-_OID: Final = 0x06
-
-
-def _element(data: bytes, pos: int) -> tuple[int, int, int]:
-    """(tag, content start, end) of the DER element at ``pos``; ValueError if malformed."""
-    if pos + 2 > len(data):
-        raise ValueError("truncated DER")
-    tag = data[pos]
-    if tag & 0x1F == 0x1F:
-        raise ValueError("multi-byte DER tag")
-    length = data[pos + 1]
-    pos += 2
-    if length & 0x80:
-        size = length & 0x7F
-        if not 1 <= size <= 4 or pos + size > len(data):
-            raise ValueError("bad DER length")
-        length = int.from_bytes(data[pos : pos + size], "big")
-        pos += size
-    if pos + length > len(data):
-        raise ValueError("truncated DER")
-    return tag, pos, pos + length
-
-
-def _children(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(tag, content start, content end, element start) of each element in data[start:end]."""
-    pos = start
-    while pos < end:
-        tag, content, after = _element(data, pos)
-        if after > end:
-            raise ValueError("DER element overruns its parent")
-        yield tag, content, after, pos
-        pos = after
-
-
-def _dotted(body: bytes) -> str:
-    arcs: list[int] = []
-    value = 0
-    for byte in body:
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            arcs.append(value)
-            value = 0
-    if not arcs or value:
-        raise ValueError("bad OID")
-    first = min(arcs[0] // 40, 2)
-    return ".".join(str(arc) for arc in (first, arcs[0] - 40 * first, *arcs[1:]))
-
-
-def _escape(value: str) -> str:
-    text = "".join("\\" + c if c in _ESCAPED else "\\00" if c == "\0" else c for c in value)
-    lead = len(text) - len(text.lstrip(" \r"))  # leading spaces: escaped
-    end = len(text.rstrip(" \r"))  # trailing spaces from here: escaped
-    return "".join("\\" + c if i < lead or i >= end else c for i, c in enumerate(text))
-
-
-def _attribute(data: bytes, start: int, end: int) -> str:
-    parts = list(_children(data, start, end))
-    if len(parts) != 2 or parts[0][0] != _OID:
-        raise ValueError("bad AttributeTypeAndValue")
-    oid = _dotted(data[parts[0][1] : parts[0][2]])
-    tag, content, after, element = parts[1]
-    keyword = _RFC2253_KEYWORDS.get(oid)
-    codec = _STRING_CODECS.get(tag)
-    if keyword is None or codec is None:
-        return f"{keyword or oid}=#{data[element:after].hex()}"
-    return f"{keyword}={_escape(data[content:after].decode(codec))}"
-
-
-def subject_dn(der: bytes) -> str:
-    """The subject DN of a DER certificate as Java's ``X500Principal.getName()`` prints it
-    (RFC 2253: ``CN=alice,OU=eng,O=tidelog``). ValueError if the DER is malformed."""
-    tag, start, end = _element(der, 0)
-    if tag != _SEQUENCE:
-        raise ValueError("not a certificate")
-    tag, start, end = _element(der, start)  # TBSCertificate
-    if tag != _SEQUENCE:
-        raise ValueError("not a certificate")
-    fields = list(_children(der, start, end))
-    if fields and fields[0][0] == 0xA0:  # [0] version
-        fields = fields[1:]
-    # serialNumber, signature, issuer, validity, subject
-    if len(fields) < 5 or fields[4][0] != _SEQUENCE:
-        raise ValueError("certificate without a subject")
-    _, name_start, name_end, _ = fields[4]
-    rdns = []
-    for rdn_tag, rdn_start, rdn_end, _ in _children(der, name_start, name_end):
-        if rdn_tag != _SET:
-            raise ValueError("bad RelativeDistinguishedName")
-        avas = []
-        for ava_tag, ava_start, ava_end, _ in _children(der, rdn_start, rdn_end):
-            if ava_tag != _SEQUENCE:
-                raise ValueError("bad AttributeTypeAndValue")
-            avas.append(_attribute(der, ava_start, ava_end))
-        rdns.append("+".join(avas))
-    return ",".join(reversed(rdns))
-
-
-# --- ssl.principal.mapping.rules ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Group:
-    """A group reference in a replacement: its number or name."""
-
-    ref: int | str
-
-
-_Piece: TypeAlias = str | _Group  # replacement text: literal text or a group
-
-
-@dataclass(frozen=True, slots=True)
-class PrincipalMappingRule:
-    """One rule: ``DEFAULT`` (``pattern`` None) or ``RULE:pattern/replacement/[L|U]``."""
-
-    text: str
-    pattern: re.Pattern[str] | None = None
-    replacement: tuple[_Piece, ...] = ()
-    case: str = ""  # "", "L" or "U"
-
-    def apply(self, dn: str) -> str | None:
-        """The name this rule gives ``dn``; None when the rule does not apply."""
-        if self.pattern is None:
-            return dn
-        if self.pattern.fullmatch(dn) is None:
-            return None
-        name = self.pattern.sub(self._expand, dn)
-        if self.case == "L":
-            return name.lower()
-        if self.case == "U":
-            return name.upper()
-        return name
-
-    def _expand(self, match: re.Match[str]) -> str:
-        return "".join(
-            piece if isinstance(piece, str) else (match.group(piece.ref) or "")
-            for piece in self.replacement
-        )
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass(frozen=True, slots=True)
-class PrincipalMappingRules:
-    """Parsed ``ssl.principal.mapping.rules``: the first rule that applies names the DN."""
-
-    rules: tuple[PrincipalMappingRule, ...]
-
-    def name(self, dn: str) -> str | None:
-        """The principal name for ``dn``; None when no rule applies."""
-        for rule in self.rules:
-            name = rule.apply(dn)
-            if name is not None:
-                return name
-        return None
-
-    def __str__(self) -> str:
-        return ",".join(str(rule) for rule in self.rules)
-
-
-DEFAULT_RULES: Final = PrincipalMappingRules((PrincipalMappingRule("DEFAULT"),))
-
-_JAVA_NAMED_GROUP: Final = re.compile(r"(?<!\\)\(\?<(?=[A-Za-z])")
-
-
-def _rule_error(rule: str, message: str) -> SecurityConfigError:
-    return SecurityConfigError(PRINCIPAL_MAPPING_RULES_KEY, f"rule {rule!r}: {message}")
-
-
-def _until_slash(text: str, pos: int) -> int:
-    """The index of the first ``/`` at or after ``pos`` not escaped by ``\\`` (or the end)."""
-    while pos < len(text) and text[pos] != "/":
-        pos += 2 if text[pos] == "\\" else 1
-    return min(pos, len(text))
-
-
-def _replacement(rule: str, text: str, pattern: re.Pattern[str]) -> tuple[_Piece, ...]:
-    """Java's replacement syntax: ``\\x`` is x, ``$n`` group n (digits taken while the group
-    exists), ``${name}`` a named group; ``$n`` past the last group is literal (Kafka)."""
-    groups = pattern.groups
-    pieces: list[_Piece] = []
-    literal: list[str] = []
-
-    def flush() -> None:
-        if literal:
-            pieces.append("".join(literal))
-            literal.clear()
-
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            if i + 1 == len(text):
-                raise _rule_error(rule, "the replacement ends with a lone \\")
-            literal.append(text[i + 1])
-            i += 2
-        elif c != "$":
-            literal.append(c)
-            i += 1
-        elif i + 1 == len(text):
-            raise _rule_error(rule, "the replacement ends with a lone $")
-        elif text[i + 1] == "{":
-            end = text.find("}", i + 2)
-            name = text[i + 2 : end] if end > 0 else ""
-            if name not in pattern.groupindex:
-                raise _rule_error(rule, f"the pattern has no group named {name!r}")
-            flush()
-            pieces.append(_Group(name))
-            i = end + 1
-        elif text[i + 1] in "0123456789":
-            ref = int(text[i + 1])
-            if ref > groups:
-                if groups == 0:
-                    raise _rule_error(rule, f"${ref}: the pattern has no groups")
-                literal.append("$")
-                i += 1
-                continue
-            i += 2
-            while i < len(text) and text[i] in "0123456789" and ref * 10 + int(text[i]) <= groups:
-                ref = ref * 10 + int(text[i])
-                i += 1
-            flush()
-            pieces.append(_Group(ref))
-        else:
-            raise _rule_error(rule, "$ must be followed by a group number or {name}")
-    flush()
-    return tuple(pieces)
-
-
-def _parse_rule(rule: str) -> PrincipalMappingRule:
-    """``RULE:pattern/replacement/`` with an optional ``L`` or ``U``; ``rule`` is complete."""
-    body = rule[len("RULE:") :]
-    end = _until_slash(body, 0)
-    if end == len(body):
-        raise _rule_error(rule, "expected RULE:pattern/replacement/")
-    source = body[:end]
-    replacement_end = _until_slash(body, end + 1)
-    if replacement_end == len(body):
-        raise _rule_error(rule, "expected RULE:pattern/replacement/ (the closing / is missing)")
-    case = body[replacement_end + 1 :]
-    if case not in ("", "L", "U"):
-        raise _rule_error(rule, f"unexpected {case!r} after the last /: expected L, U or nothing")
-    try:
-        pattern = re.compile(_JAVA_NAMED_GROUP.sub("(?P<", source))
-    except re.error as exc:
-        raise _rule_error(rule, f"bad pattern: {exc}") from None
-    replacement = _replacement(rule, body[end + 1 : replacement_end], pattern)
-    return PrincipalMappingRule(rule, pattern, replacement, case)
-
-
-def _split_rules(text: str) -> list[str]:
-    """The rules of the list, in order: commas separate rules, but not inside a RULE's
-    pattern or replacement (which end at their unescaped slashes)."""
-    rules = []
-    pos = 0
-    while pos < len(text):
-        while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
-            pos += 1  # empty entries are ignored, as in Kafka
-        if pos == len(text):
-            break
-        start = pos
-        if text.startswith("RULE:", pos):
-            pos = _until_slash(text, pos + len("RULE:"))
-            pos = _until_slash(text, pos + 1)
-            pos = min(pos + 1, len(text))
-        comma = text.find(",", pos)
-        pos = len(text) if comma < 0 else comma
-        rules.append(text[start:pos].strip())
-    return rules
-
-
-@functools.lru_cache(maxsize=32)
-def _parse_cached(text: str) -> PrincipalMappingRules:
-    if not text.strip():
-        return DEFAULT_RULES
-    rules = []
-    for rule in _split_rules(text):
-        if rule == "DEFAULT":
-            rules.append(PrincipalMappingRule("DEFAULT"))
-        elif rule.startswith("RULE:"):
-            rules.append(_parse_rule(rule))
-        else:
-            raise _rule_error(rule, "expected DEFAULT or RULE:pattern/replacement/[L|U]")
-    return PrincipalMappingRules(tuple(rules))
-
-
-def parse_principal_mapping_rules(text: str) -> PrincipalMappingRules:
-    """Parse ``ssl.principal.mapping.rules`` (the broker calls it at start-up to refuse a
-    bad value); SecurityConfigError naming the key and the rule."""
-    return _parse_cached(text)
-
-
-def principal_from_certificate(
-    der: bytes | None, rules: str | PrincipalMappingRules = "DEFAULT"
-) -> KafkaPrincipal:
-    """The principal a (verified) peer certificate proves: ANONYMOUS without one, else
-    ``User:`` and the name ``rules`` give its subject DN. AuthenticationError when no rule
-    applies or the certificate is unreadable."""
-    if der is None:
-        return ANONYMOUS
-    mapping = rules if isinstance(rules, PrincipalMappingRules) else _parse_cached(rules)
-    try:
-        dn = subject_dn(der)
-    except (ValueError, UnicodeDecodeError):
-        raise AuthenticationError("the client certificate's subject is unreadable") from None
-    name = mapping.name(dn)
-    if name is None:
-        raise AuthenticationError(f"no {PRINCIPAL_MAPPING_RULES_KEY} rule applies to {dn}")
-    return KafkaPrincipal.user(name)
-
-
-def peer_principal(
-    ssl_object: ssl.SSLObject | ssl.SSLSocket, rules: str | PrincipalMappingRules = "DEFAULT"
-) -> KafkaPrincipal:
-    """``principal_from_certificate`` of a finished handshake's peer certificate."""
-    return principal_from_certificate(ssl_object.getpeercert(binary_form=True), rules)

@@ -1,6 +1,6 @@
 """tidelog.security.tls: contexts from Kafka's ``ssl.*`` keys (and librdkafka's) proven by
-real TLS handshakes over a socketpair; the subject DN as Java prints it; KIP-371 mapping
-rules; configuration errors that name their key."""
+real TLS handshakes over a socketpair (the principal from ``ssl_principal``); configuration
+errors that name their key."""
 
 from __future__ import annotations
 
@@ -16,12 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from tidelog.security import certs, tls
+from tidelog.security import certs, ssl_principal, tls
 from tidelog.security.errors import AuthenticationError, SecurityConfigError
 from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -94,7 +90,7 @@ def handshake(
     def serve() -> None:
         try:
             with server_context.wrap_socket(server_sock, server_side=True) as conn:
-                outcome.principal = tls.peer_principal(conn, rules)
+                outcome.principal = ssl_principal.peer_principal(conn, rules)
                 conn.sendall(b"ok")
         except (OSError, AuthenticationError) as exc:
             outcome.server_error = exc
@@ -509,151 +505,3 @@ def test_one_truststore_and_one_keystore_in_either_spelling(pki: Pki) -> None:
         )
     )
     assert error.key == "ssl.certificate.location"
-
-
-# --- the subject DN ----------------------------------------------------------------------
-
-
-def self_signed(name: x509.Name) -> bytes:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.DER)
-
-
-def attr(oid: x509.ObjectIdentifier, value: str) -> x509.NameAttribute[str]:
-    return x509.NameAttribute(oid, value)
-
-
-def test_the_dn_is_most_specific_first_as_java_prints_it() -> None:
-    name = x509.Name(
-        [
-            attr(NameOID.COUNTRY_NAME, "US"),
-            attr(NameOID.ORGANIZATION_NAME, "tidelog"),
-            attr(NameOID.ORGANIZATIONAL_UNIT_NAME, "eng"),
-            attr(NameOID.COMMON_NAME, "alice"),
-        ]
-    )
-    der = self_signed(name)
-    assert tls.subject_dn(der) == "CN=alice,OU=eng,O=tidelog,C=US"
-    assert tls.subject_dn(der) == name.rfc4514_string()
-    assert tls.principal_from_certificate(der) == KafkaPrincipal.user(
-        "CN=alice,OU=eng,O=tidelog,C=US"
-    )
-
-
-def test_dn_escaping_follows_javas_rfc2253() -> None:
-    cases = {
-        "a,b+c": r"CN=a\,b\+c",
-        "x=y#z": r"CN=x\=y\#z",
-        'q"<>;\\': r"CN=q\"\<\>\;\\",
-        " padded ": r"CN=\ padded\ ",
-        "  ": r"CN=\ \ ",
-        "nul\0": r"CN=nul\00",
-        "Zoë": "CN=Zoë",
-    }
-    for value, expected in cases.items():
-        assert (
-            tls.subject_dn(self_signed(x509.Name([attr(NameOID.COMMON_NAME, value)]))) == expected
-        )
-
-
-def test_attributes_without_an_rfc2253_keyword_print_as_oid_and_der_hex() -> None:
-    name = x509.Name([attr(NameOID.EMAIL_ADDRESS, "a@b"), attr(NameOID.COMMON_NAME, "alice")])
-    # IA5String (0x16), length 3, "a@b"
-    assert tls.subject_dn(self_signed(name)) == "CN=alice,1.2.840.113549.1.9.1=#1603614062"
-
-
-def test_a_multi_valued_rdn_joins_with_plus() -> None:
-    rdn = x509.RelativeDistinguishedName(
-        [attr(NameOID.COMMON_NAME, "alice"), attr(NameOID.USER_ID, "a1")]
-    )
-    name = x509.Name([x509.RelativeDistinguishedName([attr(NameOID.ORGANIZATION_NAME, "t")]), rdn])
-    dn = tls.subject_dn(self_signed(name))
-    assert dn in ("CN=alice+UID=a1,O=t", "UID=a1+CN=alice,O=t")  # DER's SET OF order
-
-
-def test_no_certificate_is_anonymous_and_garbage_fails_authentication() -> None:
-    assert tls.principal_from_certificate(None) == ANONYMOUS
-    with pytest.raises(AuthenticationError):
-        tls.principal_from_certificate(b"\x30\x03\x02\x01")
-
-
-# --- ssl.principal.mapping.rules ---------------------------------------------------------
-
-DN = "CN=Kafka-Client1,OU=ServiceUsers,O=Org,L=Santa Clara,ST=California,C=US"
-
-
-@pytest.mark.parametrize(
-    ("rules", "expected"),
-    [
-        ("DEFAULT", DN),
-        ("", DN),
-        ("RULE:^CN=(.*?),.*$/$1/", "Kafka-Client1"),
-        ("RULE:^CN=(.*?),.*$/$1/L", "kafka-client1"),
-        ("RULE:^CN=(.*?),.*$/$1/U", "KAFKA-CLIENT1"),
-        ("RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/L", "kafka-client1@serviceusers"),
-        # the first rule that applies wins; DEFAULT catches the rest
-        (
-            "RULE:^CN=(.*?),OU=Admins,.*$/admin-$1/, RULE:^CN=([^,]*),.*$/$1/,DEFAULT",
-            "Kafka-Client1",
-        ),
-        ("RULE:^CN=nobody,.*$/x/,DEFAULT", DN),
-        # $n past the last group is literal text, as Kafka has it; $12 with one group: $1, "2"
-        ("RULE:^CN=(.*?),.*$/$1-$3/", "Kafka-Client1-$3"),
-        ("RULE:^CN=(.*?),.*$/$12/", "Kafka-Client12"),
-        # Java's escapes and named groups
-        (r"RULE:^CN=(.*?),.*$/\$1=$1/", "$1=Kafka-Client1"),
-        ("RULE:^CN=(?<user>[^,]*),.*$/${user}/", "Kafka-Client1"),
-        # Java's replaceAll: a pattern that also matches the empty string at the end
-        ("RULE:.*/x/", "xx"),
-        # an escaped slash belongs to the pattern
-        (r"RULE:^CN=([^,]*),OU=Service\/?Users,.*$/$1/", "Kafka-Client1"),
-    ],
-)
-def test_mapping_rules(rules: str, expected: str) -> None:
-    assert tls.parse_principal_mapping_rules(rules).name(DN) == expected
-
-
-def test_commas_inside_a_rule_do_not_split_it() -> None:
-    rules = tls.parse_principal_mapping_rules("RULE:^CN=(.*?),OU=(.*?),.*$/$2,$1/, DEFAULT")
-    assert len(rules.rules) == 2
-    assert rules.name(DN) == "ServiceUsers,Kafka-Client1"
-
-
-@pytest.mark.parametrize(
-    "rules",
-    [
-        "RULE:abc",
-        "RULE:^(.*)$/$1",
-        "RULE:^(.*)$/$1/X",
-        "RULE:^(.*)$/$1/Lx",
-        "foo",
-        "DEFAULTX",
-        "DEFAULT, RULE:(unclosed/$1/",
-        "RULE:^(.*)$/$/",
-        "RULE:^(.*)$/x\\/",
-        "RULE:^.*$/$1/",
-        "RULE:^(.*)$/${nope}/",
-    ],
-)
-def test_bad_mapping_rules_name_the_key(rules: str) -> None:
-    error = config_error(lambda: tls.parse_principal_mapping_rules(rules))
-    assert error.key == "ssl.principal.mapping.rules"
-
-
-def test_a_dn_no_rule_applies_to_fails_authentication() -> None:
-    der = self_signed(x509.Name([attr(NameOID.COMMON_NAME, "eve")]))
-    with pytest.raises(AuthenticationError, match="CN=eve"):
-        tls.principal_from_certificate(der, "RULE:^CN=(.*?),O=tidelog$/$1/")
-    rules = tls.parse_principal_mapping_rules("RULE:^CN=(.*)$/$1/U")
-    assert tls.principal_from_certificate(der, rules) == KafkaPrincipal.user("EVE")

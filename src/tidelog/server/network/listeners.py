@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog.errors import ConfigError
-from tidelog.security import tls
+from tidelog.security import ssl_principal, tls
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.security.errors import SecurityConfigError
 from tidelog.security.plain import parse_jaas_config
@@ -92,12 +92,14 @@ def listener_security(config: BrokerConfig, endpoint: Endpoint) -> ListenerSecur
     try:
         context = tls.server_context(get)
         rules = get("ssl.principal.mapping.rules") or "DEFAULT"
-        tls.parse_principal_mapping_rules(rules)
+        ssl_principal.parse_principal_mapping_rules(rules)
     except SecurityConfigError as exc:
         raise ConfigError(exc.key, f"listener {endpoint.name}: {exc}") from None
 
     def principal(ssl_object: ssl.SSLObject) -> KafkaPrincipal:
-        return tls.principal_from_certificate(ssl_object.getpeercert(binary_form=True), rules)
+        return ssl_principal.principal_from_certificate(
+            ssl_object.getpeercert(binary_form=True), rules
+        )
 
     return ListenerSecurity(endpoint, context, principal)
 

@@ -25,6 +25,16 @@ from tidelog.testing.faults.txn_run import TxnRunConfig, render_txn_report, run_
 
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    args = parser.parse_args(args_list)
+    transactions = args.workload == "transactions"
+    kinds = _kinds(parser, args, transactions)
+    if transactions:
+        return main_transactions(args, kinds, args_list)
+    return main_records(args, kinds, args_list)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tidelog.testing.faults")
     parser.add_argument(
         "--workload",
@@ -67,8 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         default=25,
         help="transactions: every N-th transaction of each producer is a zombie scenario",
     )
-    args = parser.parse_args(args_list)
-    transactions = args.workload == "transactions"
+    return parser
+
+
+def _kinds(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, transactions: bool
+) -> tuple[str, ...]:
+    """The fault kinds the arguments name; a usage error (exit 2) for a bad combination."""
     if args.mix is not None and args.kinds is not None:
         parser.error("--mix and --kinds exclude each other")
     if transactions and args.idempotent:
@@ -83,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(kinds) - set(known))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; known: {', '.join(known)}")
-    if transactions:
-        return main_transactions(args, kinds, args_list)
+    return kinds
+
+
+def main_records(args: argparse.Namespace, kinds: tuple[str, ...], argv: list[str]) -> int:
     config = RunConfig(
         faults=args.faults,
         seed=args.seed,
@@ -104,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
     if args.report is not None:
-        command = "python -m tidelog.testing.faults " + " ".join(args_list)
+        command = "python -m tidelog.testing.faults " + " ".join(argv)
         figures = try_write(result.faults, result.unavailable, args.report, print_err)
         args.report.write_text(render_report(result, command, figures=figures), encoding="utf-8")
         print_err(f"report written to {args.report}")

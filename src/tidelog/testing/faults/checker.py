@@ -124,18 +124,40 @@ def check_histories(
     producer_order_guaranteed: bool = True,
 ) -> Findings:
     f = Findings(acknowledged=len(acks))
-    producer_reorders = f.reordered if producer_order_guaranteed else f.producer_reordered
     log: dict[tuple[int, int], bytes] = {}
     where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for r in final:
         log[(r.partition, r.offset)] = r.value
         where[r.value].append((r.partition, r.offset))
+    _check_complete(f, log, high_watermarks)
+    _check_acknowledged(f, acks, log, where, high_watermarks)
+    _check_one_value_per_offset(f, acks, reads, final)
+    _check_reads(f, reads, log, high_watermarks)
+    _check_producer_order(f.reordered if producer_order_guaranteed else f.producer_reordered, log)
+    for v, places in where.items():
+        if len(places) > 1:
+            f.duplicated.append(f"{v!r} at {places}")
+    return f
+
+
+def _check_complete(
+    f: Findings, log: Mapping[tuple[int, int], bytes], high_watermarks: Mapping[int, int]
+) -> None:
     for p, hw in sorted(high_watermarks.items()):
         have = sum(1 for (q, _o) in log if q == p)
         if have < hw:
             # Offsets below the HW the final reader never got (compaction is off here).
             f.incomplete.append(f"partition {p}: final read got {have} of {hw} offsets")
 
+
+def _check_acknowledged(
+    f: Findings,
+    acks: Sequence[Ack],
+    log: Mapping[tuple[int, int], bytes],
+    where: Mapping[bytes, list[tuple[int, int]]],
+    high_watermarks: Mapping[int, int],
+) -> None:
+    """Every acknowledged value is in the final log at its offset: else moved or lost."""
     for a in acks:
         stored = log.get((a.partition, a.offset))
         if stored == a.value:
@@ -153,7 +175,11 @@ def check_histories(
                 f"{high_watermarks.get(a.partition)}), now {stored!r}"
             )
 
-    # One offset, one value: acks, every consumer's reads and the final log must agree.
+
+def _check_one_value_per_offset(
+    f: Findings, acks: Sequence[Ack], reads: Sequence[Read], final: Sequence[Read]
+) -> None:
+    """One offset, one value: acks, every consumer's reads and the final log must agree."""
     seen: dict[tuple[int, int], tuple[bytes, str]] = {}
     for who, p, o, v in [
         *((f"ack p{a.producer}", a.partition, a.offset, a.value) for a in acks),
@@ -164,6 +190,14 @@ def check_histories(
         if first[0] != v:
             f.inconsistent.append(f"{p}/{o}: {first[1]} saw {first[0]!r}, {who} saw {v!r}")
 
+
+def _check_reads(
+    f: Findings,
+    reads: Sequence[Read],
+    log: Mapping[tuple[int, int], bytes],
+    high_watermarks: Mapping[int, int],
+) -> None:
+    """A value read stays in the log below the final HW; each reader's offsets increase."""
     for r in reads:
         if (r.partition, r.offset) not in log and r.offset < high_watermarks.get(r.partition, 0):
             f.vanished.append(f"{r.reader} read {r.value!r} at {r.partition}/{r.offset}, gone")
@@ -180,8 +214,10 @@ def check_histories(
             f.reordered.append(f"{r.reader} read {r.partition}/{r.offset} after {last[key]}")
         last[key] = r.offset
 
-    # A producer's values, by their first copy in the log, keep its sending order (a retried
-    # batch's second copy is a duplicate, reported below, not a reordering).
+
+def _check_producer_order(out: list[str], log: Mapping[tuple[int, int], bytes]) -> None:
+    """A producer's values, by their first copy in the log, keep its sending order (a
+    retried batch's second copy is a duplicate, not a reordering); breaks go to ``out``."""
     last_seq: dict[tuple[int, int], tuple[int, int]] = {}
     stored_once: set[bytes] = set()
     for (p, o), v in sorted(log.items()):
@@ -192,16 +228,11 @@ def check_histories(
         producer, seq = parsed
         pkey = (p, producer)
         if pkey in last_seq and seq < last_seq[pkey][0]:
-            producer_reorders.append(
+            out.append(
                 f"partition {p}: producer {producer} seq {seq} at offset {o} after seq "
                 f"{last_seq[pkey][0]} at offset {last_seq[pkey][1]}"
             )
         last_seq[pkey] = (max(seq, last_seq.get(pkey, (seq, o))[0]), o)
-
-    for v, places in where.items():
-        if len(places) > 1:
-            f.duplicated.append(f"{v!r} at {places}")
-    return f
 
 
 # --- replicas' logs ------------------------------------------------------------------------

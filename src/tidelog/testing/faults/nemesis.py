@@ -94,7 +94,8 @@ ALL_KINDS: tuple[str, ...] = (
 )
 
 #: Every kind that kills and restarts a broker, pauses it past its session, or restarts it
-#: cleanly (issue 18: a just-restarted broker told a client that the topic had 0 partitions).
+#: cleanly: the window in which a restarted broker must not answer a client (e.g. a topic
+#: with 0 partitions) before it knows the cluster again.
 RESTART_KINDS: tuple[str, ...] = (
     "kill_leader",
     "kill_follower",

@@ -116,10 +116,18 @@ def draw(
     if not times:
         return []
     plt = _pyplot()
-    out: list[tuple[str, Path]] = []
+    return [
+        ("Failover timeline", _draw_timeline(plt, times, stem, unavailable_what)),
+        ("Recovery times", _draw_recovery(plt, times, stem, unavailable_what)),
+    ]
+
+
+def _draw_timeline(
+    plt: Any, times: Sequence[FaultTimes], stem: Path, unavailable_what: str
+) -> Path:
+    """``<stem>-timeline.png``: a lane per fault kind over the per-fault recovery points."""
     kinds = sorted({t.kind for t in times})
     colors = {k: plt.get_cmap("tab10")(i % 10) for i, k in enumerate(kinds)}
-
     fig, (lanes, points) = plt.subplots(
         2,
         1,
@@ -127,6 +135,19 @@ def draw(
         sharex=True,
         gridspec_kw={"height_ratios": [max(1.0, 0.35 * len(kinds)), 3]},
     )
+    _draw_lanes(lanes, times, kinds, colors)
+    _draw_points(points, times, kinds, colors, unavailable_what)
+    fig.tight_layout()
+    timeline = stem.with_name(f"{stem.name}-timeline.png")
+    fig.savefig(timeline, dpi=100)
+    plt.close(fig)
+    return timeline
+
+
+def _draw_lanes(
+    lanes: Any, times: Sequence[FaultTimes], kinds: list[str], colors: dict[str, Any]
+) -> None:
+    """Each fault from injection to heal (dark), then to healthy again (light)."""
     for lane, kind in enumerate(kinds):
         mine = [t for t in times if t.kind == kind]
         lanes.broken_barh(
@@ -147,6 +168,16 @@ def draw(
         "(light)",
         fontsize=10,
     )
+
+
+def _draw_points(
+    points: Any,
+    times: Sequence[FaultTimes],
+    kinds: list[str],
+    colors: dict[str, Any],
+    unavailable_what: str,
+) -> None:
+    """Per fault: injection to healthy again (o) and the longest unavailability (x)."""
     for kind in kinds:
         mine = [t for t in times if t.kind == kind]
         points.scatter(
@@ -171,12 +202,12 @@ def draw(
         fontsize=10,
     )
     points.legend(fontsize=7, ncol=min(4, len(kinds)))
-    fig.tight_layout()
-    timeline = stem.with_name(f"{stem.name}-timeline.png")
-    fig.savefig(timeline, dpi=100)
-    plt.close(fig)
-    out.append(("Failover timeline", timeline))
 
+
+def _draw_recovery(
+    plt: Any, times: Sequence[FaultTimes], stem: Path, unavailable_what: str
+) -> Path:
+    """``<stem>-recovery.png``: a histogram of the recovery times and the unavailabilities."""
     fig, ax = plt.subplots(figsize=(8, 4))
     recovery = [t.recovery_s for t in times]
     gaps_s = [t.longest_unavailable_s for t in times if t.longest_unavailable_s is not None]
@@ -193,8 +224,7 @@ def draw(
     histogram = stem.with_name(f"{stem.name}-recovery.png")
     fig.savefig(histogram, dpi=100)
     plt.close(fig)
-    out.append(("Recovery times", histogram))
-    return out
+    return histogram
 
 
 def try_write(
