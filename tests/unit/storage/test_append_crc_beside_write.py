@@ -267,10 +267,15 @@ def test_spare_cpu_is_idle_time_since_the_last_sample(
     assert sampler.spare_cpu()
 
 
-def test_appending_thread_waits_briefly_for_a_check_the_helper_started() -> None:
+def test_appending_thread_waits_briefly_for_a_check_the_helper_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A check the helper has started is waited for (it runs with the GIL released), so
     the CRC is not computed twice; one it has not started is done by the appending
-    thread at once."""
+    thread at once. The wait is widened to 5 s here so that a loaded machine's thread
+    scheduling cannot outlast it: what is tested is that the wait happens, not its length."""
+    bounded_wait_s = crc_helper._HELPER_WAIT_S
+    monkeypatch.setattr(crc_helper, "_HELPER_WAIT_S", 5.0)
     view = memoryview(big_batch(0))
     batches, _ = validate_batches(
         view, max_message_bytes=None, allow_partial_tail=False, check_crc=False
@@ -300,6 +305,7 @@ def test_appending_thread_waits_briefly_for_a_check_the_helper_started() -> None
     )
     stalled = crc_helper._CrcJob(cview, cbatches)
     stalled._current = 0  # started, never finishes: the wait is bounded
+    monkeypatch.setattr(crc_helper, "_HELPER_WAIT_S", bounded_wait_s)
     stalled._progress.clear()
     assert stalled.finish() == 0
     assert not stalled.helped
