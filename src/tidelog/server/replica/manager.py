@@ -46,7 +46,6 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config.broker_config import LONG_MAX, BrokerConfig
-from tidelog.server.observability.metrics import BrokerTopicStats
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import (
     FOLLOWER_THROTTLED_RATE,
@@ -55,6 +54,7 @@ from tidelog.server.replica.quota import (
     WINDOW_SIZE_SECONDS,
     ReplicationQuotas,
 )
+from tidelog.server.replica.topic_stats import BrokerTopicStats
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
