@@ -17,7 +17,8 @@ from tidelog.controller.zk import ZkClient
 from tidelog.controller.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.replica.manager import (
     ReplicaManager,

@@ -31,7 +31,7 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
-from tidelog.server.cluster.node import FetchState
+from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import MetricsListener, load_broker_config
 from tidelog.server.network.request_context import RequestContext
 from tidelog.server.observability.metrics import (
