@@ -230,8 +230,8 @@ class ReplicaManager:
         ``ReplicaManager.getPartitionOrError``): NOT_LEADER_OR_FOLLOWER (retriable; the
         client refreshes its metadata) when the cluster has it, and UNKNOWN_TOPIC_OR_PARTITION
         only when it does not. A broker that just started has the controller's metadata
-        before the LeaderAndIsr that makes it host anything; before this, a consumer whose
-        old metadata sent it there was told that the partition does not exist (issue 18)."""
+        before the LeaderAndIsr that makes it host anything: UNKNOWN_TOPIC_OR_PARTITION would
+        tell a consumer whose old metadata sent it there that the partition does not exist."""
         known = self.partition_known
         if known is not None and known(tp):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
