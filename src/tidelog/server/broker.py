@@ -40,7 +40,8 @@ from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
-from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.coordinators.group import GroupCoordinator, client_host

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.replica.manager import (
     ReplicaManager,

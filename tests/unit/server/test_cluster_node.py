@@ -14,8 +14,9 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster import node as cluster_module
-from tidelog.server.cluster.node import CachedBroker, ClusterNode
+from tidelog.server.cluster import controller_connection as cluster_module
+from tidelog.server.cluster.metadata_cache import CachedBroker
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.replica.manager import (
     ProduceResult,
     effective_topic_config,
@@ -210,8 +211,8 @@ def test_make_follower_caps_the_checkpointed_high_watermark(tmp_path: Path) -> N
 def test_concurrent_requests_to_the_controller_share_one_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """AlterPartition proposals of many partitions run at once; each used to open its own
-    connection to the controller and overwrite the previous one without closing it."""
+    """AlterPartition proposals of many partitions run at once; they share one connection
+    to the controller, opened once (never one each, overwriting the previous unclosed)."""
     opened: list[FakeConnection] = []
 
     class FakeConnection:

@@ -15,7 +15,8 @@ from typing import cast
 
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.replica.manager import (
     ReplicaManager,

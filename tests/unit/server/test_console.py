@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.security.client_config import PLAINTEXT
-from tidelog.server.cluster.node import CachedBroker, CachedPartition
+from tidelog.server.cluster.metadata_cache import CachedBroker, CachedPartition
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
 from tidelog.server.observability.metrics import MetricsEndpoint

@@ -1,10 +1,9 @@
 """ControlledShutdown when the controller is gone: the stopping broker gives up at once.
 
 When every broker of a cluster stops at once, the controller resigns while the others are
-still asking it to move their leaderships; nobody competes for the seat any more. The
-broker used to retry for its whole 10 s bound (each of three brokers with 5,000 replicas
-spent 10-23 s there). Now a failed attempt asks ZooKeeper who the controller is, and no
-controller ends the controlled shutdown.
+still asking it to move their leaderships; nobody competes for the seat any more. Retrying
+would hold each broker for its whole 10 s bound, so a failed attempt asks ZooKeeper who the
+controller is, and no controller ends the controlled shutdown.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ import pytest
 from tidelog.controller.leader_moves import ControlledShutdownResult
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.server.cluster.node import CachedBroker, ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.replica.manager import (
     ReplicaManager,
@@ -69,7 +69,7 @@ def _node(tmp_path: Path, broker_id: int, metadata: ClusterMetadataCache) -> Clu
 
 
 def _controlled_shutdown(node: ClusterNode, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster.node"):
+    with caplog.at_level(logging.INFO, logger="tidelog.server.cluster.controlled_shutdown"):
         asyncio.run(node.controlled_shutdown(timeout_s=10.0))
 
 

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 
 from tidelog.model import TopicPartition
-from tidelog.server.cluster.node import FetchState, LeaderFetcher
+from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
 
 from .nodes import cluster_node
 

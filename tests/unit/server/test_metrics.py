@@ -29,7 +29,7 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
 from tidelog.server.broker import Broker, Dispatcher
-from tidelog.server.cluster.node import FetchState
+from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.network.request_context import RequestContext

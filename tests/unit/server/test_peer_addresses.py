@@ -16,12 +16,9 @@ from tidelog.cli.main import main
 from tidelog.errors import ConfigError
 from tidelog.model import BrokerId, ControllerEpoch, TopicPartition
 from tidelog.protocol import control
-from tidelog.server.cluster.node import (
-    CachedBroker,
-    ClusterMetadataCache,
-    ClusterNode,
-    RpcControllerSender,
-)
+from tidelog.server.cluster.controller_channel import RpcControllerSender
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig, load_broker_config
 from tidelog.server.replica.manager import ReplicaManager, effective_topic_config, log_config_for
 from tidelog.server.replica.manager import now_ms as rm_now_ms

@@ -17,7 +17,7 @@ from tidelog.client.client import FetchResult as ClientFetchResult
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.cluster.node import FetchState, LeaderFetcher
+from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
 from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
 from tidelog.server.config.dynamic import check_alteration
 from tidelog.server.config.values import LONG_MAX

@@ -1,5 +1,5 @@
 """A restarted broker and the controller's requests for its previous incarnation (KIP-380),
-and what it answers for partitions it knows but does not host yet (issue 18)."""
+and what it answers for partitions it knows but does not host yet."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ from tidelog.server.apis.kafka_apis import (
     KafkaApis,
 )
 from tidelog.server.auth import authz
-from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
+from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import (
     BrokerConfig,
     topic_name_error,

@@ -1,2 +1,3 @@
-"""The broker in a ZooKeeper cluster: registration, the controller's requests, follower
-fetchers, ISR changes sent to the controller, and whether clients may be answered yet."""
+"""The broker in a ZooKeeper cluster (``node.ClusterNode`` wires it): registration, the
+controller's requests, follower fetchers, ISR changes and controlled shutdown sent to the
+controller, log dir events, topic configs, and whether clients may be answered yet."""

@@ -1,4 +1,4 @@
-"""Whether a broker in a cluster may answer its clients yet (issue 18).
+"""Whether a broker in a cluster may answer its clients yet.
 
 Theory of operation:
 

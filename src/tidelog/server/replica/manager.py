@@ -47,7 +47,6 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.config.values import LONG_MAX
-from tidelog.server.observability.metrics import BrokerTopicStats
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import (
     FOLLOWER_THROTTLED_RATE,
@@ -56,6 +55,7 @@ from tidelog.server.replica.quota import (
     WINDOW_SIZE_SECONDS,
     ReplicationQuotas,
 )
+from tidelog.server.replica.topic_stats import BrokerTopicStats
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
@@ -231,8 +231,8 @@ class ReplicaManager:
         ``ReplicaManager.getPartitionOrError``): NOT_LEADER_OR_FOLLOWER (retriable; the
         client refreshes its metadata) when the cluster has it, and UNKNOWN_TOPIC_OR_PARTITION
         only when it does not. A broker that just started has the controller's metadata
-        before the LeaderAndIsr that makes it host anything; before this, a consumer whose
-        old metadata sent it there was told that the partition does not exist (issue 18)."""
+        before the LeaderAndIsr that makes it host anything: UNKNOWN_TOPIC_OR_PARTITION would
+        tell a consumer whose old metadata sent it there that the partition does not exist."""
         known = self.partition_known
         if known is not None and known(tp):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

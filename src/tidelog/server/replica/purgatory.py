@@ -20,10 +20,10 @@ Kafka's ``DelayedOperationPurgatory`` on one event loop (no locks needed). A pro
    watch entries, every list is swept of completed operations (Kafka's
    ``*.purgatory.purge.interval.requests``, default 1000): the lists hold the live
    operations plus at most ``purge_interval`` entries, at an amortised cost of one sweep per
-   ``purge_interval`` watches. Without it a broker whose followers fetched idle partitions
-   (``__consumer_offsets``, any quiet topic) kept every follower fetch it ever parked:
+   ``purge_interval`` watches. Without it a broker whose followers fetch idle partitions
+   (``__consumer_offsets``, any quiet topic) keeps every follower fetch it ever parked:
    11,000 after 25 s at 1,000 acks=all records/s, and gen-2 garbage collections over them
-   grew past 200 ms, stalling the event loop (seen as acks=all p99 of 200-400 ms).
+   grow past 200 ms, stalling the event loop (acks=all p99 of 200-400 ms).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ A reassignment (``tidelog.controller.reassignment``) ends with StopReplica(delet
 replicas it removed, sent after the new assignment is written to ZooKeeper. That request can
 be lost: the removed replica's broker is dead, or restarting (the request is addressed to its
 old incarnation and the new one refuses it as a stale broker epoch), or the controller dies
-between the write and the send (seen in CI: the next controller reads a finished assignment,
-has no reassignment to resume, and sends the still-running removed replica nothing, so it kept
-fetching and its log stayed for ever). Kafka's ZooKeeper mode leaves such logs on disk; a KRaft
+between the write and the send (the next controller reads a finished assignment, has no
+reassignment to resume, and sends the still-running removed replica nothing, so it keeps
+fetching and its log stays for ever). Kafka's ZooKeeper mode leaves such logs on disk; a KRaft
 broker finds them when it loads the metadata (KIP-858's stray detection). Here:
 
 Rule 1: every UpdateMetadata lists partitions with their replicas (RS, which during a

@@ -1,0 +1,405 @@
+"""Follower fetchers (Kafka's ReplicaFetcherManager and ReplicaFetcherThread): one
+``LeaderFetcher`` per leader broker carries every partition this broker follows from it, on
+one connection (replication rule 2).
+
+A partition that became follower first finds its divergence point with OffsetForLeaderEpoch
+rounds (``replication.truncation``, rule 7), then fetches from its log end offset with
+``replica_id`` = own id; the leader's HW caps the follower's HW (rule 3). A fetch answered
+without errors is a finished long poll: the next one goes out at once, and
+``replica.fetch.backoff.ms`` is waited after failures only (Kafka's AbstractFetcherThread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tidelog.aio import cancel_and_wait, wait_for
+from tidelog.client.client import Client, FetchResult
+from tidelog.client.client import EpochEndOffset as LeaderEpochAnswer
+from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
+from tidelog.client.connection import BrokerConnection
+from tidelog.client.errors import ClientError
+from tidelog.errors import ErrorCode, KafkaError
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
+from tidelog.security.client_config import ClientSecurity
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.replica.manager import HostedPartition, ReplicaManager, now_ms
+from tidelog.server.replica.quota import ReplicationQuota
+
+log = logging.getLogger(__name__)
+
+#: How long a partition whose leader answered with an error waits before it is asked again.
+_RETRY_PAUSE_S = 0.2
+
+
+class FollowerBroker(Protocol):
+    """What the fetchers use of this broker (``ClusterNode`` is one)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def broker_id(self) -> BrokerId: ...
+    @property
+    def peer_security(self) -> ClientSecurity: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def client(self) -> Client: ...
+    @property
+    def background(self) -> set[asyncio.Task[Any]]: ...
+
+
+@dataclass(slots=True)
+class FetchState:
+    """One followed partition in a fetcher: truncating first, then fetching (rule 7)."""
+
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+    #: Caught up to the leader's high watermark at the last fetch (Kafka's
+    #: ``isReplicaInSync``): the follower throttle never holds such a partition back.
+    in_sync: bool = False
+    #: The leader's high watermark in its last fetch answer (-1: none yet); the lag metrics
+    #: read it at scrape time (tidelog.server.observability.metrics).
+    leader_high_watermark: int = -1
+
+
+@dataclass(slots=True)
+class LeaderFetcher:
+    """All partitions this broker follows from one leader, on one connection (rule 2)."""
+
+    node: FollowerBroker
+    leader_id: int
+    host: str
+    port: int
+    partitions: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    conn: BrokerConnection | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"fetcher-{self.leader_id}"
+        )
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            await cancel_and_wait(self.task)
+        if self.conn is not None:
+            await self.conn.close()
+
+    async def _run(self) -> None:
+        backoff = self.node.config.get_int("replica.fetch.backoff.ms") / 1000
+        while True:
+            if not self.partitions:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            try:
+                if self.conn is None or self.conn.is_closed:
+                    self.conn = await BrokerConnection.connect(
+                        self.host,
+                        self.port,
+                        client_id=f"replica-fetcher-{self.node.broker_id}",
+                        security=self.node.peer_security,
+                    )
+                progressed = await self._round(self.conn)
+            except (ClientError, OSError) as exc:
+                log.info("fetcher from broker %d: %s", self.leader_id, exc)
+                if self.conn is not None:
+                    await self.conn.close()
+                    self.conn = None
+                progressed = False
+            except KafkaError:
+                log.exception("fetcher from broker %d failed", self.leader_id)
+                progressed = False
+            if not progressed:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await wait_for(self.wake.wait(), backoff)
+
+    def _truncate(self, hosted: HostedPartition, offset: int) -> bool:
+        """Truncate a followed log (rule 7); False when its log dir failed meanwhile."""
+        try:
+            hosted.log.truncate_to(offset)
+        except OSError as exc:
+            # The cut itself is done (a checkpoint after it failed): the HW follows it.
+            hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+            self._storage_failed(hosted.partition.topic_partition, exc)
+            return False
+        hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+        return True
+
+    def _storage_failed(self, tp: TopicPartition, exc: OSError) -> None:
+        log.warning("%s: writing the replica failed: %s", tp, exc)
+        self.partitions.pop(tp, None)
+        self.node.replica_manager.on_storage_error(tp, exc)
+
+    def _current(self, tp: TopicPartition, state: FetchState) -> bool:
+        """Whether ``state`` still describes how we follow ``tp`` (nothing moved meanwhile)."""
+        if self.partitions.get(tp) is not state:
+            return False
+        hosted = self.node.replica_manager.partitions.get(tp)
+        return (
+            hosted is not None
+            and hosted.partition.leader_id == self.leader_id
+            and hosted.partition.leader_epoch == state.leader_epoch
+        )
+
+    def _ready(self, *, truncating: bool, now: float) -> dict[TopicPartition, FetchState]:
+        """The partitions in the truncating (or the fetching) step that may go now: not
+        paused after an error, their log dir online."""
+        rm = self.node.replica_manager
+        return {
+            tp: st
+            for tp, st in self.partitions.items()
+            if st.truncating == truncating and st.delayed_until <= now and not rm.is_offline(tp)
+        }
+
+    async def _round(self, conn: BrokerConnection) -> bool:
+        """One round: the divergence checks of the partitions still truncating (rule 7),
+        then one fetch for the others (a partition whose check just completed included).
+        True when either step made progress."""
+        now = asyncio.get_running_loop().time()
+        truncated = await self._truncation_step(conn, now)
+        fetched = await self._fetch_step(conn, now)
+        return truncated or fetched
+
+    # -- step 1: truncation (rule 7) -----------------------------------------------------
+
+    async def _truncation_step(self, conn: BrokerConnection, now: float) -> bool:
+        """Ask the leader where each truncating partition's latest epoch ends and cut our log
+        back to the divergence point; True when a check completed a step."""
+        truncating = self._ready(truncating=True, now=now)
+        if not truncating:
+            return False
+        asked: dict[TopicPartition, tuple[int, int]] = {}
+        rm = self.node.replica_manager
+        for tp, st in truncating.items():
+            hosted = rm.partitions[tp]
+            latest = hosted.log.leader_epoch_cache.latest_epoch()
+            if latest is None:
+                # No epoch history: nothing of ours can be proven; keep up to the HW
+                # (Kafka's fallback for logs without epochs).
+                hw = hosted.partition.high_watermark
+                if hosted.log.log_end_offset > hw and not self._truncate(hosted, hw):
+                    continue
+                st.truncating = False
+                continue
+            asked[tp] = (latest, st.leader_epoch)
+        answers = await self.node.client.offset_for_leader_epoch(
+            asked, replica_id=self.node.broker_id, conn=conn
+        )
+        progressed = False
+        for tp, answer in answers.items():
+            if self._on_epoch_end_offset(tp, truncating[tp], answer, now):
+                progressed = True
+        return progressed
+
+    def _on_epoch_end_offset(
+        self, tp: TopicPartition, st: FetchState, answer: LeaderEpochAnswer, now: float
+    ) -> bool:
+        """Apply the leader's answer for one truncating partition; True when applied."""
+        if not self._current(tp, st):
+            return False
+        if answer.error_code != ErrorCode.NONE:
+            st.delayed_until = now + _RETRY_PAUSE_S
+            return False
+        hosted = self.node.replica_manager.partitions[tp]
+        decision = follower_truncation_offset(
+            hosted.log.leader_epoch_cache,
+            log_end_offset=hosted.log.log_end_offset,
+            high_watermark=hosted.partition.high_watermark,
+            leader_answer=EpochEndOffset(answer.leader_epoch, answer.end_offset),
+        )
+        if decision.offset < hosted.log.log_end_offset:
+            log.info(
+                "%s: truncating from %d to %d (leader %d, epoch %d)",
+                tp,
+                hosted.log.log_end_offset,
+                decision.offset,
+                self.leader_id,
+                st.leader_epoch,
+            )
+            if not self._truncate(hosted, decision.offset):
+                return False
+        st.truncating = not decision.truncation_completed
+        return True
+
+    # -- step 2: fetch (rules 2, 3) ------------------------------------------------------
+
+    async def _fetch_step(self, conn: BrokerConnection, now: float) -> bool:
+        """One Fetch for every partition past truncation (the follower throttle leaving out
+        the throttled ones over quota); True when records were appended or the fetch was
+        answered without errors."""
+        fetching = self._ready(truncating=False, now=now)
+        if not fetching:
+            return False
+        rm = self.node.replica_manager
+        config = self.node.config
+        max_bytes = config.get_int("replica.fetch.max.bytes")
+        requests = {}
+        quota = rm.replication_throttles().follower  # KIP-73 (replication_quota rule 4)
+        for tp, st in fetching.items():
+            if quota.should_throttle(tp, in_sync=st.in_sync):
+                continue
+            hosted = rm.partitions[tp]
+            requests[tp] = ClientFetchPartition(
+                fetch_offset=hosted.log.log_end_offset,
+                partition_max_bytes=max_bytes,
+                current_leader_epoch=st.leader_epoch,
+                log_start_offset=hosted.log.log_start_offset,
+            )
+        if not requests:
+            return False
+        results = await self.node.client.fetch(
+            requests,
+            max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+            min_bytes=config.get_int("replica.fetch.min.bytes"),
+            max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+            replica_id=self.node.broker_id,
+            conn=conn,
+        )
+        # A fetch answered without errors is a finished long poll (the leader parked it up
+        # to replica.fetch.wait.max.ms): fetch again at once. replica.fetch.backoff.ms is
+        # for failures only (Kafka's AbstractFetcherThread), else a follower idle for one
+        # poll sleeps a further second while acks=all produces wait for it.
+        progressed = bool(results) and all(r.error_code == ErrorCode.NONE for r in results.values())
+        for tp, result in results.items():
+            fst = fetching.get(tp)
+            if fst is None or not self._current(tp, fst):
+                continue
+            if self._on_fetched(tp, fst, result, quota, now):
+                progressed = True
+        return progressed
+
+    def _on_fetched(
+        self,
+        tp: TopicPartition,
+        fst: FetchState,
+        result: FetchResult,
+        quota: ReplicationQuota,
+        now: float,
+    ) -> bool:
+        """Apply one partition's fetch answer; True when records were appended."""
+        hosted = self.node.replica_manager.partitions[tp]
+        if result.error_code == ErrorCode.NONE:
+            appended = bool(result.records)
+            if appended:
+                if not self._append(tp, hosted, fst, result.records):
+                    return False
+                if quota.is_throttled(tp):
+                    quota.record(len(result.records))
+            fst.in_sync = hosted.log.log_end_offset >= result.high_watermark
+            fst.leader_high_watermark = result.high_watermark
+            hosted.partition.update_follower_high_watermark(
+                log_end_offset=hosted.log.log_end_offset,
+                leader_high_watermark=result.high_watermark,
+            )
+            return appended
+        if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if 0 <= hosted.log.log_end_offset < result.log_start_offset:
+                try:
+                    hosted.log.truncate_fully_and_start_at(result.log_start_offset)
+                except OSError as exc:
+                    self._storage_failed(tp, exc)
+                    return False
+                hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
+            else:
+                fst.truncating = True
+        else:
+            # Not leader (yet), fenced or unknown epoch: the controller's LeaderAndIsr
+            # brings the truth; try again after a short pause.
+            fst.delayed_until = now + _RETRY_PAUSE_S
+        return False
+
+    def _append(
+        self,
+        tp: TopicPartition,
+        hosted: HostedPartition,
+        fst: FetchState,
+        records: bytes | memoryview,
+    ) -> bool:
+        """Append fetched records to the followed log; False when nothing was appended (the
+        log dir failed, or the records did not fit our log: it is cut back first)."""
+        try:
+            hosted.log.append_as_follower(records, now_ms=now_ms())
+        except OSError as exc:
+            # A full or failing log dir: nothing was appended (storage leaves the log as it
+            # was); the dir goes offline and we stop fetching into it until it has room
+            # again (replica manager rule 5).
+            self._storage_failed(tp, exc)
+            return False
+        except KafkaError as exc:
+            base = _first_base_offset(records)
+            leo = hosted.log.log_end_offset
+            if base is not None and hosted.log.log_start_offset <= base < leo:
+                # The leader's batch straddles our log end: our tail's batch boundaries
+                # differ from the leader's although the epochs agree (a tail lost below the
+                # HW, then re-fetched). The leader's log is the truth for a follower: cut
+                # back to the start of its batch and take it whole next round. The
+                # epoch-based truncation finds nothing to cut here.
+                log.warning("%s: follower append failed (%s): truncating to %d", tp, exc, base)
+                self._truncate(hosted, base)
+                return False
+            log.warning("%s: follower append failed (%s): truncating", tp, exc)
+            fst.truncating = True
+            return False
+        return True
+
+
+def _first_base_offset(records: bytes | memoryview) -> int | None:
+    """The base offset of the first batch in a fetched record set (None if too short)."""
+    if len(records) < 8:
+        return None
+    return int.from_bytes(records[:8], "big", signed=True)
+
+
+class ReplicaFetcherManager:
+    """Fetchers keyed by leader broker (Kafka's ReplicaFetcherManager)."""
+
+    def __init__(self, node: FollowerBroker) -> None:
+        self.node = node
+        self.fetchers: dict[int, LeaderFetcher] = {}
+
+    def add(self, tp: TopicPartition, leader: int, host: str, port: int, leader_epoch: int) -> None:
+        """Follow ``tp`` from ``leader``, registered at host:port (rule 2)."""
+        self.remove(tp)
+        host, port = self.node.config.peer_address(leader, host, port)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None and (fetcher.host, fetcher.port) != (host, port):
+            self._drop(leader)
+            fetcher = None
+        if fetcher is None:
+            fetcher = LeaderFetcher(self.node, leader, host, port)
+            self.fetchers[leader] = fetcher
+            fetcher.start()
+        fetcher.partitions[tp] = FetchState(leader_epoch)
+        fetcher.wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(tp, None)
+
+    def is_fetching(self, tp: TopicPartition) -> bool:
+        """Whether a fetcher carries ``tp``."""
+        return any(tp in f.partitions for f in self.fetchers.values())
+
+    def _drop(self, leader: int) -> None:
+        fetcher = self.fetchers.pop(leader)
+        task = asyncio.get_running_loop().create_task(fetcher.stop())
+        self.node.background.add(task)
+        task.add_done_callback(self.node.background.discard)
+
+    async def stop(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+
+
+__all__ = ["FetchState", "FollowerBroker", "LeaderFetcher", "ReplicaFetcherManager"]
