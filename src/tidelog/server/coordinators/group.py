@@ -181,6 +181,7 @@ class GroupCoordinator:
             self._now,
             self._apply,
         )
+        #: The loaded partitions by number (``partitions.loaded`` itself).
         self.loaded: dict[int, LoadedPartition] = self.partitions.loaded
         self.parked = ParkedRequests()
         lookup = self.partitions.lookup
