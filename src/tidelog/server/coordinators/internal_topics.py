@@ -5,13 +5,13 @@ and appending a batch that is answered only once replicated.
 Rules:
   1. A coordinator owns partition ``p`` of its topic while this broker leads it; its state is
      the replay of that partition (the new leader was in the ISR, so every acknowledged
-     write is in its log: seed 3's HW rule, made exact in DESIGN.md).
+     write is in its log: rules 6 and 9 of ``docs/design.md``).
   2. Every write is acks=all through the ordinary replication path: the caller is told the
      outcome only once the high watermark passed the batch (or the error that ended the
      wait), mapped by ``error_map`` to what the coordinator's clients understand.
   3. Both topics are compacted (``cleanup.policy=compact``, Kafka's offsetsTopicConfigs and
      TransactionLog's): their state is the last record per key, so the log cleaner
-     (``tidelog.storage.cleaner``) bounds them. A topic created earlier keeps its config
+     (``tidelog.storage.cleaner``) bounds them. An existing topic keeps its config
      (Kafka does not alter an existing internal topic either).
   4. A load replays whatever the log holds from its start: after compaction batches and
      offsets have gaps (``replay_batches`` skips them, also a gap at a segment's end).
@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from tidelog.server.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
+
+#: The group coordinator's topic (Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``).
+OFFSETS_TOPIC = "__consumer_offsets"
 
 #: Kafka maps append errors of an internal topic to what coordinator clients understand.
 COORDINATOR_APPEND_ERRORS: Mapping[ErrorCode, ErrorCode] = {
@@ -206,6 +209,7 @@ class InternalTopicCreator:
 
 __all__ = [
     "COORDINATOR_APPEND_ERRORS",
+    "OFFSETS_TOPIC",
     "InternalTopicCreator",
     "append_replicated",
     "leader_of",

@@ -9,11 +9,11 @@ Theory of operation (KIP-98; the rules of each transition are in ``tidelog.coord
    ``min(transaction.state.log.replication.factor, live brokers)``, min.insync.replicas
    ``transaction.state.log.min.isr``). The partition's leader is the coordinator; its
    leader epoch is the coordinator epoch every marker carries.
-2. Ownership follows leadership (``tidelog.server.coordinators.internal_topics`` rule 1): a
-``TxnManager``
-   per led partition, loaded by replaying the partition at each new leader epoch and dropped
-   when leadership goes. A loaded partition's PREPARE_COMMIT / PREPARE_ABORT transactions
-   get their markers sent again (coordinator failover resumes them).
+2. Ownership follows leadership (``tidelog.server.coordinators.internal_topics`` rule 1):
+   a ``TxnManager`` per led partition, loaded by replaying the partition at each new
+   leader epoch and dropped when leadership goes. A loaded partition's PREPARE_COMMIT /
+   PREPARE_ABORT transactions get their markers sent again (coordinator failover resumes
+   them).
 3. Write-ahead. Every transition is a pending change first (other requests for that id get
    CONCURRENT_TRANSACTIONS); it takes effect only once its record is replicated (acks=all),
    and is dropped if the write fails. A client is answered after that, so an acknowledged
@@ -43,7 +43,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.aio import wait_for
 from tidelog.client.records import Record, build_batch, decode_records
@@ -69,6 +69,7 @@ from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server.auth import authz
 from tidelog.server.coordinators.internal_topics import (
+    OFFSETS_TOPIC,
     InternalTopicCreator,
     append_replicated,
     leader_of,
@@ -81,12 +82,10 @@ from tidelog.server.replica.manager import now_ms
 if TYPE_CHECKING:
     from tidelog.server.apis.kafka_apis import KafkaApis
     from tidelog.server.cluster.node import ClusterNode
-    from tidelog.server.coordinators.group import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 #: Kafka's transaction.state.log.segment.bytes.
 TXN_SEGMENT_BYTES = 104857600
 #: How often leadership is re-checked and marker work resumed.
@@ -118,6 +117,15 @@ class _Loaded:
     coordinator_epoch: int
 
 
+class GroupOffsets(Protocol):
+    """What transactions need of the group coordinator: ``__consumer_offsets`` created on
+    first use (AddOffsetsToTxn) and a transaction's offsets completed by its marker."""
+
+    async def ensure_offsets_topic(self) -> int: ...
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None: ...
+
+
 def fenced_error(header: RequestHeader, error: ErrorCode) -> ErrorCode:
     """PRODUCER_FENCED as the request's version knows it (KIP-588)."""
     since = _PRODUCER_FENCED_SINCE.get(ApiKey(header.api_key))
@@ -133,7 +141,7 @@ class TransactionCoordinator:
         self,
         apis: KafkaApis,
         node: ClusterNode | None,
-        groups: GroupCoordinator,
+        groups: GroupOffsets,
         allocate_producer_id: Callable[[], Awaitable[int]],
         non_transactional_init: Callable[[RequestHeader, Any], Any],
     ) -> None:
@@ -151,7 +159,7 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._non_transactional_init = non_transactional_init
         self.loaded: dict[int, _Loaded] = {}
-        self.writer = MarkerWriter(apis, groups)
+        self.writer = MarkerWriter(apis, groups.complete_txn)
         self.sender = MarkerSender(apis, node, self.writer)
         self.creator = InternalTopicCreator(
             apis,

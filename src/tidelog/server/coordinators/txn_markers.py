@@ -46,17 +46,18 @@ from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation
 from tidelog.security.client_config import PLAINTEXT
 from tidelog.server.auth import authz
-from tidelog.server.coordinators.internal_topics import append_replicated, leader_of
+from tidelog.server.coordinators.internal_topics import OFFSETS_TOPIC, append_replicated, leader_of
 from tidelog.server.replica.manager import now_ms
 
 if TYPE_CHECKING:
     from tidelog.server.apis.kafka_apis import KafkaApis
     from tidelog.server.cluster.node import ClusterNode
-    from tidelog.server.coordinators.group import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+#: The group coordinator's completion of a transaction's offsets in one
+#: ``__consumer_offsets`` partition: (partition, producer id, commit) (rule 2).
+CompleteTxn = Callable[[int, int, bool], None]
 #: How long a marker waits for its replication before the partition answers the timeout.
 MARKER_ACK_TIMEOUT_MS = 30_000
 #: Pause between rounds while some partition has no leader or answered a retriable error.
@@ -77,9 +78,9 @@ class Marker:
 class MarkerWriter:
     """The partition leader's side: appends markers (rule 1) and completes offsets (rule 2)."""
 
-    def __init__(self, apis: KafkaApis, groups: GroupCoordinator | None) -> None:
+    def __init__(self, apis: KafkaApis, complete_txn: CompleteTxn | None) -> None:
         self.apis = apis
-        self.groups = groups
+        self.complete_txn = complete_txn
 
     async def write(self, tp: TopicPartition, marker: Marker) -> ErrorCode:
         batch = build_control_batch(
@@ -93,8 +94,8 @@ class MarkerWriter:
             self.apis.replica_manager, tp, batch, MARKER_ACK_TIMEOUT_MS, error_map={}
         )
         error = await pending
-        if error == ErrorCode.NONE and tp.topic == OFFSETS_TOPIC and self.groups is not None:
-            self.groups.complete_txn(tp.partition, marker.producer_id, marker.commit)
+        if error == ErrorCode.NONE and tp.topic == OFFSETS_TOPIC and self.complete_txn is not None:
+            self.complete_txn(tp.partition, marker.producer_id, marker.commit)
         return error
 
     def handle_write_txn_markers(self, header: RequestHeader, body: Any) -> Any:
