@@ -33,18 +33,18 @@ from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.network.request_context import RequestContext
-from tidelog.server.observability.metrics import (
-    CONTENT_TYPE,
+from tidelog.server.observability.metrics.broker_collector import (
     BrokerState,
-    BrokerTopicStats,
     LoopIdleProbe,
-    MetricsEndpoint,
+    broker_registry,
+)
+from tidelog.server.observability.metrics.endpoint import CONTENT_TYPE, MetricsEndpoint
+from tidelog.server.observability.metrics.request_metrics import (
     RequestMetrics,
     RequestTiming,
-    ZkSessionTracker,
-    broker_registry,
     request_name,
 )
+from tidelog.server.observability.metrics.zk_session import ZkSessionTracker
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
@@ -54,6 +54,7 @@ from tidelog.server.replica.manager import (
 )
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
+from tidelog.server.replica.topic_stats import BrokerTopicStats
 from tidelog.storage.log_manager import LogManager
 from tidelog.zk import SessionEvent
 from tidelog.zk.znodes import PartitionState, TopicAssignment
