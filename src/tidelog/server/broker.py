@@ -52,14 +52,10 @@ from tidelog.server.network.listeners import ListenerSecurity
 from tidelog.server.network.request_context import set_request
 from tidelog.server.network.sasl import SaslServerAuthenticator
 from tidelog.server.observability.console import Console
-from tidelog.server.observability.metrics import (
-    BrokerState,
-    MetricsEndpoint,
-    RequestMetrics,
-    RequestTiming,
-    ZkSessionTracker,
-    broker_registry,
-)
+from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
+from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
+from tidelog.server.observability.metrics.request_metrics import RequestMetrics, RequestTiming
+from tidelog.server.observability.metrics.zk_session import ZkSessionTracker
 from tidelog.server.process import keep_freed_memory
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness import BrokerCluster, BrokerProcess, wait_until
 from tests.integration.cluster.helpers import consume_all, create_topic, produce
-from tidelog.server.observability.metrics import CONTENT_TYPE
+from tidelog.server.observability.metrics.endpoint import CONTENT_TYPE
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from tidelog.security.client_config import PLAINTEXT
 from tidelog.server.cluster.metadata_cache import CachedBroker, CachedPartition
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
-from tidelog.server.observability.metrics import MetricsEndpoint
+from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 
 
 def fake_replica_manager(now_ms: int) -> SimpleNamespace:

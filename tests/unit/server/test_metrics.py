@@ -1,50 +1,51 @@
-"""Prometheus metrics (tidelog.server.observability.metrics): names and HELP, gauges computed at
-scrape
-time from broker state, request counters, the HTTP endpoint, the config key."""
+"""The broker's metrics (tidelog.server.observability.metrics.broker_collector): names and
+HELP, gauges computed at scrape time from broker state, counters bumped where things happen,
+the config key, a broker serving its metrics."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.unit.server.metrics_fakes import (
+    exchange,
+    fake_node,
+    fake_replica_manager,
+    hosted,
+    scrape,
+    scrape_text,
+    split,
+)
 from tests.unit.server.nodes import cluster_node
 from tidelog.cli.main import main
 from tidelog.client.records import Record, build_batch
 from tidelog.controller.controller import Controller
 from tidelog.errors import ConfigError, ErrorCode
-from tidelog.histogram import Histogram
 from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
-from tidelog.security.principal import ANONYMOUS
-from tidelog.server.broker import Broker, Dispatcher
+from tidelog.server.broker import Broker
 from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.values import MetricsListener
-from tidelog.server.network.request_context import RequestContext
-from tidelog.server.observability.metrics import (
-    CONTENT_TYPE,
+from tidelog.server.observability.metrics.broker_collector import (
+    BrokerCollector,
     BrokerState,
-    BrokerTopicStats,
     LoopIdleProbe,
-    MetricsEndpoint,
-    RequestMetrics,
-    RequestTiming,
-    ZkSessionTracker,
+    PartitionCounts,
     broker_registry,
-    request_name,
+    count_partitions,
 )
+from tidelog.server.observability.metrics.request_metrics import RequestMetrics
+from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
@@ -52,99 +53,10 @@ from tidelog.server.replica.manager import (
     log_config_for,
     now_ms,
 )
-from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
-from tidelog.server.replica.quota import ReplicationQuotas
+from tidelog.server.replica.purgatory import DelayedOperation
 from tidelog.storage.log_manager import LogManager
 from tidelog.zk import SessionEvent
 from tidelog.zk.znodes import PartitionState, TopicAssignment
-
-# --- fake broker state -------------------------------------------------------------------
-
-
-def hosted(
-    *,
-    leader: bool,
-    isr: set[int],
-    replicas: tuple[int, ...] = (0, 1, 2),
-    min_isr: int = 2,
-    log_dir: str = "/logs/a",
-    log_end: int = 0,
-    log_start: int = 0,
-    size: int = 0,
-    segments: tuple[int, ...] = (0,),
-) -> SimpleNamespace:
-    partition = SimpleNamespace(
-        is_leader=leader,
-        isr=frozenset(BrokerId(b) for b in isr),
-        replicas=tuple(BrokerId(b) for b in replicas),
-        min_insync_replicas=min_isr,
-    )
-    the_log = SimpleNamespace(
-        directory=Path(log_dir) / "t-0",
-        log_end_offset=log_end,
-        log_start_offset=log_start,
-        size_bytes=size,
-        segment_base_offsets=segments,
-    )
-    return SimpleNamespace(partition=partition, log=the_log)
-
-
-def fake_replica_manager() -> SimpleNamespace:
-    return SimpleNamespace(
-        partitions={
-            TopicPartition("t", 0): hosted(leader=True, isr={0, 1, 2}),
-            TopicPartition("t", 1): hosted(leader=True, isr={0}),  # under min ISR
-            TopicPartition("t", 2): hosted(leader=True, isr={0, 1}),  # at min ISR
-            TopicPartition("u", 0): hosted(leader=False, isr={1, 2}, log_dir="/logs/b"),
-        },
-        offline_log_dirs={},
-        produce_purgatory=Purgatory("Produce"),
-        fetch_purgatory=Purgatory("Fetch"),
-        isr_shrinks=4,
-        isr_expands=3,
-        failed_isr_updates=1,
-        replication_quotas=ReplicationQuotas(0),
-        topic_stats=BrokerTopicStats(),
-    )
-
-
-def election_times(*ms: float) -> Histogram:
-    """A controller's LeaderElectionRateAndTimeMs timer after rounds of ``ms``."""
-    timer = Histogram()
-    for value in ms:
-        timer.observe(value)
-    return timer
-
-
-def fake_node(*, active: bool = True, connected: bool = True) -> SimpleNamespace:
-    controller = SimpleNamespace(
-        is_active=active,
-        offline_partition_count=lambda: 2 if active else 0,
-        preferred_replica_imbalance_count=lambda: 1 if active else 0,
-        global_counts=lambda: (5, 17) if active else (0, 0),
-        leader_elections=9,
-        unclean_leader_elections=1,
-        election_times=election_times(3.0, 40.0),
-    )
-    return SimpleNamespace(
-        controller=controller,
-        zk=SimpleNamespace(connected=connected),
-        fetchers=SimpleNamespace(fetchers={}),
-    )
-
-
-def scrape_text(text: bytes) -> dict[str, float]:
-    """Every sample as ``name{label="v",...}`` -> value (labels sorted)."""
-    samples: dict[str, float] = {}
-    for family in text_string_to_metric_families(text.decode()):
-        for s in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
-    return samples
-
-
-def scrape(registry: Any) -> dict[str, float]:
-    return scrape_text(generate_latest(registry))
 
 
 class Parked(DelayedOperation):
@@ -285,257 +197,6 @@ def test_every_metric_has_help_naming_its_kafka_mbean_and_a_kafka_style_name() -
         "whose ISR is smaller than their replica set "
         "(kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions)"
     ) in text
-
-
-def test_request_names_are_kafkas() -> None:
-    assert request_name(ApiKey.PRODUCE) == "Produce"
-    assert request_name(ApiKey.LIST_OFFSETS) == "ListOffsets"
-    assert request_name(ApiKey.LEADER_AND_ISR) == "LeaderAndIsr"
-    assert request_name(ApiKey.OFFSET_FOR_LEADER_EPOCH) == "OffsetForLeaderEpoch"
-    assert request_name(ApiKey.API_VERSIONS) == "ApiVersions"
-    assert request_name(9999) == "9999"
-
-
-def test_requests_are_counted_when_answered_and_fetches_split_by_side() -> None:
-    async def body() -> tuple[dict[str, float], dict[str, float]]:
-        requests = RequestMetrics([ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA])
-        registry = broker_registry(
-            fake_replica_manager(),  # type: ignore[arg-type]
-            requests=requests,
-            process=False,
-        )
-        timings: dict[int, Any] = {}
-
-        def answer(api_key: ApiKey, body: object, result: object) -> RequestTiming | None:
-            timing = requests.start(api_key, body, time.monotonic())
-            if timing is not None:
-                RequestMetrics.dispatched(timing, result, timings)
-            return timing
-
-        answers = [object(), object()]
-        for result in answers:
-            answer(ApiKey.PRODUCE, None, result)
-        parked: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        answer(ApiKey.PRODUCE, None, parked)  # acks=all: not yet
-        answer(ApiKey.PRODUCE, None, None)  # acks=0: no answer, done at once
-        consumer, follower = object(), object()
-        answer(ApiKey.FETCH, SimpleNamespace(replica_id=-1), consumer)
-        answer(ApiKey.FETCH, SimpleNamespace(replica_state=SimpleNamespace(replica_id=2)), follower)
-        assert answer(ApiKey.CREATE_TOPICS, None, object()) is None  # not served: ignored
-        before = scrape(registry)
-        # The connection writes the answers: each is counted then.
-        for result in (*answers, consumer, follower):
-            timings.pop(id(result)).sent(time.monotonic())
-        parked.set_result(None)
-        await asyncio.sleep(0)
-        timings.pop(id(parked)).sent(time.monotonic())
-        assert timings == {}
-        return before, scrape(registry)
-
-    before, after = asyncio.run(body())
-    total = 'kafka_network_requestmetrics_requests_total{{request="{}"}}'
-    assert before[total.format("Produce")] == 1  # only the acks=0 one
-    assert before[total.format("Fetch")] == 0
-    assert after[total.format("Produce")] == 4
-    assert after[total.format("Fetch")] == 2
-    assert after[total.format("FetchConsumer")] == 1
-    assert after[total.format("FetchFollower")] == 1
-    assert after[total.format("Metadata")] == 0
-    assert not [k for k in after if "CreateTopics" in k]
-    for split in (
-        "totaltimems",
-        "requestqueuetimems",
-        "localtimems",
-        "remotetimems",
-        "responsequeuetimems",
-        "responsesendtimems",
-    ):
-        name = f"kafka_network_requestmetrics_{split}"
-        assert after[f'{name}_count{{request="Produce"}}'] == 4, split
-        assert after[f'{name}_bucket{{le="+Inf",request="Produce"}}'] == 4, split
-        assert after[f'{name}_sum{{request="Produce"}}'] >= 0, split
-        # Histograms only for requests seen.
-        assert f'{name}_count{{request="Metadata"}}' not in after, split
-
-
-def test_the_time_split_adds_up_to_the_total() -> None:
-    """Marks 0, 2, 5, 105, 106, 109 ms: queue 2, local 3, remote 100 (parked), response
-    queue 1, send 3, total 109."""
-    requests = RequestMetrics([ApiKey.PRODUCE])
-    stats = requests.stats("Produce")
-    assert stats is not None
-    stats.record(10.0, 10.002, 10.005, 10.105, 10.106, 10.109)
-    expected = {
-        "totaltimems": 109.0,
-        "requestqueuetimems": 2.0,
-        "localtimems": 3.0,
-        "remotetimems": 100.0,
-        "responsequeuetimems": 1.0,
-        "responsesendtimems": 3.0,
-    }
-    for split, ms in expected.items():
-        histogram = stats.histogram(split)
-        assert histogram.count == 1, split
-        assert histogram.sum_ms == pytest.approx(ms, abs=1e-6), split
-    got = scrape(broker_registry(fake_replica_manager(), requests=requests, process=False))  # type: ignore[arg-type]
-    remote = "kafka_network_requestmetrics_remotetimems_bucket"
-    assert got[f'{remote}{{le="50.0",request="Produce"}}'] == 0
-    assert got[f'{remote}{{le="250.0",request="Produce"}}'] == 1
-    local = "kafka_network_requestmetrics_localtimems_bucket"
-    assert got[f'{local}{{le="2.5",request="Produce"}}'] == 0
-    assert got[f'{local}{{le="5.0",request="Produce"}}'] == 1
-
-
-def test_the_dispatcher_marks_what_it_dispatches() -> None:
-    requests = RequestMetrics([ApiKey.API_VERSIONS])
-    handled: list[int] = []
-
-    def handler(header: Any, _body: Any) -> None:
-        handled.append(header.correlation_id)
-        time.sleep(0.02)  # local time
-        # acks=0 style: no answer
-
-    apis = SimpleNamespace(handlers={ApiKey.API_VERSIONS: handler})
-    dispatcher = Dispatcher(
-        apis,  # type: ignore[arg-type]
-        {ApiKey.API_VERSIONS: (0, 3)},
-        request_metrics=requests,
-    )
-    client_id = b"test"
-    frame = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 7, len(client_id)) + client_id
-    conn = SimpleNamespace(
-        peer="127.0.0.1:1",
-        authenticator=None,
-        request_context=RequestContext(ANONYMOUS, "127.0.0.1", "PLAINTEXT", "PLAINTEXT"),
-        last_active=time.monotonic() - 0.05,  # received 50 ms ago
-        timings={},
-    )
-    assert dispatcher.dispatch(conn, frame) is None  # type: ignore[arg-type]
-    assert handled == [7]
-    stats = requests.stats("ApiVersions")
-    assert stats is not None
-    assert stats.count == 1
-    assert stats.histogram("requestqueuetimems").sum_ms >= 50.0
-    assert 20.0 <= stats.histogram("localtimems").sum_ms < 1000.0
-    assert stats.histogram("remotetimems").sum_ms == 0.0
-    assert stats.histogram("totaltimems").sum_ms >= 70.0
-    assert conn.timings == {}  # nothing left to write
-
-
-# --- the HTTP endpoint -------------------------------------------------------------------
-
-
-async def exchange(port: int, request: bytes, *, eof: bool = False) -> bytes:
-    """Send ``request`` (and close our side if ``eof``); everything the endpoint answers
-    until it closes (it must)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
-    if eof:
-        writer.write_eof()
-    await writer.drain()
-    try:
-        return await asyncio.wait_for(reader.read(), 5.0)  # EOF: the endpoint closed
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
-
-
-def with_endpoint(test: Callable[[int], Awaitable[None]]) -> None:
-    async def body() -> None:
-        registry = broker_registry(fake_replica_manager(), process=False)  # type: ignore[arg-type]
-        endpoint = MetricsEndpoint(registry)
-        port = await endpoint.start(MetricsListener("127.0.0.1", 0))
-        assert port > 0
-        try:
-            await test(port)
-        finally:
-            await endpoint.stop()
-
-    asyncio.run(body())
-
-
-def split(answer: bytes) -> tuple[str, dict[str, str], bytes]:
-    head, _, body = answer.partition(b"\r\n\r\n")
-    status, *lines = head.decode("ascii").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
-    return status, headers, body
-
-
-def test_get_metrics_answers_200_in_the_text_format() -> None:
-    async def test(port: int) -> None:
-        answer = await exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        status, headers, body = split(answer)
-        assert status == "HTTP/1.1 200 OK"
-        assert headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
-        assert headers["content-type"] == CONTENT_TYPE
-        assert headers["connection"] == "close"
-        assert int(headers["content-length"]) == len(body)
-        assert b"\nkafka_server_replicamanager_leadercount 3.0\n" in body
-        # A query string (Prometheus sends none, but a browser might) is fine; HEAD too.
-        status, _, _ = split(await exchange(port, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"))
-        assert status == "HTTP/1.1 200 OK"
-        status, headers, body = split(await exchange(port, b"HEAD /metrics HTTP/1.1\r\n\r\n"))
-        assert status == "HTTP/1.1 200 OK"
-        assert body == b""
-        assert int(headers["content-length"]) > 0
-
-    with_endpoint(test)
-
-
-def test_other_paths_are_404_and_other_methods_405() -> None:
-    async def test(port: int) -> None:
-        status, _, body = split(await exchange(port, b"GET / HTTP/1.1\r\n\r\n"))
-        assert status == "HTTP/1.1 404 Not Found"
-        assert b"/metrics" in body
-        status, _, _ = split(await exchange(port, b"GET /metricsx HTTP/1.1\r\n\r\n"))
-        assert status == "HTTP/1.1 404 Not Found"
-        status, headers, _ = split(await exchange(port, b"POST /metrics HTTP/1.1\r\n\r\n"))
-        assert status == "HTTP/1.1 405 Method Not Allowed"
-        assert headers["allow"] == "GET, HEAD"
-
-    with_endpoint(test)
-
-
-def test_bad_input_is_answered_400_and_the_connection_closed() -> None:
-    async def test(port: int) -> None:
-        # Garbage for a request line (here a TLS ClientHello's start): 400, then EOF,
-        # without waiting for any header.
-        answer = await exchange(port, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n")
-        status, headers, _ = split(answer)
-        assert status == "HTTP/1.1 400 Bad Request"
-        assert headers["connection"] == "close"
-        # Not HTTP/1.x, or too many words.
-        for line in (b"GET /metrics\r\n", b"GET /metrics SPDY/3\r\n", b"GET / x HTTP/1.1\r\n"):
-            status, _, _ = split(await exchange(port, line))
-            assert status == "HTTP/1.1 400 Bad Request", line
-        # A line longer than the limit, and more behind it: still answered, not reset.
-        long_line = b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n"
-        status, _, _ = split(await exchange(port, long_line))
-        assert status == "HTTP/1.1 400 Bad Request"
-        # A line cut short by the client's end is bad input too.
-        status, _, _ = split(await exchange(port, b"GET /met", eof=True))
-        assert status == "HTTP/1.1 400 Bad Request"
-        # A client that sends nothing and closes its side gets nothing.
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write_eof()
-        assert await asyncio.wait_for(reader.read(), 5.0) == b""
-        writer.close()
-
-    with_endpoint(test)
-
-
-def test_a_client_that_goes_away_mid_request_leaves_the_endpoint_serving() -> None:
-    async def test(port: int) -> None:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # no blank line
-        await writer.drain()
-        writer.close()
-        await writer.wait_closed()
-        status, _, _ = split(await exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n"))
-        assert status == "HTTP/1.1 200 OK"
-
-    with_endpoint(test)
 
 
 # --- the config key ----------------------------------------------------------------------
@@ -965,3 +626,54 @@ def test_loop_idle_is_the_share_of_wall_time_off_the_cpu() -> None:
     got = scrape(broker_registry(fake_replica_manager(), process=False))  # type: ignore[arg-type]
     idle = got["kafka_network_socketserver_networkprocessoravgidlepercent"]
     assert 0.0 <= idle <= 1.0
+
+
+def test_partition_counts_are_taken_in_one_walk_over_the_hosted_partitions() -> None:
+    rm = fake_replica_manager()
+    # t-0 full ISR; t-1 under min ISR; t-2 at min ISR; u-0 followed, in /logs/b.
+    got = count_partitions(rm.partitions.values(), {Path("/logs/b"): OSError("disk")})
+    assert got == PartitionCounts(
+        leaders=3, under_replicated=2, under_min_isr=1, at_min_isr=1, offline=1
+    )
+    assert count_partitions(rm.partitions.values(), {}).offline == 0
+    assert count_partitions([], {}) == PartitionCounts()
+
+
+def test_the_session_state_is_connected_expired_or_connecting() -> None:
+    assert session_state(connected=True, tracker=None) == "CONNECTED"
+    assert session_state(connected=False, tracker=None) == "CONNECTING"
+    tracker = ZkSessionTracker()
+    assert session_state(connected=False, tracker=tracker) == "CONNECTING"
+    tracker(SessionEvent.EXPIRED, None)
+    assert session_state(connected=False, tracker=tracker) == "EXPIRED"
+    assert session_state(connected=True, tracker=tracker) == "CONNECTED"
+    tracker(SessionEvent.REESTABLISHED, 7)
+    assert session_state(connected=False, tracker=tracker) == "CONNECTING"
+
+
+def test_the_collector_reads_what_its_getters_give_at_each_scrape() -> None:
+    registry = CollectorRegistry(auto_describe=False)
+    controller: list[Any] = []  # no candidate yet: not the active controller
+    zookeeper: list[Any] = []
+    registry.register(
+        BrokerCollector(
+            fake_replica_manager(),  # type: ignore[arg-type]
+            controller=lambda: controller[0] if controller else None,
+            zookeeper=lambda: zookeeper[0] if zookeeper else None,
+        )
+    )
+    active = "kafka_controller_kafkacontroller_activecontrollercount"
+    session = 'kafka_server_sessionexpirelistener_sessionstate{state="CONNECTED"}'
+    got = scrape(registry)
+    assert got[active] == 0
+    assert session not in got
+    node = fake_node()
+    controller.append(node.controller)
+    zookeeper.append(node.zk)
+    got = scrape(registry)
+    assert got[active] == 1
+    assert got[session] == 1
+    # Without a controller getter the broker is on its own: its own controller.
+    alone = CollectorRegistry(auto_describe=False)
+    alone.register(BrokerCollector(fake_replica_manager()))  # type: ignore[arg-type]
+    assert scrape(alone)[active] == 1

@@ -21,7 +21,7 @@ from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
 from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
 from tidelog.server.config.dynamic import check_alteration
 from tidelog.server.config.values import LONG_MAX
-from tidelog.server.observability.metrics import broker_registry
+from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     FetchResult,

@@ -1,7 +1,8 @@
-"""The web console: the replication, live, in a browser (issue 22, point 2).
+"""The web console: the replication, live, in a browser.
 
 Every broker with ``metrics.listener`` set serves it beside ``/metrics`` (the metrics
-endpoint routes ``/console`` and ``/api/`` here, ``tidelog.server.observability.metrics``):
+endpoint routes ``/console`` and ``/api/`` here,
+``tidelog.server.observability.metrics.endpoint``):
 
 - ``GET /console``: one HTML page (``console.html``, package data: plain HTML, vanilla JS
   and inline SVG/CSS; nothing is loaded from anywhere else);
@@ -63,11 +64,11 @@ from kio.static.primitive import i32
 from tidelog.client import Client
 from tidelog.controller.history import read_history
 from tidelog.model import TopicPartition
+from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.zk import ZkError
 
 if TYPE_CHECKING:
     from tidelog.server.cluster.node import ClusterNode
-    from tidelog.server.observability.metrics import ZkSessionTracker
     from tidelog.server.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -358,14 +359,9 @@ class Console:
                 }
             )
         zk = node.zk
-        if zk is None:
-            zk_state = "NONE"
-        elif zk.connected:
-            zk_state = "CONNECTED"
-        elif self.zk_session is not None and self.zk_session.expired:
-            zk_state = "EXPIRED"
-        else:
-            zk_state = "CONNECTING"
+        zk_state = (
+            "NONE" if zk is None else session_state(connected=zk.connected, tracker=self.zk_session)
+        )
         controller = node.controller
         return {
             "broker": self.broker_id,

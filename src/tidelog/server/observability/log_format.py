@@ -1,4 +1,4 @@
-"""Structured broker logs: ``log.format=json`` (issue 22), one JSON object per line.
+"""Structured broker logs: ``log.format=json``, one JSON object per line.
 
 Kafka logs through log4j, and operators who ship its logs to a search engine swap the
 pattern layout for a JSON one (log4j2's ``JsonTemplateLayout``); Kafka's own lines carry
