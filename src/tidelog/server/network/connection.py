@@ -116,7 +116,7 @@ class Dispatcher(Protocol):
 
 
 class ResponseTiming(Protocol):
-    """A request's time marks (``tidelog.server.observability.metrics.RequestTiming``): told when
+    """A request's time marks (``tidelog.server.observability.metrics.request_metrics.RequestTiming``): told when
     the
     connection took its answer off the queue (``dequeued``, ``time.monotonic()``) and has
     written it."""
