@@ -116,10 +116,9 @@ class Dispatcher(Protocol):
 
 
 class ResponseTiming(Protocol):
-    """A request's time marks (``tidelog.server.observability.metrics.request_metrics.RequestTiming``): told when
-    the
-    connection took its answer off the queue (``dequeued``, ``time.monotonic()``) and has
-    written it."""
+    """A request's time marks (``RequestTiming`` of
+    ``tidelog.server.observability.metrics.request_metrics``): told when the connection took
+    its answer off the queue (``dequeued``, ``time.monotonic()``) and has written it."""
 
     def sent(self, dequeued: float) -> None: ...
 
