@@ -1,9 +1,8 @@
 """Millisecond timers as Prometheus histograms: fixed buckets, plain counters.
 
 Shared by the request metrics (``tidelog.server.observability.metrics``) and the controller's
-election
-timer (``Controller.election_times``, Kafka's LeaderElectionRateAndTimeMs): no locks, no
-prometheus_client here; everything that bumps them runs on the event loop.
+election timer (``Controller.election_times``, Kafka's LeaderElectionRateAndTimeMs): no
+locks, no prometheus_client here; everything that bumps them runs on the event loop.
 """
 
 from __future__ import annotations

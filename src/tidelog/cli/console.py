@@ -1,8 +1,8 @@
 """``tidelog console``: where to open the web console (docs/console.md).
 
 Every broker with ``metrics.listener`` set serves the console on it, at ``/console``
-(``tidelog.server.observability.console``); each shows the whole cluster. This command finds the
-URLs:
+(``tidelog.server.observability.console``); each shows the whole cluster. This command
+finds the URLs:
 
 1. ``--metrics-url URL`` (``http://host:port``, a path is ignored): checks that the console
    answers there (``GET /api/snapshot``, 10 s) and prints ``URL/console`` with what it saw

@@ -211,9 +211,8 @@ class Dispatcher:
             return decoded
         header, body = decoded
         metrics = self._request_metrics
-        # Time marks (tidelog.server.observability.metrics rule 5): received, handler start, local
-        # done;
-        # the answer's readiness and write are marked later.
+        # Time marks (tidelog.server.observability.metrics rule 5): received, handler start,
+        # local done; the answer's readiness and write are marked later.
         timing = (
             metrics.start(header.api_key, body, conn.last_active) if metrics is not None else None
         )

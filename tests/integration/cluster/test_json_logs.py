@@ -1,7 +1,6 @@
-"""``log.format=json`` on real brokers (issue 22, ``tidelog.server.observability.log_format``):
-every line a
-broker writes, from start-up through a produce to a clean shutdown, is one JSON object with
-the broker's id, and the replication lines carry topic, partition and leader epoch."""
+"""``log.format=json`` on real brokers (``tidelog.server.observability.log_format``): every
+line a broker writes, from start-up through a produce to a clean shutdown, is one JSON object
+with the broker's id, and the replication lines carry topic, partition and leader epoch."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The web console's HTTP side (tidelog.server.observability.console) behind the metrics endpoint,
-on a
-broker without ZooKeeper (a fake replica manager): the page, the snapshot with each
+on a broker without ZooKeeper (a fake replica manager): the page, the snapshot with each
 replica's LEO, lag and the HW, the event stream, and the answers to bad requests."""
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """DescribeLogDirs (35) and AlterReplicaLogDirs (34) on one broker with two log dirs
 (``tidelog.server.apis.log_dir_apis`` and ``tidelog.server.replica.alter_log_dirs``): sizes and
-lags,
-errors as Kafka answers them, the cluster ACL checks, moves that run while the
+lags, errors as Kafka answers them, the cluster ACL checks, moves that run while the
 partition keeps taking produces, and moves resumed after a crash or a clean restart."""
 
 from __future__ import annotations

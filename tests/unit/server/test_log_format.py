@@ -1,6 +1,5 @@
 """``log.format=json`` (``tidelog.server.observability.log_format``): one JSON object per record,
-with the
-partition fields from ``extra=`` or from tidelog's message conventions, escaping, and
+with the partition fields from ``extra=`` or from tidelog's message conventions, escaping, and
 exceptions in ``exc_info``."""
 
 from __future__ import annotations

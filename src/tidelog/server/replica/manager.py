@@ -215,8 +215,8 @@ class ReplicaManager:
         self.isr_expands = 0
         self.failed_isr_updates = 0
         #: Per-topic bytes/records in and out (Kafka's BrokerTopicMetrics; read by
-        #: tidelog.server.observability.metrics): plain ints bumped by ``append_records`` and
-        #: ``read``.
+        #: tidelog.server.observability.metrics): plain ints bumped by ``append_records``
+        #: and ``read``.
         self.topic_stats = BrokerTopicStats()
         #: KIP-73 replication throttles (``tidelog.server.replica.quota``): the leader
         #: side is applied in ``read``, the follower side by the cluster's fetchers.
