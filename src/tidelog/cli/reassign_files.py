@@ -57,34 +57,45 @@ def parse_reassignment_json(text: str) -> list[PartitionMove]:
         entries = []
     if not isinstance(entries, list):
         raise UsageError('"partitions" must be a list')
-    moves: list[PartitionMove] = []
-    for index, entry in enumerate(entries):
-        where = f"partitions[{index}]"
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where} must be an object with topic, partition and replicas")
-        topic, partition, replicas = (
-            entry.get("topic"),
-            entry.get("partition"),
-            entry.get("replicas"),
+    moves = [_parse_move(index, entry) for index, entry in enumerate(entries)]
+    _check_moves(moves)
+    return moves
+
+
+def _parse_move(index: int, entry: Any) -> PartitionMove:
+    """One entry of ``"partitions"``, as ``parsePartitionReassignmentData`` reads it; a
+    missing ``log_dirs`` is ``"any"`` for every replica."""
+    where = f"partitions[{index}]"
+    if not isinstance(entry, dict):
+        raise UsageError(f"{where} must be an object with topic, partition and replicas")
+    topic, partition, replicas = (
+        entry.get("topic"),
+        entry.get("partition"),
+        entry.get("replicas"),
+    )
+    if not isinstance(topic, str) or not topic:
+        raise UsageError(f'{where}: "topic" must be a topic name')
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise UsageError(f'{where}: "partition" must be a partition number')
+    if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
+        raise UsageError(f'{where}: "replicas" must be a list of broker ids')
+    tp = TopicPartition(topic, partition)
+    log_dirs = entry.get("log_dirs")
+    if log_dirs is None:
+        log_dirs = [ANY_LOG_DIR] * len(replicas)
+    if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+        raise UsageError(f'{where}: "log_dirs" must be a list of paths or "any"')
+    if len(log_dirs) != len(replicas):
+        raise UsageError(
+            f"Size of replicas list {ids_text(replicas)} is different from size of log dirs "
+            f"list {json.dumps(log_dirs)} for partition {tp}"
         )
-        if not isinstance(topic, str) or not topic:
-            raise UsageError(f'{where}: "topic" must be a topic name')
-        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-            raise UsageError(f'{where}: "partition" must be a partition number')
-        if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
-            raise UsageError(f'{where}: "replicas" must be a list of broker ids')
-        tp = TopicPartition(topic, partition)
-        log_dirs = entry.get("log_dirs")
-        if log_dirs is None:
-            log_dirs = [ANY_LOG_DIR] * len(replicas)
-        if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
-            raise UsageError(f'{where}: "log_dirs" must be a list of paths or "any"')
-        if len(log_dirs) != len(replicas):
-            raise UsageError(
-                f"Size of replicas list {ids_text(replicas)} is different from size of log dirs "
-                f"list {json.dumps(log_dirs)} for partition {tp}"
-            )
-        moves.append(PartitionMove(tp, tuple(replicas), tuple(log_dirs)))
+    return PartitionMove(tp, tuple(replicas), tuple(log_dirs))
+
+
+def _check_moves(moves: Sequence[PartitionMove]) -> None:
+    """``parseExecuteAssignmentArgs``'s checks over the whole list, in its order: not
+    empty, no empty replica list, no partition twice, no replica twice in one list."""
     if not moves:
         raise UsageError("Partition reassignment list cannot be empty")
     if any(not m.replicas for m in moves):
@@ -109,7 +120,6 @@ def parse_reassignment_json(text: str) -> list[PartitionMove]:
         raise UsageError(
             f"Partition replica lists may not contain duplicate entries: {'. '.join(duplicates)}"
         )
-    return moves
 
 
 def parse_topics_json(text: str) -> list[str]:

@@ -332,28 +332,17 @@ def _consume(
         before = printed
         refresh = False
         for leader, group in sorted(by_leader.items()):
-            wait_ms = 500
-            if args.timeout_ms is not None:
-                wait_ms = max(10, min(wait_ms, args.timeout_ms))
-            try:
-                results = client.fetch(
-                    {tp: FetchRequestPartition(positions[tp]) for tp in group},
-                    max_wait_ms=wait_ms if len(by_leader) == 1 else 100,
-                    node_id=leader,
-                )
-            except ClientConnectionError:
-                refresh = True
-                continue
-            for tp in group:
-                r = results.get(tp)
-                if r is None:
-                    continue
-                if not _fetched_cleanly(r, tp, positions[tp]):
-                    refresh = True
-                    continue
-                printed = _print_records(r.records, tp, positions, args, out, printed=printed)
-                if args.max_messages is not None and printed >= args.max_messages:
-                    break
+            printed, clean = _fetch_from_leader(
+                client,
+                leader,
+                group,
+                positions,
+                args=args,
+                out=out,
+                printed=printed,
+                only_leader=len(by_leader) == 1,
+            )
+            refresh = refresh or not clean
         out.flush()
         if printed > before:
             last_data = time.monotonic()
@@ -366,6 +355,45 @@ def _consume(
             with contextlib.suppress(ClientConnectionError):
                 client.metadata([args.topic])
     return printed
+
+
+def _fetch_from_leader(
+    client: BlockingClient,
+    leader: int,
+    group: list[TopicPartition],
+    positions: dict[TopicPartition, int],
+    *,
+    args: argparse.Namespace,
+    out: TextIO,
+    printed: int,
+    only_leader: bool,
+) -> tuple[int, bool]:
+    """One fetch of ``group`` from ``leader``, its records printed; the new count of
+    records printed, and False when a partition (or the connection) needs a metadata
+    refresh and a retry. With other leaders to ask, the fetch waits at most 100 ms."""
+    wait_ms = 500
+    if args.timeout_ms is not None:
+        wait_ms = max(10, min(wait_ms, args.timeout_ms))
+    try:
+        results = client.fetch(
+            {tp: FetchRequestPartition(positions[tp]) for tp in group},
+            max_wait_ms=wait_ms if only_leader else 100,
+            node_id=leader,
+        )
+    except ClientConnectionError:
+        return printed, False
+    clean = True
+    for tp in group:
+        r = results.get(tp)
+        if r is None:
+            continue
+        if not _fetched_cleanly(r, tp, positions[tp]):
+            clean = False
+            continue
+        printed = _print_records(r.records, tp, positions, args, out, printed=printed)
+        if args.max_messages is not None and printed >= args.max_messages:
+            break
+    return printed, clean
 
 
 def _partitions_by_leader(

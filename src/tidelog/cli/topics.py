@@ -342,40 +342,52 @@ def run(args: argparse.Namespace) -> int:
         if action == "create":
             return _create(client, args)
         if action == "list":
-            names = sorted(client.metadata(None).topics)
-            if args.json:
-                print_json(names)
-            else:
-                for name in names:
-                    print(name)
-            return 0
+            return _list(client, args)
         if action == "describe":
-            topics, notes = describe_topics(client, args.topic)
-            if args.json:
-                print_json({"topics": describe_to_json(topics), "notes": notes})
-            else:
-                text = format_describe(
-                    topics,
-                    under_replicated_only=args.under_replicated_partitions,
-                    unavailable_only=args.unavailable_partitions,
-                )
-                if text:
-                    print(text)
-                for note in notes:
-                    print(f"note: {note}")
-            return 0
+            return _describe(client, args)
         if action == "alter":
             return _alter(client, args)
         if action == "delete":
-            errors = client.delete_topics([args.topic])
-            err = errors.get(args.topic)
-            if err is not None and err.error_code != ErrorCode.NONE:
-                if args.if_exists and err.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    return 0
-                raise kafka_error(err.error_code, err.message, f"topic '{args.topic}'")
-            _say(args, {"deleted": args.topic}, f"Deleted topic {args.topic}.")
-            return 0
+            return _delete(client, args)
     raise AssertionError(action)
+
+
+def _list(client: BlockingClient, args: argparse.Namespace) -> int:
+    names = sorted(client.metadata(None).topics)
+    if args.json:
+        print_json(names)
+    else:
+        for name in names:
+            print(name)
+    return 0
+
+
+def _describe(client: BlockingClient, args: argparse.Namespace) -> int:
+    topics, notes = describe_topics(client, args.topic)
+    if args.json:
+        print_json({"topics": describe_to_json(topics), "notes": notes})
+    else:
+        text = format_describe(
+            topics,
+            under_replicated_only=args.under_replicated_partitions,
+            unavailable_only=args.unavailable_partitions,
+        )
+        if text:
+            print(text)
+        for note in notes:
+            print(f"note: {note}")
+    return 0
+
+
+def _delete(client: BlockingClient, args: argparse.Namespace) -> int:
+    errors = client.delete_topics([args.topic])
+    err = errors.get(args.topic)
+    if err is not None and err.error_code != ErrorCode.NONE:
+        if args.if_exists and err.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return 0
+        raise kafka_error(err.error_code, err.message, f"topic '{args.topic}'")
+    _say(args, {"deleted": args.topic}, f"Deleted topic {args.topic}.")
+    return 0
 
 
 def _say(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:

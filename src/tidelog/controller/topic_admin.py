@@ -47,50 +47,13 @@ async def create_topic(
     if (reason := znodes.topic_name_error(topic)) is not None:
         return CreateTopicResult(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
     live = sorted((await zk.get_live_brokers()).keys())
-    if assignment is not None:
-        replicas = {p: tuple(r) for p, r in assignment.items()}
-        if sorted(replicas) != list(range(len(replicas))) or not replicas:
-            return CreateTopicResult(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "Partitions should be consecutive and start from 0",
-            )
-        for p, rs in replicas.items():
-            if not rs or len(set(rs)) != len(rs):
-                return CreateTopicResult(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Duplicate or empty replica assignment for partition {p}: {list(rs)}",
-                )
-            if any(r not in live for r in rs):
-                return CreateTopicResult(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Unknown broker in the assignment of partition {p}: {list(rs)}",
-                )
-    else:
-        if num_partitions <= 0:
-            return CreateTopicResult(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-            )
-        if replication_factor <= 0:
-            return CreateTopicResult(
-                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            )
-        if replication_factor > len(live):
-            return CreateTopicResult(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(live)}.",
-            )
-        planned = decisions.assign_replicas(
-            num_partitions,
-            replication_factor,
-            live,
-            # Kafka picks a random start index (and shift) so topics spread their leaders.
-            start_index=random.randrange(len(live)),
-            replica_shift=random.randrange(len(live)),
-        )
-        if isinstance(planned, ErrorCode):
-            return CreateTopicResult(planned)
-        replicas = {p: tuple(rs) for p, rs in enumerate(planned)}
+    replicas = (
+        _given_replicas(assignment, live)
+        if assignment is not None
+        else _planned_replicas(num_partitions, replication_factor, live)
+    )
+    if isinstance(replicas, CreateTopicResult):
+        return replicas
     if validate_only:
         exists = topic in await zk.get_topics()
         return CreateTopicResult(
@@ -104,6 +67,61 @@ async def create_topic(
     if outcome is TopicCreateOutcome.ALREADY_EXISTS:
         return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
     return CreateTopicResult(ErrorCode.NONE, None, topic_id)
+
+
+def _given_replicas(
+    assignment: Mapping[int, Sequence[BrokerId]], live: Collection[BrokerId]
+) -> dict[int, tuple[BrokerId, ...]] | CreateTopicResult:
+    """CreateTopics' explicit assignment checked as Kafka's ``validateReplicaAssignment``
+    does: partitions 0..n-1, no empty or repeated replica list, every broker live."""
+    replicas = {p: tuple(r) for p, r in assignment.items()}
+    if sorted(replicas) != list(range(len(replicas))) or not replicas:
+        return CreateTopicResult(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Partitions should be consecutive and start from 0",
+        )
+    for p, rs in replicas.items():
+        if not rs or len(set(rs)) != len(rs):
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate or empty replica assignment for partition {p}: {list(rs)}",
+            )
+        if any(r not in live for r in rs):
+            return CreateTopicResult(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Unknown broker in the assignment of partition {p}: {list(rs)}",
+            )
+    return replicas
+
+
+def _planned_replicas(
+    num_partitions: int, replication_factor: int, live: Sequence[BrokerId]
+) -> dict[int, tuple[BrokerId, ...]] | CreateTopicResult:
+    """The counts checked, then replicas placed by rule 11 over the live brokers."""
+    if num_partitions <= 0:
+        return CreateTopicResult(
+            ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+        )
+    if replication_factor <= 0:
+        return CreateTopicResult(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+        )
+    if replication_factor > len(live):
+        return CreateTopicResult(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.",
+        )
+    planned = decisions.assign_replicas(
+        num_partitions,
+        replication_factor,
+        live,
+        # Kafka picks a random start index (and shift) so topics spread their leaders.
+        start_index=random.randrange(len(live)),
+        replica_shift=random.randrange(len(live)),
+    )
+    if isinstance(planned, ErrorCode):
+        return CreateTopicResult(planned)
+    return {p: tuple(rs) for p, rs in enumerate(planned)}
 
 
 def replica_assignment_error(

@@ -275,15 +275,10 @@ class TxnManager:
         """InitProducerId with a transactional id (rules 1-7). An INIT transition's ``after``
         holds the producer id and epoch to answer; a FENCE_ABORT's answer is
         CONCURRENT_TRANSACTIONS once it is written."""
-        if not txn_id:
-            return ErrorCode.INVALID_REQUEST
-        if not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return ErrorCode.INVALID_TRANSACTION_TIMEOUT
-        if (expected_producer_id < 0) != (expected_epoch < 0):
-            return ErrorCode.INVALID_REQUEST
+        error = self._init_request_error(txn_id, timeout_ms, expected_producer_id, expected_epoch)
+        if error is not None:
+            return error
         expected = expected_producer_id >= 0
-        if txn_id in self._pending:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
         meta = self._txns.get(txn_id)
         if meta is None or meta.state == TxnState.DEAD:
             after = TxnMetadata(
@@ -304,10 +299,44 @@ class TxnManager:
         if meta.state not in _IDLE:
             # PrepareCommit/PrepareAbort (and a loaded PrepareEpochFence, see load()).
             return ErrorCode.CONCURRENT_TRANSACTIONS
+        after = self._reinitialized(
+            meta,
+            timeout_ms,
+            now_ms,
+            new_producer_id=new_producer_id,
+            expected=(expected_producer_id, expected_epoch) if expected else None,
+        )
+        return self._propose(TransitionKind.INIT, meta, after)
+
+    def _init_request_error(
+        self, txn_id: str, timeout_ms: int, expected_producer_id: int, expected_epoch: int
+    ) -> ErrorCode | None:
+        """InitProducerId's rules 2, 3 and 1, in that order, before any state is looked at."""
+        if not txn_id:
+            return ErrorCode.INVALID_REQUEST
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        if (expected_producer_id < 0) != (expected_epoch < 0):
+            return ErrorCode.INVALID_REQUEST
+        if txn_id in self._pending:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return None
+
+    def _reinitialized(
+        self,
+        meta: TxnMetadata,
+        timeout_ms: int,
+        now_ms: int,
+        *,
+        new_producer_id: int | None,
+        expected: tuple[int, int] | None,
+    ) -> TxnMetadata:
+        """Rule 6: an idle transaction's next Empty state; ``expected`` is the KIP-360
+        producer id and epoch the request names (already checked by rule 5), if any."""
         producer_id, epoch = meta.producer_id, meta.producer_epoch
-        current = not expected or (expected_producer_id, expected_epoch) == (producer_id, epoch)
+        current = expected is None or expected == (producer_id, epoch)
         if not current:
-            # A retry naming the remembered producer (checked above): same answer, no bump.
+            # A retry naming the remembered producer (rule 5 passed): same answer, no bump.
             last_id, last_epoch = meta.last_producer_id, meta.last_producer_epoch
         else:
             if _epoch_exhausted(epoch):
@@ -315,9 +344,9 @@ class TxnManager:
             else:
                 epoch += 1
             last_id, last_epoch = meta.producer_id, meta.producer_epoch
-            if not expected:
+            if expected is None:
                 last_id, last_epoch = NO_PRODUCER_ID, NO_EPOCH
-        after = replace(
+        return replace(
             meta,
             producer_id=producer_id,
             producer_epoch=epoch,
@@ -329,7 +358,6 @@ class TxnManager:
             last_producer_id=last_id,
             last_producer_epoch=last_epoch,
         )
-        return self._propose(TransitionKind.INIT, meta, after)
 
     @staticmethod
     def _given_id(new_producer_id: int | None) -> int:

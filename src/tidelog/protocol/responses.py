@@ -183,7 +183,6 @@ def encode_produce_response(
     parts: list[bytes] = [b"", _EMPTY_TAGS] if flexible else [b""]
     append = parts.append
     append(_array_length(len(topics), flexible))
-    pack_partition = _PRODUCE_PARTITION.pack
     for topic in topics:
         if version >= 13:
             append(topic.topic_id.bytes if topic.topic_id is not None else _ZERO_UUID)
@@ -191,24 +190,7 @@ def encode_produce_response(
             append(_string(topic.name, flexible))
         append(_array_length(len(topic.partitions), flexible))
         for p in topic.partitions:
-            fields = pack_partition(
-                p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset
-            )
-            append(fields if version >= 5 else fields[:-8])
-            if version >= 8:
-                append(_array_length(len(p.record_errors), flexible))
-                for batch_index, message in p.record_errors:
-                    append(_I32.pack(batch_index))
-                    append(_nullable_string(message, flexible))
-                    if flexible:
-                        append(_EMPTY_TAGS)
-                append(_nullable_string(p.error_message, flexible))
-            if flexible:
-                if version >= 10 and p.current_leader != (-1, -1):
-                    append(b"\x01")
-                    append(_tagged(0, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
-                else:
-                    append(_EMPTY_TAGS)
+            _append_produce_partition(p, version, flexible, append)
         if flexible:
             append(_EMPTY_TAGS)
     append(_I32.pack(throttle_time_ms))
@@ -220,6 +202,31 @@ def encode_produce_response(
             append(_EMPTY_TAGS)
     body = b"".join(parts)
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _append_produce_partition(
+    p: ProducePartitionResponse, version: int, flexible: bool, append: Callable[[bytes], None]
+) -> None:
+    """One Produce partition response: offsets, record errors and error message (v8+),
+    and the KIP-951 current leader tag (v10+)."""
+    fields = _PRODUCE_PARTITION.pack(
+        p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset
+    )
+    append(fields if version >= 5 else fields[:-8])
+    if version >= 8:
+        append(_array_length(len(p.record_errors), flexible))
+        for batch_index, message in p.record_errors:
+            append(_I32.pack(batch_index))
+            append(_nullable_string(message, flexible))
+            if flexible:
+                append(_EMPTY_TAGS)
+        append(_nullable_string(p.error_message, flexible))
+    if flexible:
+        if version >= 10 and p.current_leader != (-1, -1):
+            append(b"\x01")
+            append(_tagged(0, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
+        else:
+            append(_EMPTY_TAGS)
 
 
 def encode_fetch_response(

@@ -8,7 +8,10 @@ import os
 import socket
 import struct
 import tempfile
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from tidelog.protocol.framing import frame
 from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
@@ -81,6 +84,33 @@ def test_answers_in_request_order_even_when_a_delayed_one_is_first() -> None:
         dispatcher.futures[0].set_result(Response([b"late;"]))
         await asyncio.sleep(0)
         assert bytes(transport.written) == b"late;ok:a;ok:b;"
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "fail",
+    [
+        lambda f: f.cancel(),
+        lambda f: f.set_exception(CloseConnection("fenced")),
+        lambda f: f.set_exception(RuntimeError("handler bug")),
+    ],
+    ids=["cancelled", "close-connection", "handler-error"],
+)
+def test_a_failed_delayed_answer_closes_and_nothing_behind_it_is_written(
+    fail: Callable[[asyncio.Future[Response | None]], object],
+) -> None:
+    async def scenario() -> None:
+        dispatcher = Dispatcher()
+        conn = Connection(dispatcher, 1 << 20)
+        transport = FakeTransport()
+        conn.connection_made(transport)
+        conn.data_received(frame(b"a") + frame(b"wait1") + frame(b"b"))
+        assert bytes(transport.written) == b"ok:a;"
+        fail(dispatcher.futures[0])
+        await asyncio.sleep(0)
+        assert transport.closed
+        assert bytes(transport.written) == b"ok:a;"  # b's answer never takes wait1's place
 
     asyncio.run(scenario())
 

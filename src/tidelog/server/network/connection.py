@@ -401,25 +401,9 @@ class Connection(asyncio.Protocol):
                 self.close()
                 return
             if isinstance(head, asyncio.Future):
-                if not head.done():
+                ready, head = self._future_response(head)
+                if not ready:
                     return
-                if head.cancelled():
-                    self.close()
-                    return
-                exc = head.exception()
-                if isinstance(exc, CloseConnection):
-                    log.warning("closing connection from %s: %s", self.peer, exc)
-                    self.close()
-                    return
-                if exc is not None:
-                    log.error(
-                        "closing connection from %s: delayed request failed",
-                        self.peer,
-                        exc_info=exc,
-                    )
-                    self.close()
-                    return
-                head = head.result()
             slot = pending.popleft()
             timing = self.timings.pop(id(slot), None) if self.timings else None
             if timing is None:
@@ -434,6 +418,32 @@ class Connection(asyncio.Protocol):
                 return
         if self._close_when_drained:
             self.close()
+
+    def _future_response(
+        self, future: asyncio.Future[Response | None]
+    ) -> tuple[bool, Response | None]:
+        """A delayed request's answer at the head of the queue: (True, its response) once it
+        succeeded; (False, None) while it runs, and after a failure, which closes the
+        connection (a later answer must not be written in its place, rule 3)."""
+        if not future.done():
+            return False, None
+        if future.cancelled():
+            self.close()
+            return False, None
+        exc = future.exception()
+        if isinstance(exc, CloseConnection):
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return False, None
+        if exc is not None:
+            log.error(
+                "closing connection from %s: delayed request failed",
+                self.peer,
+                exc_info=exc,
+            )
+            self.close()
+            return False, None
+        return True, future.result()
 
     def _write(self, response: Response) -> None:
         transport = self._transport

@@ -81,7 +81,12 @@ from typing import Any, Final
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.replica.manager import RECOVERABLE_ERRNOS, ReplicaManager, now_ms
+from tidelog.server.replica.manager import (
+    RECOVERABLE_ERRNOS,
+    HostedPartition,
+    ReplicaManager,
+    now_ms,
+)
 from tidelog.storage.errors import StorageError
 from tidelog.storage.future_log import FutureLogCopier, FutureLogError
 from tidelog.storage.log import Log
@@ -159,13 +164,9 @@ class ReplicaAlterLogDirsManager:
     def alter_replica_log_dir(self, tp: TopicPartition, path: str) -> ErrorCode:
         """Rules 1-5 for one partition."""
         rm = self.replica_manager
-        if len(str(tp)) + _FUTURE_NAME_EXTRA > MAX_DIR_NAME:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION
-        target = self.resolve_log_dir(path)
-        if target is None:
-            return ErrorCode.LOG_DIR_NOT_FOUND
-        if target in rm.offline_log_dirs:
-            return ErrorCode.KAFKA_STORAGE_ERROR
+        target = self._checked_target(tp, path)
+        if isinstance(target, ErrorCode):
+            return target
         hosted = rm.partitions.get(tp)
         if hosted is not None and rm.is_offline(tp):
             return ErrorCode.KAFKA_STORAGE_ERROR
@@ -181,17 +182,37 @@ class ReplicaAlterLogDirsManager:
         elif waiting is not None and hosted is not None and self._resume(tp) is not None:
             return ErrorCode.NONE  # rule 4: the target of its (resumed) move
         if hosted is None:
-            if self.log_manager.get_log(tp) is None:
-                self.log_manager.set_preferred_log_dir(tp, target)
-            error = rm.not_hosted_error(tp)
-            # Kafka keeps REPLICA_NOT_AVAILABLE here for compatibility.
-            return (
-                ErrorCode.REPLICA_NOT_AVAILABLE
-                if error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-                else error
-            )
+            return self._not_hosted(tp, target)
         if moving is not None or rm.log_dir_of(hosted) == target:
             return ErrorCode.NONE
+        return self._create_move(tp, hosted, target)
+
+    def _checked_target(self, tp: TopicPartition, path: str) -> Path | ErrorCode:
+        """Rule 1: the log dir ``path`` names, or the error that refuses it."""
+        if len(str(tp)) + _FUTURE_NAME_EXTRA > MAX_DIR_NAME:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        target = self.resolve_log_dir(path)
+        if target is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if target in self.replica_manager.offline_log_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return target
+
+    def _not_hosted(self, tp: TopicPartition, target: Path) -> ErrorCode:
+        """Rule 3: remember ``target`` as ``tp``'s preferred log dir, for when it is created
+        here."""
+        if self.log_manager.get_log(tp) is None:
+            self.log_manager.set_preferred_log_dir(tp, target)
+        error = self.replica_manager.not_hosted_error(tp)
+        # Kafka keeps REPLICA_NOT_AVAILABLE here for compatibility.
+        return (
+            ErrorCode.REPLICA_NOT_AVAILABLE if error == ErrorCode.NOT_LEADER_OR_FOLLOWER else error
+        )
+
+    def _create_move(self, tp: TopicPartition, hosted: HostedPartition, target: Path) -> ErrorCode:
+        """Rule 5: the future log created in ``target`` and its move started, unless a log
+        dir is offline or the creation fails."""
+        rm = self.replica_manager
         if rm.offline_log_dirs:
             return ErrorCode.KAFKA_STORAGE_ERROR
         try:
@@ -365,25 +386,26 @@ class ReplicaAlterLogDirsManager:
         except Exception:
             log.exception("%s: move to %s failed", move.tp, move.target)
         finally:
-            if self._moves.get(move.tp) is move:
-                del self._moves[move.tp]
-            if swapped:
-                self.completed += 1
-            elif kept and not move.abandoned:
-                log.info(
-                    "%s: move to %s stops here, resumes at the next start", move.tp, move.target
-                )
-            else:
-                self.failed += 1
-                if not move.abandoned:
-                    log.warning("%s: move to %s abandoned", move.tp, move.target)
-                if self.log_manager.future_log(move.tp) is move.future:
-                    self.log_manager.remove_future_log(move.tp)
-                with contextlib.suppress(OSError):
-                    await asyncio.shield(
-                        asyncio.to_thread(LogManager.discard_future_log, move.future)
-                    )
-            move.done.set()
+            await self._ended(move, swapped=swapped, kept=kept)
+
+    async def _ended(self, move: _Move, *, swapped: bool, kept: bool) -> None:
+        """A move's task ends: counted, and unless it swapped or stops for a shutdown (rule
+        d) its future log is forgotten and deleted (rule c)."""
+        if self._moves.get(move.tp) is move:
+            del self._moves[move.tp]
+        if swapped:
+            self.completed += 1
+        elif kept and not move.abandoned:
+            log.info("%s: move to %s stops here, resumes at the next start", move.tp, move.target)
+        else:
+            self.failed += 1
+            if not move.abandoned:
+                log.warning("%s: move to %s abandoned", move.tp, move.target)
+            if self.log_manager.future_log(move.tp) is move.future:
+                self.log_manager.remove_future_log(move.tp)
+            with contextlib.suppress(OSError):
+                await asyncio.shield(asyncio.to_thread(LogManager.discard_future_log, move.future))
+        move.done.set()
 
     async def _copy_and_swap(self, move: _Move) -> bool:
         copier = move.copier
