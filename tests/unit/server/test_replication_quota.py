@@ -20,6 +20,11 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
 from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
 from tidelog.server.config.dynamic import check_alteration
+from tidelog.server.config.throttles import (
+    ALL_REPLICAS,
+    parse_throttled_replicas,
+    throttled_partitions,
+)
 from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.replica.manager import (
@@ -30,14 +35,7 @@ from tidelog.server.replica.manager import (
     log_config_for,
     now_ms,
 )
-from tidelog.server.replica.quota import (
-    ALL_REPLICAS,
-    ReplicationQuota,
-    ReplicationQuotas,
-    WindowedRate,
-    parse_throttled_replicas,
-    throttled_partitions,
-)
+from tidelog.server.replica.quota import ReplicationQuota, ReplicationQuotas, WindowedRate
 from tidelog.storage.log_manager import LogManager
 
 from .nodes import cluster_node

@@ -26,6 +26,7 @@ from typing import Final
 from tidelog.errors import ConfigError
 from tidelog.server.config.broker_keys import BROKER_KEYS
 from tidelog.server.config.keys import IGNORED_KEYS, TOPIC_KEYS
+from tidelog.server.config.throttles import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from tidelog.server.config.values import (
     DEFAULT_PROTOCOL_MAP,
     LONG_MAX,
@@ -34,7 +35,6 @@ from tidelog.server.config.values import (
     PeerAddresses,
     parse_metrics_listener,
 )
-from tidelog.server.replica.quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 
 _LISTENER = re.compile(r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)://)?(?P<host>[^:,]*):(?P<port>\d+)$")
 

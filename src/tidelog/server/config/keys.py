@@ -23,6 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from tidelog.server.config.throttles import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    throttled_replicas_parser,
+)
 from tidelog.server.config.values import (
     LONG_MAX,
     _at_least,
@@ -35,11 +40,6 @@ from tidelog.server.config.values import (
     _parse_int,
     _parse_str,
     _ratio,
-)
-from tidelog.server.replica.quota import (
-    FOLLOWER_THROTTLED_REPLICAS,
-    LEADER_THROTTLED_REPLICAS,
-    throttled_replicas_parser,
 )
 
 

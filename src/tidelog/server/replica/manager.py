@@ -46,15 +46,15 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal, Partition
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.config.values import LONG_MAX
-from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
-from tidelog.server.replica.quota import (
+from tidelog.server.config.throttles import (
     FOLLOWER_THROTTLED_RATE,
     LEADER_THROTTLED_RATE,
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
-    ReplicationQuotas,
 )
+from tidelog.server.config.values import LONG_MAX
+from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.topic_stats import BrokerTopicStats
 from tidelog.storage.log import FetchSlice, Log, LogConfig
 from tidelog.storage.log_manager import LogManager
