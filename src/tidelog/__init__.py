@@ -1,6 +1,6 @@
 """tidelog: a replicated, partitioned commit log that speaks the Apache Kafka wire protocol.
 
-Layers (DESIGN.md), highest first; each imports only those below it:
+Layers (docs/design.md), highest first; each imports only those below it:
 
     cli, spark            user-facing commands and the PySpark data source
     server                the asyncio shell: listener, handlers, replica manager, purgatories

@@ -1,2 +1,2 @@
 """The ``tidelog`` command line: each subcommand in its own module, registered in
-``tidelog.cli.main.COMMANDS`` (the top layer of DESIGN.md "Layers")."""
+``tidelog.cli.main.COMMANDS`` (the top layer of docs/design.md "Layers")."""

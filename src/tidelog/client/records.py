@@ -2,7 +2,7 @@
 transaction markers out, and ``decode_records`` of what a Fetch returns.
 
 For tidelog's own CLI, coordinators, tests and the Spark source; the broker never decodes
-records (DESIGN.md "Speed"). The record layout and the one encoder are
+records (docs/design.md "Speed"). The record layout and the one encoder are
 ``tidelog.protocol.batch_builder``. Compressed batches compress everything after the
 header; the decoder handles gzip, snappy (raw or xerial-framed, as the Java client writes),
 lz4 (frame format) and zstd through ``cramjam``.

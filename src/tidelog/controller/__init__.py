@@ -1,4 +1,4 @@
-"""tidelog.controller: the cluster controller (DESIGN.md, Layers; rules 5, 9-12).
+"""tidelog.controller: the cluster controller (docs/design.md, Layers; rules 5, 9-12).
 
 ``tidelog.controller.decisions`` holds the controller's pure decisions (elections, the
 AlterPartition compare-and-set, replica assignment) shared by the ZooKeeper-backed controller

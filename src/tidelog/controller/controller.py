@@ -1,7 +1,7 @@
 """The active controller: Kafka's ZooKeeper-era ``KafkaController``, on asyncio.
 
 Every broker runs a ``Controller``; the one that wins ``/controller`` is *active*. The rules
-(DESIGN.md 5, 9-12) are the pure functions of ``tidelog.controller.decisions``; this module
+(docs/design.md 5, 9-12) are the pure functions of ``tidelog.controller.decisions``; this module
 only feeds them state from ZooKeeper (``tidelog.zk``), writes their results back
 with compare-and-set (``state_writes``), and tells brokers through an injected
 ``ControllerSender`` (``messages``). This module is the event loop, failover, broker and

@@ -1,4 +1,4 @@
-"""The controller's pure decisions (DESIGN.md rules 5, 9-12): elections, ISR compare-and-set,
+"""The controller's pure decisions (docs/design.md rules 5, 9-12): elections, ISR compare-and-set,
 replica assignment. The ZooKeeper-backed controller and the simulator run this same code.
 
 Every function takes the current state as values and returns the new state (or an

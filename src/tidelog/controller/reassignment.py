@@ -28,7 +28,7 @@ any follower and join the ISR when caught up, rule 4), then shrinking to TRS. Ka
 4. Cancel (target null): a reassignment back to ORS; NO_REASSIGNMENT_IN_PROGRESS when none
    runs. Since ORS is normally all in the ISR, it completes at once.
 
-Invariant (DESIGN.md, the seeds): no acknowledged record is lost. Only ISR members are ever
+Invariant (docs/design.md, the seeds): no acknowledged record is lost. Only ISR members are ever
 elected; the ISR only shrinks by removing replicas, never to nothing, and a target replica
 is only counted once the leader put it in the ISR (it had every committed record).
 

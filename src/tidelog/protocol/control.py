@@ -2,7 +2,7 @@
 ControlledShutdown (7).
 
 Kafka 4 removed these (KRaft replaced them); tidelog's ZooKeeper-era controller needs them
-(DESIGN.md rule 10, 12). They keep Kafka's names and fields, trimmed to what tidelog uses, as
+(docs/design.md rule 10, 12). They keep Kafka's names and fields, trimmed to what tidelog uses, as
 version 0 of each API, non-flexible: request header v1, response header v0, legacy
 (int16-length) strings and (int32-count) arrays, on the same framing as everything else.
 ``partition_epoch`` is Kafka's ``zkVersion`` under its KRaft-era name (the partition state

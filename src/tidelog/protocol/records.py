@@ -1,6 +1,6 @@
 """Record batch v2 (magic 2): the header, its validation, and the leader's offset stamping.
 
-The broker never decodes individual records (DESIGN.md "Speed"): a batch is opaque bytes plus
+The broker never decodes individual records (docs/design.md "Speed"): a batch is opaque bytes plus
 this 61-byte header. Layout (all big-endian)::
 
     offset  size  field

@@ -1,4 +1,4 @@
-"""The replication core: pure, IO-free partition state (DESIGN.md, replication rules 2-9).
+"""The replication core: pure, IO-free partition state (docs/design.md, replication rules 2-9).
 
 - :mod:`tidelog.replication.epoch` — ``LeaderEpochCache`` (which epoch began where).
 - :mod:`tidelog.replication.partition` — ``Partition`` (leader/follower state of one replica:

@@ -1,6 +1,6 @@
 """One replica's view of one partition: Kafka's ``Partition`` + ``ReplicaState``, pure.
 
-Theory of operation (DESIGN.md "Replication rules"; the numbers cite those rules):
+Theory of operation (docs/design.md "Replication rules"; the numbers cite those rules):
 
 1. The leader keeps a :class:`ReplicaState` per follower. A follower's fetch offset *is* its
    log end offset (rule 2). ``last_caught_up_time_ms`` follows Kafka's two-fetch rule: a

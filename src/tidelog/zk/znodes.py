@@ -26,7 +26,7 @@ ZooKeeper layout, or ``zookeeper-shell``, recognises every node::
 Two numbers live in znode metadata, not in the JSON (as in Kafka): a broker's *broker
 epoch* is the czxid of its ``/brokers/ids/<id>`` node, and a partition's *partition epoch*
 is the znode version of its ``state`` node — which is why partition states are only ever
-written with that version as a compare-and-set (DESIGN.md, replication rule 5).
+written with that version as a compare-and-set (docs/design.md, replication rule 5).
 
 Malformed node data raises ``ZNodeDecodeError`` (a local fault: someone wrote garbage into
 our ZooKeeper); it never comes from a client request.

@@ -3,7 +3,7 @@
 A broker is configured by a ``server.properties`` file (Java properties syntax) plus
 ``--override key=value`` pairs, exactly as ``kafka-server-start.sh`` takes them. Every key
 must be known and every value valid, or start-up stops with a ``ConfigError`` naming the key
-(DESIGN.md "Configuration"). Keys Kafka has but tidelog does not act on (thread counts,
+(docs/design.md "Configuration"). Keys Kafka has but tidelog does not act on (thread counts,
 socket buffer sizes) are accepted and listed in ``BrokerConfig.ignored`` so that a real
 Kafka ``server.properties`` still starts.
 

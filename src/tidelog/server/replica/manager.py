@@ -8,7 +8,7 @@ watermark live in ``tidelog.replication``; this module only sequences IO around 
    NOT_ENOUGH_REPLICAS), then ``Log.append_as_leader`` (which validates every batch before
    writing any: CORRUPT_MESSAGE, MESSAGE_TOO_LARGE), then ``Partition.on_leader_append`` with
    the new log end offset. If the high watermark moved, parked fetches and ``acks=all``
-   produces on that partition are woken (DESIGN.md rule 6).
+   produces on that partition are woken (docs/design.md rule 6).
 2. ``acks=all`` parks in the produce purgatory until
    ``Partition.check_enough_replicas_reach_offset(last_offset + 1)`` says done (or an error),
    or the request timeout passes (REQUEST_TIMED_OUT).

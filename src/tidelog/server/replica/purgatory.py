@@ -2,7 +2,7 @@
 
 Kafka's ``DelayedOperationPurgatory`` on one event loop (no locks needed). A produce with
 ``acks=all`` waits until the high watermark passes its batches; a fetch waits until
-``min_bytes`` are available or ``max_wait_ms`` passes (DESIGN.md rule 6). Rules:
+``min_bytes`` are available or ``max_wait_ms`` passes (docs/design.md rule 6). Rules:
 
 1. An operation completes exactly once: ``force_complete`` flips ``completed`` and calls
    ``on_complete``; every later call is a no-op that returns False.
