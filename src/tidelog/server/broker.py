@@ -21,7 +21,7 @@ import struct
 import sys
 import time
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidelog.aio import wait_for
@@ -35,7 +35,8 @@ from tidelog.protocol.codec import (
     warm_up_steps,
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
-from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable, Routes
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
@@ -46,7 +47,10 @@ from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.coordinators.group import GroupCoordinator, client_host
 from tidelog.server.coordinators.txn import TransactionCoordinator
+from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.metadata.local_backend import LocalBackend
+from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.network.listeners import ListenerSecurity
 from tidelog.server.network.request_context import set_request
@@ -188,7 +192,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        apis: KafkaApis,
+        apis: Routes,
         supported: Mapping[ApiKey, tuple[int, int]],
         gate: ReadinessGate | None = None,
         request_metrics: RequestMetrics | None = None,
@@ -367,6 +371,8 @@ class Broker:
         self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
+        #: What differs alone and in a cluster (``tidelog.server.metadata.backend``).
+        self.backend: MetadataBackend
         #: Prometheus endpoint when ``metrics.listener`` is set
         #: (tidelog.server.observability.metrics).
         self.request_metrics: RequestMetrics | None = None
@@ -385,41 +391,65 @@ class Broker:
         self.log_cleaner = LogCleaner(cleaner_config(config))
         self.replica_manager = ReplicaManager(config, self.log_manager)
         if config.get_str("zookeeper.connect"):
-            self._open_cluster()
-            return
-        self.metadata = MetadataStore(config.log_dirs[0])
+            cluster_groups = self._open_cluster()
+        else:
+            cluster_groups = []
+            self._open_alone()
+        self.groups = GroupCoordinator(self.apis, self.node)
+        self.security = BrokerSecurity(self.config, clustered=self.node is not None)
+        self.apis.authorizer = self.security.authorizer
+        self.transactions = TransactionCoordinator(
+            self.apis,
+            self.node,
+            self.groups,
+            self.backend.allocate_producer_id,
+            self.apis.producer_ids.handle_init_producer_id,
+        )
+        self.groups.transactions = self.transactions
+        #: DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs.
+        self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
+        helper = self.apis.helper
+        # The handler table: every API of this broker, each answered by one group.
+        self.handler_table = HandlerTable(
+            [
+                *self.apis.groups,
+                self.groups,
+                self.transactions,  # and idempotent producers' InitProducerId
+                TxnAdmin(helper, self.replica_manager, self.transactions),
+                self.security,  # logins, ACLs, SCRAM credentials
+                LogDirApis(helper, self.log_dir_mover),
+                *cluster_groups,
+            ]
+        )
+        if config.metrics_listener is not None:
+            self.request_metrics = RequestMetrics(self.supported)
+        self.dispatcher = Dispatcher(
+            self.handler_table,
+            self.supported,
+            self.node.readiness if self.node is not None else None,
+            self.request_metrics,
+        )
+
+    def _open_alone(self) -> None:
+        """The broker is its own controller: its topic image on disk, every partition led
+        here."""
+        config = self.config
+        store = MetadataStore(config.log_dirs[0])
+        self.backend = backend = LocalBackend(config, store, self.replica_manager)
         self.supported = narrow_versions(only=SERVED_APIS, overrides={ApiKey.FETCH: (4, 16)})
-        self.apis = KafkaApis(config, self.metadata, self.replica_manager, self.supported)
+        self.apis = KafkaApis(config, backend, self.replica_manager, self.supported)
         # Logs on disk whose topic is gone (deleted just before a crash) are removed.
-        known = {
-            (name, p) for name, i in self.metadata.topics.items() for p in range(i.num_partitions)
-        }
+        known = {(name, p) for name, i in store.topics.items() for p in range(i.num_partitions)}
         for tp in list(self.log_manager.all_logs()):
             if (tp.topic, tp.partition) not in known:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
-        self.apis.load_topics(self.log_manager.high_watermarks())
-        self.groups = GroupCoordinator(self.apis)
-        self.apis.handlers.update(self.groups.handlers())
-        self._open_security(clustered=False)
-        metadata = self.metadata
+        backend.load_topics(self.log_manager.high_watermarks())
 
-        async def allocate() -> int:
-            return metadata.allocate_producer_id()
-
-        self._open_transactions(allocate)
-        self._open_log_dirs()
-        if config.metrics_listener is not None:
-            self.request_metrics = RequestMetrics(self.supported)
-        self.dispatcher = Dispatcher(
-            self.apis, self.supported, request_metrics=self.request_metrics
-        )
-
-    def _open_cluster(self) -> None:
+    def _open_cluster(self) -> list[HandlerGroup]:
         """In a cluster nothing is hosted until the controller's LeaderAndIsr says how
-        (rule 10); the checkpointed HWs wait for it."""
+        (rule 10); the checkpointed HWs wait for it. The cluster-only handler groups."""
         cache = ClusterMetadataCache(self.config.broker_id)
-        self.metadata = cache
         self.supported = narrow_versions(
             only=CLUSTER_APIS,
             overrides={
@@ -429,46 +459,16 @@ class Broker:
                 **REASSIGNMENT_API_VERSIONS,
             },
         )
-        self.node = ClusterNode(
+        self.node = node = ClusterNode(
             self.config, self.replica_manager, cache, self.log_manager.high_watermarks()
         )
-        self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
-        self.groups = GroupCoordinator(self.apis, self.node)
-        self.apis.handlers.update(self.groups.handlers())
-        self._open_security(clustered=True)
-        self._open_transactions(self.node.generate_producer_id)
-        self._open_log_dirs()
-        self.apis.handlers.update(ReassignmentApis(self.apis, self.node).handlers())
-        if self.config.metrics_listener is not None:
-            self.request_metrics = RequestMetrics(self.supported)
-        self.dispatcher = Dispatcher(
-            self.apis, self.supported, self.node.readiness, self.request_metrics
-        )
-
-    def _open_security(self, *, clustered: bool) -> None:
-        """Listeners' TLS, SASL logins, the authorizer and the security APIs (issue 20)."""
-        self.security = BrokerSecurity(self.config, clustered=clustered)
-        self.apis.handlers.update(self.security.handlers())
-        self.apis.authorizer = self.security.authorizer
-
-    def _open_log_dirs(self) -> None:
-        """DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs."""
-        self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
-        self.apis.handlers.update(LogDirApis(self.apis, self.log_dir_mover).handlers())
-
-    def _open_transactions(self, allocate: Callable[[], Awaitable[int]]) -> None:
-        """The transaction coordinator answers InitProducerId for transactional ids and
-        hands the others to the API layer's idempotent-producer path."""
-        self.transactions = TransactionCoordinator(
-            self.apis,
-            self.node,
-            self.groups,
-            allocate,
-            self.apis.handlers[ApiKey.INIT_PRODUCER_ID],
-        )
-        self.apis.handlers.update(self.transactions.handlers())
-        self.apis.handlers.update(TxnAdmin(self.apis, self.transactions).handlers())
-        self.groups.transactions = self.transactions
+        self.backend = ZkBackend(self.config, node)
+        self.apis = KafkaApis(self.config, self.backend, self.replica_manager, self.supported)
+        helper = self.apis.helper
+        return [
+            ControlApis(helper, node, self.replica_manager),
+            ReassignmentApis(helper, node),
+        ]
 
     async def start(self) -> None:
         self._open()
@@ -532,7 +532,7 @@ class Broker:
                 f"{s.endpoint.name}://{s.endpoint.host}:{self.bound_ports[s.endpoint.name]}"
                 for s in self.security.listeners
             ),
-            len(self.metadata.topics),
+            len(self.backend.topics),
         )
 
     async def _start_metrics(self) -> None:
