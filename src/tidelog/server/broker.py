@@ -390,13 +390,10 @@ class Broker:
         #: Log compaction (tidelog.storage.cleaner), run by ``_cleaner_loop``.
         self.log_cleaner = LogCleaner(cleaner_config(config))
         self.replica_manager = ReplicaManager(config, self.log_manager)
-        if config.get_str("zookeeper.connect"):
-            cluster_groups = self._open_cluster()
-        else:
-            cluster_groups = []
-            self._open_alone()
+        clustered = bool(config.get_str("zookeeper.connect"))
+        cluster_groups = self._open_cluster() if clustered else self._open_alone()
         self.groups = GroupCoordinator(self.apis, self.node)
-        self.security = BrokerSecurity(self.config, clustered=self.node is not None)
+        self.security = BrokerSecurity(self.config, clustered=clustered)
         self.apis.authorizer = self.security.authorizer
         self.transactions = TransactionCoordinator(
             self.apis,
@@ -426,13 +423,13 @@ class Broker:
         self.dispatcher = Dispatcher(
             self.handler_table,
             self.supported,
-            self.node.readiness if self.node is not None else None,
+            self.backend.readiness,
             self.request_metrics,
         )
 
-    def _open_alone(self) -> None:
+    def _open_alone(self) -> list[HandlerGroup]:
         """The broker is its own controller: its topic image on disk, every partition led
-        here."""
+        here. No handler groups of its own."""
         config = self.config
         store = MetadataStore(config.log_dirs[0])
         self.backend = backend = LocalBackend(config, store, self.replica_manager)
@@ -445,6 +442,7 @@ class Broker:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
         backend.load_topics(self.log_manager.high_watermarks())
+        return []
 
     def _open_cluster(self) -> list[HandlerGroup]:
         """In a cluster nothing is hosted until the controller's LeaderAndIsr says how
@@ -472,12 +470,10 @@ class Broker:
 
     async def start(self) -> None:
         self._open()
-        if self.node is not None:
-            await self.node.connect()
-            assert self.node.zk is not None
-            # KIP-226: dynamic broker configs apply before anything is served.
-            await self.apis.config_apis.start(self.node.zk)
-        await self.security.start(self.node.zk if self.node is not None else None)
+        await self.backend.connect()
+        # KIP-226: dynamic broker configs apply before anything is served.
+        await self.apis.config_apis.start(self.backend.zk)
+        await self.security.start(self.backend.zk)
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
         max_unauthenticated = self.config.get_int("sasl.server.max.receive.size")
@@ -521,8 +517,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
         self.groups.start()
         self.transactions.start()
-        if self.node is not None:
-            await self.node.start(self.bound_ports)
+        await self.backend.start(self.bound_ports)
         if self.state is BrokerState.STARTING:
             self.state = BrokerState.RUNNING
         log.info(
@@ -541,9 +536,9 @@ class Broker:
         if listener is None:
             return
         zk_session = None
-        if self.node is not None and self.node.zk is not None:
+        if (zk := self.backend.zk) is not None:
             zk_session = ZkSessionTracker()
-            self.node.zk.add_session_listener(zk_session)
+            zk.add_session_listener(zk_session)
         registry = broker_registry(
             self.replica_manager,
             self.node,
@@ -562,8 +557,7 @@ class Broker:
         log.info("metrics served on %s/metrics", dataclasses.replace(listener, port=port))
 
     def _broker_state(self) -> BrokerState:
-        readiness = self.node.readiness if self.node is not None else None
-        if self.state is BrokerState.RUNNING and readiness is not None and not readiness.is_open:
+        if self.state is BrokerState.RUNNING and not self.backend.is_ready():
             return BrokerState.STARTING  # not serving clients until it has the metadata
         return self.state
 
@@ -689,18 +683,15 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("shutting down")
-        if self.node is not None:
-            await self.node.withdraw_candidacy()
-        if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
+        await self.backend.withdraw_candidacy()
+        if self.backend.wants_controlled_shutdown():
             self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
-            await self.node.controlled_shutdown()
+            await self.backend.controlled_shutdown()
         self.state = BrokerState.SHUTTING_DOWN
         for server in self._servers:
             server.close()
-        if self.node is not None:
-            self.apis.config_apis.stop()
-            await self.node.stop()
-            log.info("left the cluster")
+        self.apis.config_apis.stop()
+        await self.backend.stop()
         for task in self._tasks:
             task.cancel()
         if hasattr(self, "log_dir_mover"):
@@ -717,8 +708,7 @@ class Broker:
             await asyncio.sleep(0)
         for conn in list(self.connections):
             conn.close()
-        if self.node is not None:
-            self.node.readiness.close()
+        self.backend.close_readiness()
         for server in self._servers:
             try:
                 await wait_for(server.wait_closed(), 5.0)

@@ -190,8 +190,11 @@ class ConfigApis:
             ApiKey.LIST_CONFIG_RESOURCES: self.handle_list_config_resources,
         }
 
-    async def start(self, zk: ZkClient) -> None:
-        """Read this broker's and the default dynamic configs, apply them, keep watching."""
+    async def start(self, zk: ZkClient | None) -> None:
+        """Read this broker's and the default dynamic configs from ZooKeeper, apply them,
+        keep watching (a lone broker's dynamic configs live in memory: nothing to read)."""
+        if zk is None:
+            return
         self.store = ZkBrokerConfigStore(zk)
         self._watch = BrokerConfigWatch(self._on_zk_change)
         await self._watch.start(zk, self.helper.broker_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidelog.errors import ErrorCode
@@ -73,6 +74,20 @@ def _topic_name_of(item: Any, backend: MetadataBackend) -> str | None:
         info = backend.by_id(topic_id)
         return info.name if info is not None else None
     return None
+
+
+@dataclass(slots=True)
+class _FetchPlan:
+    """What a Fetch asks, split by how each partition is answered."""
+
+    replica_id: int
+    #: The partitions to read, and their (name, topic id) as asked, in request order.
+    requests: list[FetchRequestPartition] = field(default_factory=list)
+    keys: list[tuple[str, Any]] = field(default_factory=list)
+    #: (topic id, partition, error) of partitions of unknown topic ids.
+    unknown: list[tuple[Any, int, ErrorCode]] = field(default_factory=list)
+    #: (name, topic id, partition) of partitions refused by the authorizer.
+    refused: list[tuple[str, Any, int]] = field(default_factory=list)
 
 
 class DataApis:
@@ -206,9 +221,10 @@ class DataApis:
     # --- Fetch (1) ----------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Any) -> HandlerResult:
-        version = header.api_version
-        session_id = int(getattr(body, "session_id", 0))
-        if session_id != 0:
+        """Fetch in three steps: the partitions asked (``_fetch_plan``), the replica
+        manager's read (at once, or parked until min_bytes or max_wait), the answer
+        (``_fetch_response``)."""
+        if int(getattr(body, "session_id", 0)) != 0:
             # We never hand out sessions (a declined session is id 0, KIP-227), so any
             # non-zero id is one we do not know.
             return self.helper.respond(
@@ -219,20 +235,44 @@ class DataApis:
                     "responses": [],
                 },
             )
-        requests: list[FetchRequestPartition] = []
-        keys: list[tuple[str, Any]] = []  # (name, topic id) per request partition
-        unknown: list[tuple[Any, int, ErrorCode]] = []
-        # replica_id: a top-level field before v15, inside replica_state from v15 (KIP-903).
-        replica_state = getattr(body, "replica_state", None)
-        replica_id = int(
-            replica_state.replica_id
-            if replica_state is not None
-            else getattr(body, "replica_id", -1)
+        plan = self._fetch_plan(body)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def respond(results: list[FetchResult]) -> None:
+            if not future.done():
+                future.set_result(self._fetch_response(header, plan, results))
+
+        min_bytes = int(body.min_bytes)
+        self.replica_manager.fetch(
+            plan.requests,
+            replica_id=plan.replica_id,
+            max_bytes=int(getattr(body, "max_bytes", 0x7FFFFFFF)),
+            min_bytes=min_bytes if not plan.unknown and not plan.refused else 0,
+            max_wait_ms=int(body.max_wait.total_seconds() * 1000),
+            respond=respond,
+            isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
+        )
+        if future.done():
+            return future.result()
+        return future
+
+    def _fetch_plan(self, body: Any) -> _FetchPlan:
+        """The partitions to read, with the asked topics' names, and those answered without
+        reading: unknown topic ids and refused topics."""
+        plan = _FetchPlan(
+            # replica_id: a top-level field before v15, inside replica_state from v15
+            # (KIP-903).
+            replica_id=int(
+                replica_state.replica_id
+                if (replica_state := getattr(body, "replica_state", None)) is not None
+                else getattr(body, "replica_id", -1)
+            )
         )
         topics_wanted = body.topics
-        refused: list[tuple[str, Any, int]] = []  # (name, topic id, partition)
         if self.helper.authorizer is not None:
-            topics_wanted, refused = self._fetch_refusals(body.topics, replica_id)
+            topics_wanted, plan.refused = self._fetch_refusals(body.topics, plan.replica_id)
+        requests, keys, unknown = plan.requests, plan.keys, plan.unknown
         for topic in topics_wanted:
             name = _topic_name_of(topic, self.backend)
             topic_id = getattr(topic, "topic_id", None)
@@ -240,91 +280,77 @@ class DataApis:
                 if name is None:
                     unknown.append((topic_id, int(part.partition), ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
-                tp = TopicPartition(name, int(part.partition))
                 requests.append(
                     FetchRequestPartition(
-                        tp,
+                        TopicPartition(name, int(part.partition)),
                         int(part.fetch_offset),
                         int(part.partition_max_bytes),
                         int(getattr(part, "current_leader_epoch", -1)),
                     )
                 )
                 keys.append((name, topic_id))
-        max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
-        max_wait_ms = int(body.max_wait.total_seconds() * 1000)
-        min_bytes = int(body.min_bytes)
+        return plan
 
-        def make_response(results: list[FetchResult]) -> Response:
-            by_topic: dict[Any, list[FetchPartitionResponse]] = {}
-            names: dict[Any, tuple[str, Any]] = {}
-            for request, (name, topic_id), result in zip(requests, keys, results, strict=True):
-                k = topic_id if version >= 13 else name
-                names[k] = (name, topic_id)
-                if version < 10 and replica_id < 0 and _holds_zstd(result.records):
-                    # KIP-110: consumers below Fetch v10 cannot read zstd batches.
-                    result = FetchResult(  # noqa: PLW2901
-                        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                        result.high_watermark,
-                        result.log_start_offset,
-                        last_stable_offset=result.last_stable_offset,
-                    )
-                by_topic.setdefault(k, []).append(
-                    FetchPartitionResponse(
-                        partition_index=request.tp.partition,
-                        error_code=int(result.error),
-                        high_watermark=result.high_watermark,
-                        last_stable_offset=result.last_stable_offset,
-                        log_start_offset=result.log_start_offset,
-                        # KIP-98: read_committed consumers drop these transactions' records.
-                        aborted_transactions=result.aborted_transactions or (),
-                        # Records go out with sendfile straight from the segment file; empty
-                        # records are b"", never null (PROTOCOL_NOTES: kafka-python crashes,
-                        # librdkafka stops reporting the end of the partition).
-                        records=result.records if result.records is not None else b"",
-                    )
+    @staticmethod
+    def _fetch_response(
+        header: RequestHeader, plan: _FetchPlan, results: list[FetchResult]
+    ) -> Response:
+        """The answer to ``plan`` once read: partitions grouped by topic (by topic id from
+        v13), encoded by the hand-written encoder."""
+        version = header.api_version
+        replica_id = plan.replica_id
+        by_topic: dict[Any, list[FetchPartitionResponse]] = {}
+        names: dict[Any, tuple[str, Any]] = {}
+        for request, (name, topic_id), result in zip(
+            plan.requests, plan.keys, results, strict=True
+        ):
+            k = topic_id if version >= 13 else name
+            names[k] = (name, topic_id)
+            if version < 10 and replica_id < 0 and _holds_zstd(result.records):
+                # KIP-110: consumers below Fetch v10 cannot read zstd batches.
+                result = FetchResult(  # noqa: PLW2901
+                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                    result.high_watermark,
+                    result.log_start_offset,
+                    last_stable_offset=result.last_stable_offset,
                 )
-            for topic_id, partition, error in unknown:
-                names[topic_id] = ("", topic_id)
-                by_topic.setdefault(topic_id, []).append(
-                    FetchPartitionResponse(
-                        partition_index=partition, error_code=int(error), aborted_transactions=()
-                    )
+            by_topic.setdefault(k, []).append(
+                FetchPartitionResponse(
+                    partition_index=request.tp.partition,
+                    error_code=int(result.error),
+                    high_watermark=result.high_watermark,
+                    last_stable_offset=result.last_stable_offset,
+                    log_start_offset=result.log_start_offset,
+                    # KIP-98: read_committed consumers drop these transactions' records.
+                    aborted_transactions=result.aborted_transactions or (),
+                    # Records go out with sendfile straight from the segment file; empty
+                    # records are b"", never null (PROTOCOL_NOTES: kafka-python crashes,
+                    # librdkafka stops reporting the end of the partition).
+                    records=result.records if result.records is not None else b"",
                 )
-            for name, topic_id, partition in refused:
-                k = topic_id if version >= 13 else name
-                names[k] = (name, topic_id)
-                by_topic.setdefault(k, []).append(
-                    FetchPartitionResponse(
-                        partition_index=partition,
-                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                        aborted_transactions=(),
-                    )
+            )
+        for topic_id, partition, error in plan.unknown:
+            names[topic_id] = ("", topic_id)
+            by_topic.setdefault(topic_id, []).append(
+                FetchPartitionResponse(
+                    partition_index=partition, error_code=int(error), aborted_transactions=()
                 )
-            topics = [
-                FetchTopicResponse(topic=names[k][0], topic_id=names[k][1], partitions=parts)
-                for k, parts in by_topic.items()
-            ]
-            return Response(encode_fetch_response(header.correlation_id, version, topics))
-
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def respond(results: list[FetchResult]) -> None:
-            if not future.done():
-                future.set_result(make_response(results))
-
-        self.replica_manager.fetch(
-            requests,
-            replica_id=replica_id,
-            max_bytes=max_bytes,
-            min_bytes=min_bytes if not unknown and not refused else 0,
-            max_wait_ms=max_wait_ms,
-            respond=respond,
-            isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
-        )
-        if future.done():
-            return future.result()
-        return future
+            )
+        for name, topic_id, partition in plan.refused:
+            k = topic_id if version >= 13 else name
+            names[k] = (name, topic_id)
+            by_topic.setdefault(k, []).append(
+                FetchPartitionResponse(
+                    partition_index=partition,
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    aborted_transactions=(),
+                )
+            )
+        topics = [
+            FetchTopicResponse(topic=names[k][0], topic_id=names[k][1], partitions=parts)
+            for k, parts in by_topic.items()
+        ]
+        return Response(encode_fetch_response(header.correlation_id, version, topics))
 
     def _fetch_refusals(
         self, topics: Any, replica_id: int

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId
 from tidelog.server.metadata.local import TopicInfo
+
+if TYPE_CHECKING:
+    from tidelog.controller.zk import ZkClient
+    from tidelog.server.cluster.readiness import ReadinessGate
 
 #: An error code and Kafka's message for it (None: no message).
 Outcome = tuple[ErrorCode, str | None]
@@ -123,6 +127,50 @@ class MetadataBackend(Protocol):
 
     def broker_config_changed(self) -> None:
         """A dynamic broker config changed (KIP-226): what the backend itself reads."""
+        ...
+
+    # --- lifecycle: the broker's membership in its cluster ------------------------------------
+
+    @property
+    def zk(self) -> ZkClient | None:
+        """The ZooKeeper session, where dynamic configs, ACLs and SCRAM credentials live
+        (None alone: they live in memory)."""
+        ...
+
+    @property
+    def readiness(self) -> ReadinessGate | None:
+        """Holds client requests until the broker has the cluster's metadata (None: a lone
+        broker is ready once it listens)."""
+        ...
+
+    def is_ready(self) -> bool:
+        """Whether client requests are served (a cluster broker: once it has the metadata)."""
+        ...
+
+    async def connect(self) -> None:
+        """Before anything is served: join the cluster's coordination service."""
+        ...
+
+    async def start(self, bound_ports: Mapping[str, int]) -> None:
+        """Once listening: register, take part (controller election, replication)."""
+        ...
+
+    async def withdraw_candidacy(self) -> None:
+        """At shutdown's start: stand down as controller (candidate)."""
+        ...
+
+    def wants_controlled_shutdown(self) -> bool:
+        """Whether shutdown first moves leadership away (``controlled.shutdown.enable``)."""
+        ...
+
+    async def controlled_shutdown(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Leave the cluster: fetchers, controller, session."""
+        ...
+
+    def close_readiness(self) -> None:
+        """After the connections closed: requests still held are failed."""
         ...
 
 

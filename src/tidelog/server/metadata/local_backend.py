@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
@@ -20,6 +20,10 @@ from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
 from tidelog.server.metadata.backend import Outcome
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
 from tidelog.server.replica.manager import ReplicaManager, effective_topic_config
+
+if TYPE_CHECKING:
+    from tidelog.controller.zk import ZkClient
+    from tidelog.server.cluster.readiness import ReadinessGate
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +209,40 @@ class LocalBackend:
 
     def broker_config_changed(self) -> None:
         """Nothing of a lone broker's own reads a broker config."""
+
+    # --- lifecycle: no cluster to join or leave ------------------------------------------------
+
+    @property
+    def zk(self) -> ZkClient | None:
+        return None
+
+    @property
+    def readiness(self) -> ReadinessGate | None:
+        return None
+
+    def is_ready(self) -> bool:
+        return True
+
+    async def connect(self) -> None:
+        pass
+
+    async def start(self, bound_ports: Mapping[str, int]) -> None:
+        pass
+
+    async def withdraw_candidacy(self) -> None:
+        pass
+
+    def wants_controlled_shutdown(self) -> bool:
+        return False
+
+    async def controlled_shutdown(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def close_readiness(self) -> None:
+        pass
 
 
 __all__ = ["LocalBackend"]

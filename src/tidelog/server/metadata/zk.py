@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tidelog.controller.zk import ZkError
+from tidelog.controller.zk import ZkClient, ZkError
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.cluster.node import ClusterMetadataCache, ClusterNode
+from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.metadata.backend import Outcome, ProducerIdUnavailableError
 from tidelog.server.metadata.local import TopicInfo
@@ -181,6 +182,42 @@ class ZkBackend:
             self.node.controller.default_unclean = self.config.get_bool(
                 "unclean.leader.election.enable"
             )
+
+    # --- lifecycle: the broker's membership in the cluster ------------------------------------
+
+    @property
+    def zk(self) -> ZkClient | None:
+        return self.node.zk
+
+    @property
+    def readiness(self) -> ReadinessGate | None:
+        return self.node.readiness
+
+    def is_ready(self) -> bool:
+        return self.node.readiness.is_open
+
+    async def connect(self) -> None:
+        await self.node.connect()
+        assert self.node.zk is not None
+
+    async def start(self, bound_ports: Mapping[str, int]) -> None:
+        await self.node.start(bound_ports)
+
+    async def withdraw_candidacy(self) -> None:
+        await self.node.withdraw_candidacy()
+
+    def wants_controlled_shutdown(self) -> bool:
+        return self.config.get_bool("controlled.shutdown.enable")
+
+    async def controlled_shutdown(self) -> None:
+        await self.node.controlled_shutdown()
+
+    async def stop(self) -> None:
+        await self.node.stop()
+        log.info("left the cluster")
+
+    def close_readiness(self) -> None:
+        self.node.readiness.close()
 
 
 __all__ = ["ZkBackend"]
