@@ -30,9 +30,10 @@ from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, Top
 from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.security.principal import ANONYMOUS
-from tidelog.server.broker import Broker, Dispatcher
+from tidelog.server.broker import Broker
 from tidelog.server.cluster.node import FetchState
 from tidelog.server.config.broker_config import MetricsListener, load_broker_config
+from tidelog.server.network.dispatcher import Dispatcher
 from tidelog.server.network.request_context import RequestContext
 from tidelog.server.observability.metrics import (
     CONTENT_TYPE,
