@@ -325,7 +325,7 @@ class TopicApis:
                 int(a.partition_index): [BrokerId(b) for b in a.broker_ids]
                 for a in topic.assignments
             }
-            num_partitions = len(topic.assignments)
+            num_partitions = len(assignment)  # by partition index, as Kafka counts them
             rf = len(topic.assignments[0].broker_ids)
         raw = {c.name: c.value for c in topic.configs}
         overrides: dict[str, object] = {}
