@@ -11,7 +11,8 @@ which clients retry: listing the partitions known so far would tell them it has 
 The handlers are coroutines run eagerly (``tidelog.server.apis.eager``): a lone broker's
 answer is immediate, a cluster broker's comes when the controller or ZooKeeper answered.
 Authorization as Kafka's handleTopicMetadataRequest, handleCreateTopicsRequest,
-handleDeleteTopicsRequest and handleCreatePartitionsRequest.
+handleDeleteTopicsRequest and handleCreatePartitionsRequest (``tidelog.server.apis
+.topic_access``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server.apis.eager import eager
 from tidelog.server.apis.helper import RequestHelper
+from tidelog.server.apis.topic_access import TopicAccess
 from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error, validate_topic_configs
 from tidelog.server.config.policies import create_topic_request
@@ -51,6 +52,7 @@ class TopicApis:
         self.helper = helper
         self.backend = backend
         self.topic_entries = topic_entries
+        self.access = TopicAccess(helper, backend)
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
         return {
@@ -88,72 +90,9 @@ class TopicApis:
             "partitions": [],
         }
 
-    def metadata_access(self, header: RequestHeader, body: Any) -> authz.MetadataAccess:
-        """Kafka's handleTopicMetadataRequest checks (``authz.metadata_access``): DESCRIBE
-        per topic, and CREATE (cluster or topic) for the missing ones auto-creation would
-        create. Everything allowed without an authorizer."""
-        if self.helper.authorizer is None:
-            return authz.EVERYTHING_ALLOWED
-        known = self.backend.topics
-        all_topics = body.topics is None
-        if all_topics:
-            names = list(known)
-        else:
-            names = []
-            for item in body.topics:
-                name = getattr(item, "name", None)
-                topic_id = getattr(item, "topic_id", None)
-                if not name and topic_id is not None and topic_id.int != 0:
-                    found = self.backend.by_id(topic_id)
-                    if found is None:
-                        continue  # UNKNOWN_TOPIC_ID: topic ids are not secret (Kafka)
-                    name = found.name
-                names.append(str(name or ""))
-        auto_create = (
-            not all_topics
-            and bool(getattr(body, "allow_auto_topic_creation", True))
-            and self.helper.config.get_bool("auto.create.topics.enable")
-        )
-        return authz.metadata_access(
-            self.helper.authorizer,
-            names,
-            all_topics=all_topics,
-            missing=[n for n in names if n not in known],
-            auto_create=auto_create,
-            api_key=header.api_key,
-        )
-
-    @staticmethod
-    def metadata_refusal(name: str, topic_id: Any) -> dict[str, Any]:
-        """A topic Metadata may not show: TOPIC_AUTHORIZATION_FAILED, without saying whether
-        it exists; asked by id, the id is answered and not the name (Kafka's rule)."""
-        by_id = topic_id is not None and topic_id.int != 0
-        return {
-            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            "name": None if by_id else name,
-            "topic_id": topic_id if by_id else uuid.UUID(int=0),
-            "partitions": [],
-        }
-
-    def with_topic_operations(
-        self, header: RequestHeader, body: Any, topics: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Metadata v8+ ``include_topic_authorized_operations``: each shown topic's allowed
-        operations (refused and unknown-id entries keep the schema default, as Kafka's)."""
-        if not getattr(body, "include_topic_authorized_operations", False):
-            return topics
-        for entry in topics:
-            name = entry.get("name")
-            if name is None or entry["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-                continue
-            entry["topic_authorized_operations"] = authz.authorized_operations(
-                self.helper.authorizer, ResourceType.TOPIC, str(name), header.api_key
-            )
-        return topics
-
     def handle_metadata(self, header: RequestHeader, body: Any) -> Any:
         # Kafka's handleTopicMetadataRequest: decided before any auto-creation.
-        access = self.metadata_access(header, body)
+        access = self.access.metadata_access(header, body)
         missing = []
         if body.topics is not None and self._allow_auto_create(body):
             for item in body.topics:
@@ -193,8 +132,8 @@ class TopicApis:
                 "brokers": self.backend.brokers(self.helper.own_address()),
                 "cluster_id": self.backend.cluster_id,
                 "controller_id": self.backend.controller_id(),
-                "topics": self.with_topic_operations(header, body, topics),
-                "cluster_authorized_operations": self.cluster_operations(header, body),
+                "topics": self.access.with_topic_operations(header, body, topics),
+                "cluster_authorized_operations": self.access.cluster_operations(header, body),
                 "error_code": ErrorCode.NONE,
             },
         )
@@ -215,7 +154,7 @@ class TopicApis:
             name = found.name
         name = str(name or "")
         if access.refused(name):
-            return self.metadata_refusal(name, topic_id)
+            return self.access.metadata_refusal(name, topic_id)
         info = self.backend.topics.get(name)
         if info is None:
             error = (
@@ -235,54 +174,8 @@ class TopicApis:
 
     # --- CreateTopics (19) ------------------------------------------------------------------
 
-    # --- CreateTopics (19) --------------------------------------------------------------
-
-    def create_topics_access(
-        self, header: RequestHeader, body: Any
-    ) -> tuple[frozenset[str], frozenset[str]]:
-        """Kafka's handleCreateTopicsRequest: (the topics that may not be created: CREATE on
-        neither the cluster nor the topic; the created topics whose configs are not shown:
-        no DESCRIBE_CONFIGS, answered with topic_config_error_code
-        TOPIC_AUTHORIZATION_FAILED and no configs, partition count or replication factor)."""
-        if self.helper.authorizer is None:
-            return frozenset(), frozenset()
-        names = [str(t.name) for t in body.topics]
-        not_creatable: frozenset[str] = frozenset()
-        if not authz.cluster_allowed(
-            self.helper.authorizer, AclOperation.CREATE, header.api_key, log_if_denied=False
-        ):
-            not_creatable = authz.denied_names(
-                self.helper.authorizer,
-                AclOperation.CREATE,
-                ResourceType.TOPIC,
-                names,
-                header.api_key,
-            )
-        configs_hidden = authz.denied_names(
-            self.helper.authorizer,
-            AclOperation.DESCRIBE_CONFIGS,
-            ResourceType.TOPIC,
-            names,
-            header.api_key,
-            log_if_denied=False,
-        )
-        return not_creatable, configs_hidden
-
-    @staticmethod
-    def hide_created_configs(
-        result: dict[str, Any], error: ErrorCode, configs_hidden: frozenset[str]
-    ) -> None:
-        """CreateTopics without DESCRIBE_CONFIGS on the topic: Kafka keeps this error for a
-        topic created or refused for authorization (its other failures reset it)."""
-        if (
-            configs_hidden
-            and result["name"] in configs_hidden
-            and error in (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        ):
-            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-
     def handle_create_topics(self, header: RequestHeader, body: Any) -> Any:
-        not_creatable, configs_hidden = self.create_topics_access(header, body)
+        not_creatable, configs_hidden = self.access.create_topics_access(header, body)
         validate_only = bool(getattr(body, "validate_only", False))
 
         async def run() -> Any:
@@ -373,52 +266,10 @@ class TopicApis:
                 configs=self.topic_entries(overrides),
             )
         result.update(error_code=error, error_message=message)
-        self.hide_created_configs(result, error, configs_hidden)
+        self.access.hide_created_configs(result, error, configs_hidden)
         return result, topic_id if error == ErrorCode.NONE else None
 
     # --- DeleteTopics (20) ------------------------------------------------------------------
-
-    def delete_topics_refusals(
-        self, header: RequestHeader, items: list[tuple[str | None, Any]]
-    ) -> dict[int, dict[str, Any]]:
-        """Kafka's handleDeleteTopicsRequest, by request index: a topic asked by id without
-        DESCRIBE is TOPIC_AUTHORIZATION_FAILED without its name; one without DELETE is
-        TOPIC_AUTHORIZATION_FAILED (before anything says whether it exists). Unknown ids
-        stay UNKNOWN_TOPIC_ID."""
-        if self.helper.authorizer is None:
-            return {}
-        resolved: list[tuple[str | None, bool]] = []
-        for name, topic_id in items:
-            if name:
-                resolved.append((str(name), False))
-            else:
-                info = self.backend.by_id(topic_id) if topic_id is not None else None
-                resolved.append((info.name if info is not None else None, True))
-        describe_denied = authz.denied_names(
-            self.helper.authorizer,
-            AclOperation.DESCRIBE,
-            ResourceType.TOPIC,
-            [n for n, by_id in resolved if n is not None and by_id],
-            header.api_key,
-        )
-        delete_denied = authz.denied_names(
-            self.helper.authorizer,
-            AclOperation.DELETE,
-            ResourceType.TOPIC,
-            [n for n, _ in resolved if n is not None],
-            header.api_key,
-        )
-        refusals: dict[int, dict[str, Any]] = {}
-        for i, ((name, by_id), (_, topic_id)) in enumerate(zip(resolved, items, strict=True)):
-            if name is None or (name not in describe_denied and name not in delete_denied):
-                continue
-            hide = by_id and name in describe_denied
-            refusals[i] = {
-                "name": None if hide else name,
-                "topic_id": topic_id or uuid.UUID(int=0),
-                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            }
-        return refusals
 
     def handle_delete_topics(self, header: RequestHeader, body: Any) -> Any:
         items: list[tuple[str | None, Any]] = []
@@ -426,7 +277,7 @@ class TopicApis:
             items = [(t.name, t.topic_id) for t in body.topics]
         else:
             items = [(n, None) for n in getattr(body, "topic_names", ())]
-        refusals = self.delete_topics_refusals(header, items)
+        refusals = self.access.delete_topics_refusals(header, items)
 
         async def run() -> Any:
             results = []
@@ -462,18 +313,8 @@ class TopicApis:
 
     # --- CreatePartitions (37) --------------------------------------------------------------
 
-    def alter_denied(self, header: RequestHeader, body: Any) -> frozenset[str]:
-        """CreatePartitions: ALTER on each topic (Kafka's handleCreatePartitionsRequest)."""
-        return authz.denied_names(
-            self.helper.authorizer,
-            AclOperation.ALTER,
-            ResourceType.TOPIC,
-            [str(t.name) for t in body.topics],
-            header.api_key,
-        )
-
     def handle_create_partitions(self, header: RequestHeader, body: Any) -> Any:
-        denied = self.alter_denied(header, body)
+        denied = self.access.alter_denied(header, body)
 
         async def run() -> Any:
             results = []
@@ -516,16 +357,9 @@ class TopicApis:
                     }
                     for b in self.backend.brokers(self.helper.own_address())
                 ],
-                "cluster_authorized_operations": self.cluster_operations(header, body),
+                "cluster_authorized_operations": self.access.cluster_operations(header, body),
             },
         )
-
-    def cluster_operations(self, header: RequestHeader, body: Any) -> int:
-        """``cluster_authorized_operations`` of DescribeCluster / Metadata v8-v10: when asked,
-        the cluster's allowed operations if DESCRIBE on it is allowed, else 0 (Kafka)."""
-        if not getattr(body, "include_cluster_authorized_operations", False):
-            return authz.AUTHORIZED_OPERATIONS_OMITTED
-        return authz.cluster_authorized_operations(self.helper.authorizer, header.api_key)
 
 
 __all__ = ["CREATE_PARTITIONS_DENIED", "TopicApis"]
