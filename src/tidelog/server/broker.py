@@ -17,24 +17,14 @@ import dataclasses
 import gc
 import logging
 import signal
-import struct
 import sys
 import time
-import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
-from tidelog.protocol.codec import (
-    RequestHeader,
-    decode_request,
-    encode_api_versions_fallback,
-    encode_response,
-    warm_up_steps,
-)
-from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
-from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.protocol.codec import warm_up_steps
+from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
@@ -42,19 +32,20 @@ from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
-from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.coordinators.group import GroupCoordinator, client_host
+from tidelog.server.coordinators.group import GroupCoordinator
 from tidelog.server.coordinators.txn import TransactionCoordinator
+from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.metadata.local import MetadataStore
-from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
+from tidelog.server.metadata.local_backend import LocalBackend
+from tidelog.server.metadata.zk import ZkBackend
+from tidelog.server.network.connection import Connection
+from tidelog.server.network.dispatcher import Dispatcher
 from tidelog.server.network.listeners import ListenerSecurity
-from tidelog.server.network.request_context import set_request
-from tidelog.server.network.sasl import SaslServerAuthenticator
 from tidelog.server.observability.console import Console
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
-from tidelog.server.observability.metrics.request_metrics import RequestMetrics, RequestTiming
+from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker
 from tidelog.server.process import keep_freed_memory
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
@@ -71,8 +62,6 @@ from tidelog.storage.log_manager import LogManager
 from tidelog.zk import ZkError
 
 log = logging.getLogger(__name__)
-
-_SIZE = struct.Struct(">i")
 
 #: Group coordination (``tidelog.server.coordinators.group``), alone and in a cluster.
 GROUP_APIS = frozenset(
@@ -159,194 +148,6 @@ CLUSTER_APIS = SERVED_APIS | {
 }
 
 
-def _settle_when_done(
-    source: asyncio.Future[Any],
-    out: asyncio.Future[Response | None],
-    transform: Callable[[Any], Response | None],
-) -> None:
-    """When ``source`` is done, ``out`` is too: cancelled, failed, or with its result
-    transformed (unless something settled ``out`` first)."""
-
-    def done(f: asyncio.Future[Any]) -> None:
-        if out.done():
-            return
-        if f.cancelled():
-            out.cancel()
-        elif (exc := f.exception()) is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result(transform(f.result()))
-
-    source.add_done_callback(done)
-
-
-class Dispatcher:
-    """Frames in, responses out: decode, route to the handler, encode (network rule 3)."""
-
-    def __init__(
-        self,
-        apis: KafkaApis,
-        supported: Mapping[ApiKey, tuple[int, int]],
-        gate: ReadinessGate | None = None,
-        request_metrics: RequestMetrics | None = None,
-    ) -> None:
-        self._apis = apis
-        self._supported = supported
-        self._handlers = apis.handlers
-        #: In a cluster: client requests wait until the broker has the cluster's metadata.
-        self._gate = gate
-        #: Per-API counts and times when ``metrics.listener`` is set
-        #: (tidelog.server.observability.metrics).
-        self._request_metrics = request_metrics
-
-    def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
-        authenticator = conn.authenticator
-        if authenticator is not None:
-            # Network rule 6: nothing but the SASL exchange until it completes.
-            return self._authenticate(
-                conn, typing.cast("SaslServerAuthenticator", authenticator), frame
-            )
-        decoded = self._decode(frame)
-        if isinstance(decoded, Response):
-            return decoded
-        header, body = decoded
-        metrics = self._request_metrics
-        # Time marks (tidelog.server.observability.metrics rule 5): received, handler start,
-        # local done; the answer's readiness and write are marked later.
-        timing = (
-            metrics.start(header.api_key, body, conn.last_active) if metrics is not None else None
-        )
-        gate = self._gate
-        if gate is not None and gate.must_hold(conn, header.api_key, body):
-            result: DispatchResult = self._hold(gate, conn, header, body, timing)
-        elif timing is None:
-            result = self._run(conn, header, body)
-        else:
-            timing.started = time.monotonic()
-            result = self._run(conn, header, body)
-            timing.local_done = time.monotonic()
-        if timing is not None:
-            RequestMetrics.dispatched(timing, result, conn.timings)
-        return result
-
-    def _decode(self, frame: bytes, when: str = "") -> tuple[RequestHeader, Any] | Response:
-        """``decode_request`` with Kafka's answers to what it refuses: an ApiVersions of a
-        version we lack gets the KIP-511 v0 answer (UNSUPPORTED_VERSION and our ranges; the
-        client retries with a version it shares with us); anything else closes the
-        connection (``when`` says at which stage)."""
-        try:
-            return decode_request(frame, self._supported)
-        except UnsupportedVersionError as exc:
-            if exc.header.api_key == ApiKey.API_VERSIONS:
-                return Response([encode_api_versions_fallback(exc.header, self._supported)])
-            raise CloseConnection(
-                f"{exc} (client {exc.header.client_id!r}, correlation id "
-                f"{exc.header.correlation_id}){when}"
-            ) from None
-        except InvalidRequestError as exc:
-            raise CloseConnection(f"{exc}{when}") from None
-
-    def _authenticate(
-        self, conn: Connection, auth: SaslServerAuthenticator, frame: bytes
-    ) -> DispatchResult:
-        """Kafka's SaslServerAuthenticator flow: ApiVersions and SaslHandshake, then either
-        SaslAuthenticate requests (handshake v1) or raw tokens (handshake v0); any other
-        request, or a failed login, closes the connection (a failed SaslAuthenticate is
-        answered first, with SASL_AUTHENTICATION_FAILED and the reason)."""
-        if auth.expects_raw_token:
-            token = auth.raw_token(frame)  # raises CloseConnection on failure
-            self._maybe_authenticated(conn, auth)
-            return Response([_SIZE.pack(len(token)), token])
-        decoded = self._decode(frame, " before SASL authentication")
-        if isinstance(decoded, Response):
-            return decoded
-        header, body = decoded
-        conn.client_id = header.client_id
-        if header.api_key == ApiKey.API_VERSIONS:
-            return self._run(conn, header, body)
-        if header.api_key == ApiKey.SASL_HANDSHAKE:
-            response = self._encode(header, auth.handle_handshake(header.api_version, body))
-            if auth.failed:  # an unsupported mechanism: answered, then closed (Kafka)
-                raise CloseConnection(
-                    f"SaslHandshake for a mechanism listener {conn.listener_name} does not enable",
-                    final=response,
-                )
-        elif header.api_key == ApiKey.SASL_AUTHENTICATE:
-            response = self._encode(header, auth.handle_authenticate(header.api_version, body))
-            if auth.failed:
-                raise CloseConnection(
-                    f"SASL authentication failed on listener {conn.listener_name}",
-                    final=response,
-                )
-            self._maybe_authenticated(conn, auth)
-        else:
-            raise CloseConnection(
-                f"{header.api_name} request before SASL authentication on listener "
-                f"{conn.listener_name} (client {header.client_id!r})"
-            )
-        return response
-
-    @staticmethod
-    def _maybe_authenticated(conn: Connection, auth: SaslServerAuthenticator) -> None:
-        if auth.complete and auth.principal is not None:
-            conn.authenticated(auth.principal)
-            log.info(
-                "%s authenticated as %s on listener %s",
-                conn.peer,
-                auth.principal,
-                conn.listener_name,
-            )
-
-    def _hold(
-        self,
-        gate: ReadinessGate,
-        conn: Connection,
-        header: RequestHeader,
-        body: Any,
-        timing: RequestTiming | None = None,
-    ) -> asyncio.Future[Response | None]:
-        """The broker is not ready (``tidelog.server.cluster.readiness``): the request runs when it
-        is, or its connection closes."""
-        out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-
-        def run() -> None:
-            if timing is not None:
-                timing.started = time.monotonic()
-            try:
-                result = self._run(conn, header, body)
-            except Exception as exc:  # the connection closes with it
-                out.set_exception(exc)
-                return
-            if timing is not None:
-                timing.local_done = time.monotonic()
-            if isinstance(result, asyncio.Future):
-                _settle_when_done(result, out, lambda response: response)
-            else:
-                out.set_result(result)
-
-        gate.hold(conn, header.api_key, body, run=run, fail=out.set_exception, done=out.done)
-        return out
-
-    def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:
-        client_host.set(conn.peer)  # for the group coordinator's member descriptions
-        set_request(conn.request_context)
-        handler = self._handlers.get(header.api_key)
-        if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
-            raise CloseConnection(f"API {header.api_name} is not served")
-        result = handler(header, body)
-        if isinstance(result, asyncio.Future):
-            out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-            _settle_when_done(result, out, lambda body: self._encode(header, body))
-            return out
-        return self._encode(header, result)
-
-    @staticmethod
-    def _encode(header: RequestHeader, body: Any) -> Response | None:
-        if body is None or isinstance(body, Response):
-            return body
-        return Response([encode_response(header, body)])
-
-
 class Broker:
     """One tidelog broker process (single-node: its own controller)."""
 
@@ -363,6 +164,8 @@ class Broker:
         self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
+        #: What differs alone and in a cluster (``tidelog.server.metadata.backend``).
+        self.backend: MetadataBackend
         #: Prometheus endpoint when ``metrics.listener`` is set
         #: (tidelog.server.observability.metrics).
         self.request_metrics: RequestMetrics | None = None
@@ -380,42 +183,64 @@ class Broker:
         #: Log compaction (tidelog.storage.cleaner), run by ``_cleaner_loop``.
         self.log_cleaner = LogCleaner(cleaner_config(config))
         self.replica_manager = ReplicaManager(config, self.log_manager)
-        if config.get_str("zookeeper.connect"):
-            self._open_cluster()
-            return
-        self.metadata = MetadataStore(config.log_dirs[0])
+        clustered = bool(config.get_str("zookeeper.connect"))
+        cluster_groups = self._open_cluster() if clustered else self._open_alone()
+        self.groups = GroupCoordinator(self.apis, self.node)
+        self.security = BrokerSecurity(self.config, clustered=clustered)
+        self.apis.authorizer = self.security.authorizer
+        self.transactions = TransactionCoordinator(
+            self.apis,
+            self.node,
+            self.groups,
+            self.backend.allocate_producer_id,
+            self.apis.producer_ids.handle_init_producer_id,
+        )
+        self.groups.transactions = self.transactions
+        #: DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs.
+        self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
+        helper = self.apis.helper
+        # The handler table: every API of this broker, each answered by one group.
+        self.handler_table = HandlerTable(
+            [
+                *self.apis.groups,
+                self.groups,
+                self.transactions,  # and idempotent producers' InitProducerId
+                TxnAdmin(helper, self.replica_manager, self.transactions),
+                self.security,  # logins, ACLs, SCRAM credentials
+                LogDirApis(helper, self.log_dir_mover),
+                *cluster_groups,
+            ]
+        )
+        if config.metrics_listener is not None:
+            self.request_metrics = RequestMetrics(self.supported)
+        self.dispatcher = Dispatcher(
+            self.handler_table,
+            self.supported,
+            self.backend.readiness,
+            self.request_metrics,
+        )
+
+    def _open_alone(self) -> list[HandlerGroup]:
+        """The broker is its own controller: its topic image on disk, every partition led
+        here. No handler groups of its own."""
+        config = self.config
+        store = MetadataStore(config.log_dirs[0])
+        self.backend = backend = LocalBackend(config, store, self.replica_manager)
         self.supported = narrow_versions(only=SERVED_APIS, overrides={ApiKey.FETCH: (4, 16)})
-        self.apis = KafkaApis(config, self.metadata, self.replica_manager, self.supported)
+        self.apis = KafkaApis(config, backend, self.replica_manager, self.supported)
         # Logs on disk whose topic is gone (deleted just before a crash) are removed.
-        known = {
-            (name, p) for name, i in self.metadata.topics.items() for p in range(i.num_partitions)
-        }
+        known = {(name, p) for name, i in store.topics.items() for p in range(i.num_partitions)}
         for tp in list(self.log_manager.all_logs()):
             if (tp.topic, tp.partition) not in known:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
-        self.apis.load_topics(self.log_manager.high_watermarks())
-        self.groups = GroupCoordinator(self.apis)
-        self.apis.handlers.update(self.groups.handlers())
-        self._open_security(clustered=False)
-        metadata = self.metadata
+        backend.load_topics(self.log_manager.high_watermarks())
+        return []
 
-        async def allocate() -> int:
-            return metadata.allocate_producer_id()
-
-        self._open_transactions(allocate)
-        self._open_log_dirs()
-        if config.metrics_listener is not None:
-            self.request_metrics = RequestMetrics(self.supported)
-        self.dispatcher = Dispatcher(
-            self.apis, self.supported, request_metrics=self.request_metrics
-        )
-
-    def _open_cluster(self) -> None:
+    def _open_cluster(self) -> list[HandlerGroup]:
         """In a cluster nothing is hosted until the controller's LeaderAndIsr says how
-        (rule 10); the checkpointed HWs wait for it."""
+        (rule 10); the checkpointed HWs wait for it. The cluster-only handler groups."""
         cache = ClusterMetadataCache(self.config.broker_id)
-        self.metadata = cache
         self.supported = narrow_versions(
             only=CLUSTER_APIS,
             overrides={
@@ -425,55 +250,23 @@ class Broker:
                 **REASSIGNMENT_API_VERSIONS,
             },
         )
-        self.node = ClusterNode(
+        self.node = node = ClusterNode(
             self.config, self.replica_manager, cache, self.log_manager.high_watermarks()
         )
-        self.apis = ClusterApis(self.config, cache, self.replica_manager, self.supported, self.node)
-        self.groups = GroupCoordinator(self.apis, self.node)
-        self.apis.handlers.update(self.groups.handlers())
-        self._open_security(clustered=True)
-        self._open_transactions(self.node.generate_producer_id)
-        self._open_log_dirs()
-        self.apis.handlers.update(ReassignmentApis(self.apis, self.node).handlers())
-        if self.config.metrics_listener is not None:
-            self.request_metrics = RequestMetrics(self.supported)
-        self.dispatcher = Dispatcher(
-            self.apis, self.supported, self.node.readiness, self.request_metrics
-        )
-
-    def _open_security(self, *, clustered: bool) -> None:
-        """Listeners' TLS, SASL logins, the authorizer and the security APIs (issue 20)."""
-        self.security = BrokerSecurity(self.config, clustered=clustered)
-        self.apis.handlers.update(self.security.handlers())
-        self.apis.authorizer = self.security.authorizer
-
-    def _open_log_dirs(self) -> None:
-        """DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs."""
-        self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
-        self.apis.handlers.update(LogDirApis(self.apis, self.log_dir_mover).handlers())
-
-    def _open_transactions(self, allocate: Callable[[], Awaitable[int]]) -> None:
-        """The transaction coordinator answers InitProducerId for transactional ids and
-        hands the others to the API layer's idempotent-producer path."""
-        self.transactions = TransactionCoordinator(
-            self.apis,
-            self.node,
-            self.groups,
-            allocate,
-            self.apis.handlers[ApiKey.INIT_PRODUCER_ID],
-        )
-        self.apis.handlers.update(self.transactions.handlers())
-        self.apis.handlers.update(TxnAdmin(self.apis, self.transactions).handlers())
-        self.groups.transactions = self.transactions
+        self.backend = ZkBackend(self.config, node)
+        self.apis = KafkaApis(self.config, self.backend, self.replica_manager, self.supported)
+        helper = self.apis.helper
+        return [
+            ControlApis(helper, node, self.replica_manager),
+            ReassignmentApis(helper, node),
+        ]
 
     async def start(self) -> None:
         self._open()
-        if self.node is not None:
-            await self.node.connect()
-            assert self.node.zk is not None
-            # KIP-226: dynamic broker configs apply before anything is served.
-            await self.apis.config_apis.start(self.node.zk)
-        await self.security.start(self.node.zk if self.node is not None else None)
+        await self.backend.connect()
+        # KIP-226: dynamic broker configs apply before anything is served.
+        await self.apis.config_apis.start(self.backend.zk)
+        await self.security.start(self.backend.zk)
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
         max_unauthenticated = self.config.get_int("sasl.server.max.receive.size")
@@ -517,8 +310,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._warm_up_codecs()))
         self.groups.start()
         self.transactions.start()
-        if self.node is not None:
-            await self.node.start(self.bound_ports)
+        await self.backend.start(self.bound_ports)
         if self.state is BrokerState.STARTING:
             self.state = BrokerState.RUNNING
         log.info(
@@ -528,7 +320,7 @@ class Broker:
                 f"{s.endpoint.name}://{s.endpoint.host}:{self.bound_ports[s.endpoint.name]}"
                 for s in self.security.listeners
             ),
-            len(self.metadata.topics),
+            len(self.backend.topics),
         )
 
     async def _start_metrics(self) -> None:
@@ -537,9 +329,9 @@ class Broker:
         if listener is None:
             return
         zk_session = None
-        if self.node is not None and self.node.zk is not None:
+        if (zk := self.backend.zk) is not None:
             zk_session = ZkSessionTracker()
-            self.node.zk.add_session_listener(zk_session)
+            zk.add_session_listener(zk_session)
         registry = broker_registry(
             self.replica_manager,
             self.node,
@@ -558,8 +350,7 @@ class Broker:
         log.info("metrics served on %s/metrics", dataclasses.replace(listener, port=port))
 
     def _broker_state(self) -> BrokerState:
-        readiness = self.node.readiness if self.node is not None else None
-        if self.state is BrokerState.RUNNING and readiness is not None and not readiness.is_open:
+        if self.state is BrokerState.RUNNING and not self.backend.is_ready():
             return BrokerState.STARTING  # not serving clients until it has the metadata
         return self.state
 
@@ -684,42 +475,12 @@ class Broker:
         await self.stop()
 
     async def stop(self) -> None:
+        """Shut down in Kafka's order: leave the controller seat and hand leadership over,
+        stop serving, answer parked requests, then flush and close the logs."""
         log.info("shutting down")
-        if self.node is not None:
-            await self.node.withdraw_candidacy()
-        if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
-            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
-            await self.node.controlled_shutdown()
-        self.state = BrokerState.SHUTTING_DOWN
-        for server in self._servers:
-            server.close()
-        if self.node is not None:
-            self.apis.config_apis.stop()
-            await self.node.stop()
-            log.info("left the cluster")
-        for task in self._tasks:
-            task.cancel()
-        if hasattr(self, "log_dir_mover"):
-            await self.log_dir_mover.stop()
-        if hasattr(self, "transactions"):
-            await self.transactions.stop()
-        if hasattr(self, "groups"):
-            await self.groups.stop()
-        # Parked requests answer now, with what they have. Their answers travel through two
-        # layers of future callbacks (handler -> dispatcher -> connection), each one loop
-        # iteration, before they are written: let those run before closing the sockets.
-        self.replica_manager.shutdown()
-        for _ in range(5):
-            await asyncio.sleep(0)
-        for conn in list(self.connections):
-            conn.close()
-        if self.node is not None:
-            self.node.readiness.close()
-        for server in self._servers:
-            try:
-                await wait_for(server.wait_closed(), 5.0)
-            except TimeoutError:
-                log.warning("connections still closing after 5 s; going on")
+        await self._leave_cluster()
+        await self._stop_services()
+        await self._close_connections()
         for hosted in self.replica_manager.partitions.values():
             hosted.log.flush()
         self.replica_manager.checkpoint()
@@ -731,6 +492,42 @@ class Broker:
         await self.security.stop()
         log.info("shut down cleanly")
 
+    async def _leave_cluster(self) -> None:
+        await self.backend.withdraw_candidacy()
+        if self.backend.wants_controlled_shutdown():
+            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            await self.backend.controlled_shutdown()
+        self.state = BrokerState.SHUTTING_DOWN
+        for server in self._servers:
+            server.close()
+        self.apis.config_apis.stop()
+        await self.backend.stop()
+        for task in self._tasks:
+            task.cancel()
+
+    async def _stop_services(self) -> None:
+        if hasattr(self, "log_dir_mover"):
+            await self.log_dir_mover.stop()
+        if hasattr(self, "transactions"):
+            await self.transactions.stop()
+        if hasattr(self, "groups"):
+            await self.groups.stop()
+
+    async def _close_connections(self) -> None:
+        # Parked requests answer now, with what they have. Their answers travel through two
+        # layers of future callbacks (handler -> dispatcher -> connection), each one loop
+        # iteration, before they are written: let those run before closing the sockets.
+        self.replica_manager.shutdown()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        for conn in list(self.connections):
+            conn.close()
+        self.backend.close_readiness()
+        for server in self._servers:
+            try:
+                await wait_for(server.wait_closed(), 5.0)
+            except TimeoutError:
+                log.warning("connections still closing after 5 s; going on")
 
 async def run_broker(config: BrokerConfig) -> int:
     # The broker owns this process: freed request and fetch buffers stay in it for reuse
@@ -749,7 +546,7 @@ async def run_broker(config: BrokerConfig) -> int:
     return 0
 
 
-__all__ = ["Broker", "Dispatcher", "run_broker"]
+__all__ = ["Broker", "run_broker"]
 
 
 def cleaner_config(config: BrokerConfig) -> CleanerConfig:

@@ -187,7 +187,7 @@ def decode_into(
     return next_offset
 
 
-def _append_records(
+def _append_records(  # noqa: PLR0912, PLR0915 - hot loop: a call per field costs ~12% per record
     columns: Columns,
     data: bytes,
     count: int,

@@ -77,7 +77,7 @@ def groups(tmp_path: Path) -> Iterator[GroupCoordinator]:
     logs = LogManager(
         [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
     )
-    apis = KafkaApis(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
+    apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact", "retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
     coordinator = GroupCoordinator(apis)

@@ -34,7 +34,7 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
-from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.messages import build
 from tidelog.server.apis.txn_admin import TxnAdmin
@@ -43,6 +43,8 @@ from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
 from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
 from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.metadata.local_backend import LocalBackend
+from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
 from tidelog.server.replica.manager import (
@@ -141,7 +143,9 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     logs = LogManager(
         [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
     )
-    apis = KafkaApis(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
+    replica_manager = ReplicaManager(config, logs)
+    backend = LocalBackend(config, MetadataStore(tmp_path), replica_manager)
+    apis = KafkaApis(config, backend, replica_manager, {})
     for name, count in ((OFFSETS_TOPIC, 1), (TXN_TOPIC, 1), (PUBLIC, 2), (SECRET, 1)):
         apis.create_topic(name, count, {"retention.ms": -1})
     groups = GroupCoordinator(apis)
@@ -151,10 +155,10 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         return 1000
 
     transactions = TransactionCoordinator(
-        apis, None, groups, allocate, apis.handlers[ApiKey.INIT_PRODUCER_ID]
+        apis, None, groups, allocate, apis.producer_ids.handle_init_producer_id
     )
     apis.handlers.update(transactions.handlers())
-    apis.handlers.update(TxnAdmin(apis, transactions).handlers())
+    apis.handlers.update(TxnAdmin(apis.helper, apis.replica_manager, transactions).handlers())
     groups.transactions = transactions
     authorizer = AclAuthorizer(super_users=frozenset({"User:admin"}))
     asyncio.run(authorizer.attach(InMemoryAclStore(ACLS)))
@@ -976,9 +980,10 @@ def test_without_an_authorizer_everything_is_allowed(broker: Broker) -> None:
 
 
 @pytest.fixture
-def cluster_apis(tmp_path: Path) -> Iterator[ClusterApis]:
+def cluster_apis(tmp_path: Path) -> Iterator[KafkaApis]:
     node = cluster_node(tmp_path)
-    apis = ClusterApis(node.config, node.metadata, node.replica_manager, {}, node)
+    apis = KafkaApis(node.config, ZkBackend(node.config, node), node.replica_manager, {})
+    apis.handlers.update(ControlApis(apis.helper, node, node.replica_manager).handlers())
     authorizer = AclAuthorizer(super_users=frozenset({"User:broker"}))
     asyncio.run(authorizer.attach(InMemoryAclStore(ACLS)))
     apis.authorizer = authorizer
@@ -986,7 +991,7 @@ def cluster_apis(tmp_path: Path) -> Iterator[ClusterApis]:
     set_request(INTERNAL)
 
 
-def control_call(apis: ClusterApis, who: str, api: ApiKey, body: Any, version: int = 0) -> Any:
+def control_call(apis: KafkaApis, who: str, api: ApiKey, body: Any, version: int = 0) -> Any:
     async def inside() -> Any:
         set_request(user(who))
         answer = apis.handlers[api](RequestHeader(int(api), version, 1, "test"), body)
@@ -995,7 +1000,7 @@ def control_call(apis: ClusterApis, who: str, api: ApiKey, body: Any, version: i
     return asyncio.run(inside())
 
 
-def test_control_plane_needs_cluster_action(cluster_apis: ClusterApis) -> None:
+def test_control_plane_needs_cluster_action(cluster_apis: KafkaApis) -> None:
     denied = E.CLUSTER_AUTHORIZATION_FAILED
     state = control.LeaderAndIsrPartitionState(
         topic_name="t",
@@ -1037,7 +1042,7 @@ def test_control_plane_needs_cluster_action(cluster_apis: ClusterApis) -> None:
     assert control_call(cluster_apis, "broker", ApiKey.UPDATE_METADATA, update).error_code == E.NONE
 
 
-def test_requests_to_the_controller(cluster_apis: ClusterApis) -> None:
+def test_requests_to_the_controller(cluster_apis: KafkaApis) -> None:
     denied = E.CLUSTER_AUTHORIZATION_FAILED
     alter = build(
         load_request_schema(ApiKey.ALTER_PARTITION, 2),
@@ -1068,7 +1073,7 @@ def test_requests_to_the_controller(cluster_apis: ClusterApis) -> None:
     assert err(answer.error_code) == E.NOT_CONTROLLER
 
 
-def test_cluster_broker_metadata_and_topic_admin(cluster_apis: ClusterApis) -> None:
+def test_cluster_broker_metadata_and_topic_admin(cluster_apis: KafkaApis) -> None:
     """The cluster's own Metadata / CreateTopics / DeleteTopics / CreatePartitions paths
     refuse before anything reaches ZooKeeper (none is reachable here)."""
     states = tuple(
@@ -1129,4 +1134,4 @@ def test_cluster_broker_metadata_and_topic_admin(cluster_apis: ClusterApis) -> N
         {"topics": [{"name": PUBLIC, "count": 3, "assignments": None}], "timeout": 1000},
     )
     assert err(grown.results[0].error_code) == E.TOPIC_AUTHORIZATION_FAILED
-    assert cluster_apis.cache.topics[PUBLIC].num_partitions == 1
+    assert cluster_apis.metadata.topics[PUBLIC].num_partitions == 1

@@ -22,9 +22,10 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.server.apis.cluster_apis import ClusterApis
+from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.coordinators.group import GroupCoordinator
+from tidelog.server.metadata.zk import ZkBackend
 
 from .nodes import cluster_node
 
@@ -33,10 +34,13 @@ TOPIC_ID = uuid.UUID(int=7)
 REPLICAS = (1, 2, 3)
 
 
-def broker(tmp_path: Path) -> tuple[ClusterNode, ClusterApis]:
+def broker(tmp_path: Path) -> tuple[ClusterNode, KafkaApis]:
     node = cluster_node(tmp_path, auto_create_topics_enable="false")
-    apis = ClusterApis(
-        node.config, node.metadata, node.replica_manager, {ApiKey.METADATA: (0, 12)}, node
+    apis = KafkaApis(
+        node.config,
+        ZkBackend(node.config, node),
+        node.replica_manager,
+        {ApiKey.METADATA: (0, 12)},
     )
     return node, apis
 
@@ -96,23 +100,23 @@ def update_metadata(
     )
 
 
-def answered(apis: ClusterApis, topic: str) -> Any:
+def answered(apis: KafkaApis, topic: str) -> Any:
     """The topic entry of a Metadata v12 answer for ``topic`` alone."""
     body = SimpleNamespace(
         topics=[SimpleNamespace(name=topic, topic_id=None)], allow_auto_topic_creation=False
     )
-    answer: Any = apis.handle_metadata(RequestHeader(ApiKey.METADATA, 12, 1, "c"), body)
+    answer: Any = apis.handlers[ApiKey.METADATA](RequestHeader(ApiKey.METADATA, 12, 1, "c"), body)
     (found,) = answer.topics
     return found
 
 
-def metadata(apis: ClusterApis, topic: str) -> tuple[int, list[int]]:
+def metadata(apis: KafkaApis, topic: str) -> tuple[int, list[int]]:
     """(topic error code, partition indexes) of a Metadata v12 answer for ``topic``."""
     found = answered(apis, topic)
     return int(found.error_code), [int(p.partition_index) for p in found.partitions]
 
 
-def leaders(apis: ClusterApis, topic: str) -> dict[int, tuple[int, int]]:
+def leaders(apis: KafkaApis, topic: str) -> dict[int, tuple[int, int]]:
     """partition -> (leader id, leader epoch) in a Metadata v12 answer for ``topic``."""
     found = answered(apis, topic)
     return {int(p.partition_index): (p.leader_id, p.leader_epoch) for p in found.partitions}

@@ -82,7 +82,7 @@ def apis(tmp_path: Path) -> Iterator[KafkaApis]:
     logs = LogManager(
         [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
     )
-    apis = KafkaApis(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
+    apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic("t", 3, {"retention.ms": 5000})
     apis.create_topic("u", 2, {})
     yield apis

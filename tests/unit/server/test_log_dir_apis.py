@@ -36,6 +36,7 @@ from tidelog.server.apis.messages import build
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.metadata.local import MetadataStore
+from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.request_context import RequestContext, set_request
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
@@ -85,10 +86,10 @@ def make_node(tmp_path: Path, **extra: str) -> Node:
     a, b = tmp_path / "a", tmp_path / "b"
     config = load_broker_config({"log.dirs": f"{a},{b}", **extra})
     logs = LogManager([a, b], log_config_for(effective_topic_config(config, {})), now_ms=now_ms())
-    apis = KafkaApis(config, MetadataStore(a), ReplicaManager(config, logs), {})
+    apis = KafkaApis.alone(config, MetadataStore(a), ReplicaManager(config, logs), {})
     apis.create_topic(TOPIC, 2, {"segment.bytes": 4096})
     mover = ReplicaAlterLogDirsManager(config, apis.replica_manager)
-    handlers = dict(LogDirApis(apis, mover).handlers())
+    handlers = dict(LogDirApis(apis.helper, mover).handlers())
     return Node(apis, mover, handlers, (a, b))
 
 
@@ -370,13 +371,15 @@ def reopen_node(node: Node, **extra: str) -> Node:
     a, b = node.dirs
     config = load_broker_config({"log.dirs": f"{a},{b}", **extra})
     logs = LogManager([a, b], log_config_for(effective_topic_config(config, {})), now_ms=now_ms())
-    apis = KafkaApis(config, MetadataStore(a), ReplicaManager(config, logs), {})
+    apis = KafkaApis.alone(config, MetadataStore(a), ReplicaManager(config, logs), {})
     mover = ReplicaAlterLogDirsManager(config, apis.replica_manager)
-    return Node(apis, mover, dict(LogDirApis(apis, mover).handlers()), (a, b))
+    return Node(apis, mover, dict(LogDirApis(apis.helper, mover).handlers()), (a, b))
 
 
 def host_all(node: Node) -> None:
-    node.apis.load_topics(node.rm.log_manager.high_watermarks())
+    backend = node.apis.backend
+    assert isinstance(backend, LocalBackend)
+    backend.load_topics(node.rm.log_manager.high_watermarks())
 
 
 def crash(node: Node) -> None:

@@ -54,11 +54,11 @@ def test_a_known_partition_not_hosted_yet_is_not_leader_not_unknown(tmp_path: Pa
         await node.handle_update_metadata(update_metadata(TOPIC, range(3)))
         # UpdateMetadata came, the LeaderAndIsr that makes this broker host it not yet.
         tp = TopicPartition(TOPIC, 1)
-        assert apis._list_offset(tp, -1, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert apis.data._list_offset(tp, -1, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
         ((result, _),) = node.replica_manager.append_records({tp: b""}, -1).values()
         assert result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
         unknown = TopicPartition("nope", 0)
-        assert apis._list_offset(unknown, -1, -1)["error_code"] == (
+        assert apis.data._list_offset(unknown, -1, -1)["error_code"] == (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         )
 

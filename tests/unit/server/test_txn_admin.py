@@ -160,7 +160,7 @@ def admin(tmp_path: Path) -> Iterator[TxnAdmin]:
     logs = LogManager(
         [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
     )
-    apis = KafkaApis(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
+    apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(TXN_TOPIC, 1, {"retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
 
@@ -174,7 +174,7 @@ def admin(tmp_path: Path) -> Iterator[TxnAdmin]:
     assert error == ErrorCode.NONE
     assert loaded is not None
     loaded.manager.load({m.transactional_id: m for m in (ONGOING, EMPTY, DEAD)})
-    yield TxnAdmin(apis, coordinator)
+    yield TxnAdmin(apis.helper, apis.replica_manager, coordinator)
     logs.close()
 
 

@@ -1,3 +1,4 @@
-"""The request handlers: one handler group per family of Kafka APIs (data, topics, configs,
-ACLs, SCRAM, log dirs, reassignment, transactions admin), and the version-independent response
-builder they share."""
+"""The request handlers: handler groups of one family of Kafka APIs each (data, topics,
+producer ids, configs, ACLs, SCRAM, log dirs, reassignment, transactions admin, the
+cluster's control plane), the request helper they share, and the handler table the broker
+merges them into."""

@@ -39,13 +39,15 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation
+from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import config_to_string, validate_topic_configs
 from tidelog.server.config.docs import ConfigSource, broker_doc, topic_doc
 from tidelog.server.config.dynamic import DynamicBrokerConfig, Synonym, check_alteration
 from tidelog.server.config.keys import TOPIC_KEYS, ConfigType
 from tidelog.server.config.policies import AlterConfigRequest
-from tidelog.server.replica.manager import effective_topic_config
+from tidelog.server.metadata.backend import MetadataBackend
+from tidelog.server.replica.manager import ReplicaManager, effective_topic_config
 from tidelog.zk import ZkClient, ZkError
 from tidelog.zk.broker_configs import (
     DEFAULT_ENTITY,
@@ -54,7 +56,6 @@ from tidelog.zk.broker_configs import (
 )
 
 if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
     from tidelog.server.metadata.local import TopicInfo
 
 log = logging.getLogger(__name__)
@@ -162,13 +163,18 @@ def _synonyms(chain: Sequence[Synonym]) -> list[dict[str, Any]]:
 
 
 class ConfigApis:
-    """The config handlers of one broker (``KafkaApis`` registers them) and its dynamic
+    """The config handlers of one broker (each given the request helper, the metadata backend
+    and the replica manager) and its dynamic
     broker config (``dynamic``), kept current from ZooKeeper once ``start`` ran."""
 
-    def __init__(self, apis: KafkaApis) -> None:
-        self.apis = apis
-        self.dynamic = DynamicBrokerConfig(apis.config)
-        self.dynamic.listeners.append(apis.broker_config_changed)
+    def __init__(
+        self, helper: RequestHelper, backend: MetadataBackend, replica_manager: ReplicaManager
+    ) -> None:
+        self.helper = helper
+        self.backend = backend
+        self.replica_manager = replica_manager
+        self.dynamic = DynamicBrokerConfig(helper.config)
+        self.dynamic.listeners.append(self.broker_config_changed)
         self.store: ZkBrokerConfigStore | None = None
         self._watch: BrokerConfigWatch | None = None
 
@@ -180,11 +186,22 @@ class ConfigApis:
             ApiKey.LIST_CONFIG_RESOURCES: self.handle_list_config_resources,
         }
 
-    async def start(self, zk: ZkClient) -> None:
-        """Read this broker's and the default dynamic configs, apply them, keep watching."""
+    async def start(self, zk: ZkClient | None) -> None:
+        """Read this broker's and the default dynamic configs from ZooKeeper, apply them,
+        keep watching (a lone broker's dynamic configs live in memory: nothing to read)."""
+        if zk is None:
+            return
         self.store = ZkBrokerConfigStore(zk)
         self._watch = BrokerConfigWatch(self._on_zk_change)
-        await self._watch.start(zk, self.apis.broker_id)
+        await self._watch.start(zk, self.helper.broker_id)
+
+    def broker_config_changed(self) -> None:
+        """A dynamic broker config changed (KIP-226): every hosted topic's log config and
+        ``min.insync.replicas`` follow the new topic defaults, and the backend rereads what
+        it reads (in a cluster: the controller's ``unclean.leader.election.enable``)."""
+        for info in list(self.backend.topics.values()):
+            self.replica_manager.update_topic_config(info.name, self.helper.topic_config(info))
+        self.backend.broker_config_changed()
 
     def stop(self) -> None:
         if self._watch is not None:
@@ -198,7 +215,7 @@ class ConfigApis:
     def handle_describe_configs(self, header: RequestHeader, body: Any) -> Any:
         synonyms = bool(getattr(body, "include_synonyms", False))
         documentation = bool(getattr(body, "include_documentation", False))
-        authorizer = self.apis.authorizer
+        authorizer = self.helper.authorizer
         results = []
         for resource in body.resources:
             rtype = int(resource.resource_type)
@@ -235,7 +252,7 @@ class ConfigApis:
                     "configs": entries,
                 }
             )
-        return self.apis._respond(header, {"results": results})
+        return self.helper.respond(header, {"results": results})
 
     @staticmethod
     def _entry(
@@ -265,7 +282,7 @@ class ConfigApis:
     def _describe_topic(
         self, name: str, synonyms: bool, documentation: bool
     ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
-        info = self.apis.metadata.topics.get(name)
+        info = self.backend.topics.get(name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist", []
         return ErrorCode.NONE, None, self.topic_entries(info.configs, synonyms, documentation)
@@ -276,7 +293,7 @@ class ConfigApis:
         """Rule 3 for a topic with ``overrides``: every topic key, also as CreateTopics v5+
         answers them (Kafka's ``createTopicConfigEntry``)."""
         entries = []
-        for key, value in sorted(effective_topic_config(self.apis.config, overrides).items()):
+        for key, value in sorted(effective_topic_config(self.helper.config, overrides).items()):
             doc = topic_doc(key)
             override = overrides.get(key)
             chain = self.dynamic.topic_entry_synonyms(
@@ -299,7 +316,7 @@ class ConfigApis:
     def _describe_broker(
         self, name: str, synonyms: bool, documentation: bool
     ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
-        entity, (error, message) = broker_entity(name, self.apis.broker_id)
+        entity, (error, message) = broker_entity(name, self.helper.broker_id)
         if entity is None:
             return error, message, []
         per_broker = entity != DEFAULT_ENTITY
@@ -329,10 +346,10 @@ class ConfigApis:
     def _alter_refusal(self, header: RequestHeader, resource: Any) -> Outcome | None:
         """Rule 1: ALTER_CONFIGS on the topic, or on the cluster for a broker; refused
         without a message (Kafka's configsAuthorizationApiError)."""
-        if self.apis.authorizer is None:
+        if self.helper.authorizer is None:
             return None
         refusal = authz.config_resource_refusal(
-            self.apis.authorizer,
+            self.helper.authorizer,
             AclOperation.ALTER_CONFIGS,
             int(resource.resource_type),
             str(resource.resource_name),
@@ -364,11 +381,11 @@ class ConfigApis:
                 [n for n, _, _ in ops], [(n, op == OP_DELETE or v is not None) for n, op, v in ops]
             )
             topic = int(resource.resource_type) == RESOURCE_TOPIC
-            info = self.apis.metadata.topics.get(str(resource.resource_name)) if topic else None
+            info = self.backend.topics.get(str(resource.resource_name)) if topic else None
 
             def base_value(key: str) -> str | None:
                 if info is not None:
-                    value = self.apis.topic_config(info).get(key)
+                    value = self.helper.topic_config(info).get(key)
                     return None if value is None else config_to_string(value)
                 return None if topic else self.dynamic.broker_value(key)
 
@@ -416,7 +433,7 @@ class ConfigApis:
                         "resource_name": rname,
                     }
                 )
-            return self.apis._respond(header, {"responses": responses})
+            return self.helper.respond(header, {"responses": responses})
 
         return asyncio.ensure_future(run())
 
@@ -426,7 +443,7 @@ class ConfigApis:
         change: Callable[[Mapping[str, str]], tuple[dict[str, str] | None, Outcome]],
         validate_only: bool,
     ) -> Outcome:
-        info: TopicInfo | None = self.apis.metadata.topics.get(name)
+        info: TopicInfo | None = self.backend.topics.get(name)
         if info is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
         current = {k: config_to_string(v) for k, v in info.configs.items()}
@@ -436,15 +453,15 @@ class ConfigApis:
         parsed, problem = validate_topic_configs(dict(new))
         if problem:
             return ErrorCode.INVALID_CONFIG, problem
-        verdict = self.apis.policies.check_alter(AlterConfigRequest("TOPIC", name, dict(new)))
+        verdict = self.helper.policies.check_alter(AlterConfigRequest("TOPIC", name, dict(new)))
         if verdict[0] != ErrorCode.NONE:
             return verdict
         if validate_only:
             return ErrorCode.NONE, None
         overrides = {k: v for k, v in parsed.items() if v is not None and k in TOPIC_KEYS}
-        self.apis.metadata.set_configs(name, overrides)
-        updated = self.apis.metadata.topics[name]
-        self.apis.replica_manager.update_topic_config(name, self.apis.topic_config(updated))
+        self.backend.set_topic_configs(name, overrides)
+        updated = self.backend.topics[name]
+        self.replica_manager.update_topic_config(name, self.helper.topic_config(updated))
         log.info("topic %s config overrides now %s", name, overrides)
         return ErrorCode.NONE, None
 
@@ -454,7 +471,7 @@ class ConfigApis:
         change: Callable[[Mapping[str, str]], tuple[dict[str, str] | None, Outcome]],
         validate_only: bool,
     ) -> Outcome:
-        entity, outcome = broker_entity(name, self.apis.broker_id)
+        entity, outcome = broker_entity(name, self.helper.broker_id)
         if entity is None:
             return outcome
 
@@ -464,7 +481,7 @@ class ConfigApis:
                 return None, outcome
             outcome = check_alteration(name, new)
             if outcome[0] == ErrorCode.NONE:
-                outcome = self.apis.policies.check_alter(
+                outcome = self.helper.policies.check_alter(
                     AlterConfigRequest("BROKER", name, dict(new))
                 )
             return (new if outcome[0] == ErrorCode.NONE else None), outcome
@@ -495,11 +512,11 @@ class ConfigApis:
         v1 with no types lists every type; a type Kafka does not know is UNSUPPORTED_VERSION.
         Topics: every topic; brokers: every live broker; broker loggers, client metrics and
         group configs tidelog has none of."""
-        authorizer = self.apis.authorizer
+        authorizer = self.helper.authorizer
         if authorizer is not None and not authz.cluster_allowed(
             authorizer, AclOperation.DESCRIBE_CONFIGS, header.api_key
         ):
-            return self.apis._respond(
+            return self.helper.respond(
                 header,
                 {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "config_resources": []},
             )
@@ -508,21 +525,21 @@ class ConfigApis:
         else:
             types = tuple(int(t) for t in body.resource_types) or ALL_RESOURCE_TYPES
         if any(t not in ALL_RESOURCE_TYPES for t in types):
-            return self.apis._respond(
+            return self.helper.respond(
                 header, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "config_resources": []}
             )
         resources: list[dict[str, Any]] = []
         if RESOURCE_TOPIC in types:
             resources += [
                 {"resource_name": name, "resource_type": RESOURCE_TOPIC}
-                for name in sorted(self.apis.metadata.topics)
+                for name in sorted(self.backend.topics)
             ]
         if RESOURCE_BROKER in types:
             resources += [
                 {"resource_name": str(b), "resource_type": RESOURCE_BROKER}
-                for b in self.apis.live_broker_ids()
+                for b in self.backend.live_broker_ids()
             ]
-        return self.apis._respond(
+        return self.helper.respond(
             header, {"error_code": ErrorCode.NONE, "config_resources": resources}
         )
 

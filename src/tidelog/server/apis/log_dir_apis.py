@@ -20,18 +20,16 @@ DescribeLogDirs lists its future log with ``is_future_key`` true.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation
+from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.auth import authz
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
-
-if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
 
 #: What the broker advertises for these APIs (``tidelog.protocol.apis``).
 LOG_DIR_API_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = {
@@ -43,8 +41,8 @@ LOG_DIR_API_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = {
 class LogDirApis:
     """DescribeLogDirs and AlterReplicaLogDirs of one broker."""
 
-    def __init__(self, apis: KafkaApis, mover: ReplicaAlterLogDirsManager) -> None:
-        self.apis = apis
+    def __init__(self, helper: RequestHelper, mover: ReplicaAlterLogDirsManager) -> None:
+        self.helper = helper
         self.mover = mover
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
@@ -54,8 +52,8 @@ class LogDirApis:
         }
 
     def handle_describe_log_dirs(self, header: RequestHeader, body: Any) -> Any:
-        if not authz.cluster_allowed(self.apis.authorizer, AclOperation.DESCRIBE, header.api_key):
-            return self.apis._respond(
+        if not authz.cluster_allowed(self.helper.authorizer, AclOperation.DESCRIBE, header.api_key):
+            return self.helper.respond(
                 header, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
             )
         partitions = (
@@ -64,10 +62,10 @@ class LogDirApis:
             else [TopicPartition(str(t.topic), int(p)) for t in body.topics for p in t.partitions]
         )
         results = self.mover.describe_log_dirs(partitions)
-        return self.apis._respond(header, {"error_code": ErrorCode.NONE, "results": results})
+        return self.helper.respond(header, {"error_code": ErrorCode.NONE, "results": results})
 
     def handle_alter_replica_log_dirs(self, header: RequestHeader, body: Any) -> Any:
-        allowed = authz.cluster_allowed(self.apis.authorizer, AclOperation.ALTER, header.api_key)
+        allowed = authz.cluster_allowed(self.helper.authorizer, AclOperation.ALTER, header.api_key)
         wanted: dict[TopicPartition, str] = {}
         for log_dir in body.dirs:
             for topic in log_dir.topics:
@@ -85,7 +83,7 @@ class LogDirApis:
             by_topic.setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "error_code": error}
             )
-        return self.apis._respond(
+        return self.helper.respond(
             header,
             {
                 "results": [

@@ -33,7 +33,7 @@ from tidelog.security.acls import AclOperation
 from tidelog.server.auth import authz
 
 if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
+    from tidelog.server.apis.helper import RequestHelper
     from tidelog.server.cluster.node import ClusterNode
 
 #: What the broker advertises for these APIs (``tidelog.protocol.apis``).
@@ -46,8 +46,8 @@ REASSIGNMENT_API_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = {
 class ReassignmentApis:
     """AlterPartitionReassignments and ListPartitionReassignments of one broker."""
 
-    def __init__(self, apis: KafkaApis, node: ClusterNode) -> None:
-        self.apis = apis
+    def __init__(self, helper: RequestHelper, node: ClusterNode) -> None:
+        self.helper = helper
         self.node = node
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
@@ -74,10 +74,10 @@ class ReassignmentApis:
             data["allow_replication_factor_change"] = bool(
                 getattr(body, "allow_replication_factor_change", True)
             )
-        return self.apis._respond(header, data)
+        return self.helper.respond(header, data)
 
     def handle_alter(self, header: RequestHeader, body: Any) -> Any:
-        if not authz.cluster_allowed(self.apis.authorizer, AclOperation.ALTER, header.api_key):
+        if not authz.cluster_allowed(self.helper.authorizer, AclOperation.ALTER, header.api_key):
             return self._alter_answer(
                 header, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, [], body
             )
@@ -132,12 +132,12 @@ class ReassignmentApis:
 
     def handle_list(self, header: RequestHeader, body: Any) -> Any:
         def answer(error: ErrorCode, topics: list[dict[str, Any]]) -> Any:
-            return self.apis._respond(
+            return self.helper.respond(
                 header,
                 {"throttle_time": 0, "error_code": error, "error_message": None, "topics": topics},
             )
 
-        if not authz.cluster_allowed(self.apis.authorizer, AclOperation.DESCRIBE, header.api_key):
+        if not authz.cluster_allowed(self.helper.authorizer, AclOperation.DESCRIBE, header.api_key):
             return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
         controller = self.node.controller
         asked = (

@@ -21,16 +21,17 @@ Rules (Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``describeTopicResp
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 from tidelog.errors import ErrorCode
+from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
-
-if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.metadata.backend import MetadataBackend
 
 #: Kafka's ``max.request.partition.size.limit`` default.
 MAX_PARTITIONS_PER_PAGE: Final = 2000
@@ -49,7 +50,23 @@ def _missing(name: str, error: ErrorCode) -> dict[str, Any]:
     }
 
 
-def describe_topic_partitions(apis: KafkaApis, header: RequestHeader, body: Any) -> Any:
+class DescribeTopicPartitionsApi:
+    """DescribeTopicPartitions of one broker, from its metadata backend."""
+
+    def __init__(self, helper: RequestHelper, backend: MetadataBackend) -> None:
+        self.helper = helper
+        self.backend = backend
+
+    def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
+        return {ApiKey.DESCRIBE_TOPIC_PARTITIONS: self.handle}
+
+    def handle(self, header: RequestHeader, body: Any) -> Any:
+        return describe_topic_partitions(self.helper, self.backend, header, body)
+
+
+def describe_topic_partitions(
+    helper: RequestHelper, backend: MetadataBackend, header: RequestHeader, body: Any
+) -> Any:
     asked = [str(t.name) for t in body.topics]
     fetch_all = not asked
     cursor = body.cursor
@@ -57,22 +74,22 @@ def describe_topic_partitions(apis: KafkaApis, header: RequestHeader, body: Any)
     start_partition = 0 if cursor is None else max(0, int(cursor.partition_index))
 
     def respond(topics: list[dict[str, Any]], next_cursor: dict[str, Any] | None) -> Any:
-        return apis._respond(header, {"topics": topics, "next_cursor": next_cursor})
+        return helper.respond(header, {"topics": topics, "next_cursor": next_cursor})
 
     if start_topic is not None and not fetch_all and start_topic not in asked:
         # Rule 2: Kafka's InvalidRequestException answered for every topic.
         return respond([_missing(n, ErrorCode.INVALID_REQUEST) for n in asked], None)
-    names = sorted(apis.metadata.topics) if fetch_all else sorted(set(asked))
+    names = sorted(backend.topics) if fetch_all else sorted(set(asked))
     if start_topic is not None:
         names = [n for n in names if n >= start_topic]
     denied = authz.denied_names(
-        apis.authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, names, header.api_key
+        helper.authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, names, header.api_key
     )
     remaining = max(1, min(int(body.response_partition_limit), MAX_PARTITIONS_PER_PAGE))
     topics: list[dict[str, Any]] = []
     next_cursor: dict[str, Any] | None = None
     for name in (n for n in names if n not in denied):
-        info = apis.metadata.topics.get(name)
+        info = backend.topics.get(name)
         if info is None:
             if not fetch_all:
                 topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -86,7 +103,7 @@ def describe_topic_partitions(apis: KafkaApis, header: RequestHeader, body: Any)
             "topic_id": info.topic_id,
             "is_internal": name in INTERNAL_TOPICS,
             "topic_authorized_operations": authz.authorized_operations(
-                apis.authorizer, ResourceType.TOPIC, name, header.api_key
+                helper.authorizer, ResourceType.TOPIC, name, header.api_key
             ),
         }
         if info.num_partitions == 0:
@@ -96,7 +113,7 @@ def describe_topic_partitions(apis: KafkaApis, header: RequestHeader, body: Any)
         first = start_partition if name == start_topic else 0
         partitions = [
             {**p, "eligible_leader_replicas": [], "last_known_elr": []}
-            for p in apis._partition_metadata(info)[first : first + remaining]
+            for p in backend.partition_metadata(info)[first : first + remaining]
         ]
         topics.append({**entry, "partitions": partitions})
         following = first + len(partitions)
@@ -109,4 +126,4 @@ def describe_topic_partitions(apis: KafkaApis, header: RequestHeader, body: Any)
     return respond(topics, next_cursor)
 
 
-__all__ = ["MAX_PARTITIONS_PER_PAGE", "describe_topic_partitions"]
+__all__ = ["MAX_PARTITIONS_PER_PAGE", "DescribeTopicPartitionsApi", "describe_topic_partitions"]

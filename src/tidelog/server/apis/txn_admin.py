@@ -41,7 +41,8 @@ from tidelog.server.replica.manager import now_ms
 from tidelog.storage.producer_state import ProducerStateEntry
 
 if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
+    from tidelog.server.apis.helper import RequestHelper
+    from tidelog.server.replica.manager import ReplicaManager
 
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 #: Kafka's state names, which ListTransactions filters by.
@@ -140,10 +141,15 @@ def active_producers(producers: Mapping[int, ProducerStateEntry]) -> list[dict[s
 class TxnAdmin:
     """DescribeTransactions, ListTransactions and DescribeProducers of one broker."""
 
-    def __init__(self, apis: KafkaApis, coordinator: TransactionCoordinator) -> None:
-        self.apis = apis
+    def __init__(
+        self,
+        helper: RequestHelper,
+        replica_manager: ReplicaManager,
+        coordinator: TransactionCoordinator,
+    ) -> None:
+        self.helper = helper
         self.coordinator = coordinator
-        self.replica_manager = apis.replica_manager
+        self.replica_manager = replica_manager
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
         return {
@@ -158,7 +164,7 @@ class TxnAdmin:
         """Kafka's handleDescribeTransactionsRequest: DESCRIBE on each transactional id (else
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and only the topics the principal may
         describe among the transaction's partitions."""
-        authorizer = self.apis.authorizer
+        authorizer = self.helper.authorizer
         states = []
         for raw in body.transactional_ids:
             txn_id = str(raw)
@@ -187,7 +193,7 @@ class TxnAdmin:
                     )
                 ]
             states.append(entry)
-        return self.apis._respond(header, {"transaction_states": states})
+        return self.helper.respond(header, {"transaction_states": states})
 
     def _describe(self, txn_id: str) -> dict[str, Any]:
         if not txn_id:
@@ -205,7 +211,7 @@ class TxnAdmin:
             duration_ms=int(getattr(body, "duration_filter", -1)),
         )
         rows = list_transactions(self._coordinated(), filters, now_ms())
-        authorizer = self.apis.authorizer
+        authorizer = self.helper.authorizer
         if authorizer is not None:
             # Kafka's handleListTransactionsRequest: only ids the principal may describe.
             rows = [
@@ -218,7 +224,7 @@ class TxnAdmin:
                     api_key=header.api_key,
                 )
             ]
-        return self.apis._respond(
+        return self.helper.respond(
             header,
             {
                 "error_code": ErrorCode.NONE,
@@ -242,7 +248,7 @@ class TxnAdmin:
     def handle_describe_producers(self, header: RequestHeader, body: Any) -> Any:
         # Kafka's handleDescribeProducersRequest: READ on each topic.
         denied = authz.denied_names(
-            self.apis.authorizer,
+            self.helper.authorizer,
             AclOperation.READ,
             ResourceType.TOPIC,
             [str(t.name) for t in body.topics for _ in t.partition_indexes],
@@ -267,7 +273,7 @@ class TxnAdmin:
                 self._producers_of(TopicPartition(name, int(p))) for p in topic.partition_indexes
             ]
             topics.append({"name": name, "partitions": partitions})
-        return self.apis._respond(header, {"topics": topics})
+        return self.helper.respond(header, {"topics": topics})
 
     def _producers_of(self, tp: TopicPartition) -> dict[str, Any]:
         hosted = self.replica_manager.partitions.get(tp)

@@ -1,1 +1,3 @@
-"""The broker's metadata image: what topics exist, their ids, partitions and config overrides."""
+"""The broker's metadata: the topic image and the backend the handlers ask where a lone
+broker (its own controller, ``MetadataStore`` on disk) and a ZooKeeper cluster broker
+differ."""

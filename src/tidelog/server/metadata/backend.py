@@ -1,0 +1,177 @@
+"""What differs between a lone broker and a broker in a ZooKeeper cluster, behind one
+interface the request handlers ask (Kafka's ``MetadataSupport`` beside one ``KafkaApis``).
+
+Two implementations: ``tidelog.server.metadata.local_backend`` (the broker is its own
+controller, over ``MetadataStore``) and ``tidelog.server.metadata.zk`` (over ``ClusterNode``
+and its ``ClusterMetadataCache``). Reads are plain methods; what a cluster broker has to ask
+the controller or ZooKeeper for is a coroutine, which the single broker's finishes without
+waiting (the handlers run them with ``tidelog.server.apis.eager``, so its answers stay
+immediate).
+
+The topic image both keep maps names to ``TopicInfo``. A topic with ``num_partitions == 0``
+is one a cluster broker knows from LeaderAndIsr before UpdateMetadata described it (see
+``ClusterMetadataCache``); a lone broker never has one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tidelog.errors import ErrorCode
+from tidelog.model import BrokerId
+from tidelog.server.metadata.local import TopicInfo
+
+if TYPE_CHECKING:
+    from tidelog.server.cluster.readiness import ReadinessGate
+    from tidelog.zk import ZkClient
+
+#: An error code and Kafka's message for it (None: no message).
+Outcome = tuple[ErrorCode, str | None]
+
+
+class ProducerIdUnavailableError(Exception):
+    """No producer id can be handed out now (ZooKeeper unreachable, blocks exhausted):
+    retriable, InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS (Kafka 3.x)."""
+
+
+class MetadataBackend(Protocol):
+    """The metadata image and the topic admin of one broker; see the module docstring."""
+
+    # --- reads ------------------------------------------------------------------------------
+
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """Every known topic by name."""
+        ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def controller_id(self) -> int:
+        """The active controller's broker id as this broker knows it (-1: none known)."""
+        ...
+
+    def live_broker_ids(self) -> list[int]:
+        """The brokers of the cluster, sorted."""
+        ...
+
+    def brokers(self, own_address: tuple[str, int]) -> list[dict[str, Any]]:
+        """Metadata's ``brokers`` (node_id, host, port, rack) on the request's listener;
+        ``own_address`` is this broker's on it (a lone broker's only entry)."""
+        ...
+
+    def partition_metadata(self, info: TopicInfo) -> list[dict[str, Any]]:
+        """Metadata's partitions of ``info`` (leader, epoch, replicas, ISR, offline)."""
+        ...
+
+    # --- topic admin --------------------------------------------------------------------------
+
+    def check_new_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Sequence[Sequence[int]] | None,
+    ) -> Outcome:
+        """CreateTopics checks made before the topic configs are parsed; what the
+        controller checks (the ZooKeeper backend) answers NONE here."""
+        ...
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        num_partitions: int,
+        replication_factor: int,
+        raw_configs: Mapping[str, str],
+        overrides: Mapping[str, object],
+        assignment: Mapping[int, Sequence[BrokerId]] | None,
+        validate_only: bool,
+    ) -> tuple[ErrorCode, str | None, uuid.UUID | None]:
+        """Create (or with ``validate_only`` only check) a topic whose request passed every
+        check of the handler: its error, message and the new topic's id (None when no
+        topic was created)."""
+        ...
+
+    async def wait_for_leaders(self, topics: Sequence[str], timeout_s: float) -> None:
+        """Until the created ``topics`` have leaders known here (or the time is up)."""
+        ...
+
+    async def auto_create_topics(self, names: Sequence[str]) -> None:
+        """Metadata's auto-creation (``auto.create.topics.enable``) of missing topics with
+        the broker's default partitions and replication factor; failures are logged."""
+        ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: Sequence[Sequence[BrokerId]] | None,
+        validate_only: bool,
+    ) -> Outcome: ...
+
+    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """A topic's config overrides after AlterConfigs (persisted, or written where the
+        cluster keeps them)."""
+        ...
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id never handed out before; raises ProducerIdUnavailableError."""
+        ...
+
+    def broker_config_changed(self) -> None:
+        """A dynamic broker config changed (KIP-226): what the backend itself reads."""
+        ...
+
+    # --- lifecycle: the broker's membership in its cluster ------------------------------------
+
+    @property
+    def zk(self) -> ZkClient | None:
+        """The ZooKeeper session, where dynamic configs, ACLs and SCRAM credentials live
+        (None alone: they live in memory)."""
+        ...
+
+    @property
+    def readiness(self) -> ReadinessGate | None:
+        """Holds client requests until the broker has the cluster's metadata (None: a lone
+        broker is ready once it listens)."""
+        ...
+
+    def is_ready(self) -> bool:
+        """Whether client requests are served (a cluster broker: once it has the metadata)."""
+        ...
+
+    async def connect(self) -> None:
+        """Before anything is served: join the cluster's coordination service."""
+        ...
+
+    async def start(self, bound_ports: Mapping[str, int]) -> None:
+        """Once listening: register, take part (controller election, replication)."""
+        ...
+
+    async def withdraw_candidacy(self) -> None:
+        """At shutdown's start: stand down as controller (candidate)."""
+        ...
+
+    def wants_controlled_shutdown(self) -> bool:
+        """Whether shutdown first moves leadership away (``controlled.shutdown.enable``)."""
+        ...
+
+    async def controlled_shutdown(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Leave the cluster: fetchers, controller, session."""
+        ...
+
+    def close_readiness(self) -> None:
+        """After the connections closed: requests still held are failed."""
+        ...
+
+
+__all__ = ["MetadataBackend", "Outcome", "ProducerIdUnavailableError"]
