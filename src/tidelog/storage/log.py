@@ -105,8 +105,11 @@ from tidelog.storage.append_plan import (
     AppendInfo,
     Refusal,
     WritePlan,
+    answer_without_write,
+    empty_append_info,
     plan_follower_append,
     plan_leader_append,
+    refused,
 )
 from tidelog.storage.batch_validation import (
     COMPRESSION_MASK,
@@ -127,7 +130,7 @@ from tidelog.storage.log_loader import (
     load_segments,
     parse_topic_partition,
     prepare_txn_indexes,
-    producer_batches_from,
+    rebuild_producer_state,
 )
 from tidelog.storage.log_reads import (
     FetchSlice,
@@ -136,10 +139,10 @@ from tidelog.storage.log_reads import (
     offset_for_timestamp,
     read_slice,
 )
+from tidelog.storage.log_retention import below_log_start, excess_by_size, expired_by_time
 from tidelog.storage.log_validator import max_decompressed_bytes
-from tidelog.storage.producer_state import AppendOrigin, LeaderAppendCheck, ProducerStateManager
+from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
 from tidelog.storage.segment import LogSegment
-from tidelog.storage.txn_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -239,28 +242,15 @@ class Log:
         return log
 
     def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
-        """Producer state = newest sound snapshot in [first segment base, bound] + replay of
-        the batch headers after it, trimmed at the log start offset (producer_state rule 1).
-        The replay's aborted transactions go to the indexes (no-ops where present)."""
-        state = self.producer_state
-        first_base = self._local.segments[0].base_offset
-        # The snapshot at the first segment's base is always usable (a snapshot is only
-        # kept while the log still holds every offset below it): it carries what the deleted
-        # segments before it held, e.g. an ongoing transaction that started there, even
-        # when the recovery point lags behind that base (retention outran the flushes).
-        loaded = state.load_latest_snapshot(
-            min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
+        """``log_loader.rebuild_producer_state`` (producer_state rule 1) for this log."""
+        rebuild_producer_state(
+            self.producer_state,
+            self._local,
+            log_start_offset=self._log_start_offset,
+            max_snapshot_offset=max_snapshot_offset,
+            now_ms=self._now_ms,
+            expiration_ms=self._config.producer_id_expiration_ms,
         )
-        aborted = state.update(
-            producer_batches_from(self._local.segments, first_base if loaded is None else loaded)
-        )
-        self._index_aborted(aborted)
-        state.truncate_head(self._log_start_offset)
-        # Rule 5: what expired before a restart or a truncation stays expired.
-        state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
-
-    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
-        self._local.index_aborted(aborted)
 
     # ------------------------------------------------------------------ properties
 
@@ -329,7 +319,7 @@ class Log:
             self._check_open()
             records, batches, total, parallel_crc = self._validate_leader_append(records)
             if not batches:
-                return self._empty_append_info()
+                return empty_append_info(self.log_end_offset)
             latest = self._latest_epoch_at_most(leader_epoch)
             # Stamp: new offsets and the leader epoch, without copying the records.
             view = memoryview(records)
@@ -349,7 +339,7 @@ class Log:
                 topic_partition=self.topic_partition,
             )
             if isinstance(plan, Refusal):
-                return _refused(plan.error, plan.message)
+                return refused(plan.error, plan.message)
             new_epoch = latest is None or leader_epoch > latest
             if parallel_crc and (new_epoch or plan.producer_batches is not None):
                 # Rule 1a covers plain data appends only: a new epoch is recorded before
@@ -363,7 +353,7 @@ class Log:
                 check = self.producer_state.check_leader_append(
                     plan.producer_batches, origin=origin
                 )
-                answer = _answer_without_write(check)
+                answer = answer_without_write(check)
                 if answer is not None:
                     return answer
             # Write: the new epoch first (rule 3), then the data, then the producer state.
@@ -375,15 +365,8 @@ class Log:
             if check is not None:
                 aborted = self.producer_state.commit(check.updates, check.txn_events)
                 if aborted:
-                    self._index_aborted(aborted)
-            return AppendInfo(
-                plan.first_offset,
-                plan.last_offset,
-                plan.max_timestamp,
-                len(batches),
-                plan.num_records,
-                total,
-            )
+                    self._local.index_aborted(aborted)
+            return plan.info(len(batches), total)
 
     def _validate_leader_append(
         self, records: bytes | bytearray | memoryview
@@ -459,7 +442,7 @@ class Log:
                 cleaned=gaps,
             )
             if not batches:
-                return self._empty_append_info()
+                return empty_append_info(self.log_end_offset)
             self._check_append_size(total)
             latest = self.leader_epoch_cache.latest_epoch()
             view = memoryview(records)
@@ -497,19 +480,8 @@ class Log:
                 # Unchecked (producer_state rule 3).
                 aborted = self.producer_state.update(plan.producer_batches)
                 if aborted:
-                    self._index_aborted(aborted)
-            return AppendInfo(
-                first_offset,
-                plan.last_offset,
-                plan.max_timestamp,
-                len(batches),
-                plan.num_records,
-                total,
-            )
-
-    def _empty_append_info(self) -> AppendInfo:
-        leo = self.log_end_offset
-        return AppendInfo(leo, leo - 1, -1, 0, 0, 0)
+                    self._local.index_aborted(aborted)
+            return plan.info(len(batches), total)
 
     def _check_append_size(self, total: int) -> None:
         if total > self._config.segment_bytes:
@@ -780,7 +752,7 @@ class Log:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
             self.producer_state.truncate_head(offset)
-            self._delete_segments(lambda seg, upper: upper <= self._log_start_offset, None)
+            self._delete_segments(below_log_start(self._local, offset, None))
 
     def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
         """Delete whole old segments by ``retention.ms`` and ``retention.bytes``; returns
@@ -790,28 +762,20 @@ class Log:
             self._check_open()
             self._now_ms = now_ms
             config = self._config
+            local = self._local
             deleted = 0
             if config.retention_ms >= 0 and config.delete:
-
-                def expired(seg: LogSegment, upper: int) -> bool:
-                    return now_ms - _largest_timestamp(seg) > config.retention_ms
-
-                deleted += self._delete_segments(expired, high_watermark)
+                deleted += self._delete_segments(
+                    expired_by_time(local, now_ms, config.retention_ms, high_watermark)
+                )
             if config.retention_bytes >= 0 and config.delete:
-                excess = self.size_bytes - config.retention_bytes
-
-                def too_big(seg: LogSegment, upper: int) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_segments(too_big, high_watermark)
+                deleted += self._delete_segments(
+                    excess_by_size(local, config.retention_bytes, high_watermark)
+                )
             deleted += self._delete_segments(
-                lambda seg, upper: upper <= self._log_start_offset, high_watermark
+                below_log_start(local, self._log_start_offset, high_watermark)
             )
-            self._local.close_pending_deletes(now_ms)
+            local.close_pending_deletes(now_ms)
             # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
             # checked as often as retention (Kafka: a separate 10-minute task).
             self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
@@ -820,16 +784,9 @@ class Log:
                 self.producer_state.on_high_watermark(high_watermark)
             return deleted
 
-    def _delete_segments(
-        self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
-    ) -> int:
-        """Delete the longest prefix of segments satisfying ``predicate(seg, upper)``.
-
-        ``upper`` is the next segment's base (the log end offset for the active segment);
-        an empty active segment is never deleted; deleting every segment first rolls a new
-        empty one at the log end offset.
-        """
-        count = self._local.deletable_prefix(predicate, high_watermark)
+    def _delete_segments(self, count: int) -> int:
+        """Delete the first ``count`` segments (``tidelog.storage.log_retention`` chose
+        them); deleting every segment first rolls a new empty one at the log end offset."""
         if count == 0:
             return 0
         if count == len(self._local.segments):
@@ -982,29 +939,6 @@ class Log:
             f"Log({self.topic_partition}, start={self._log_start_offset}, "
             f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
-
-
-def _largest_timestamp(seg: LogSegment) -> int:
-    """Kafka's LogSegment.largestTimestamp: max batch timestamp, else the file's mtime."""
-    if seg.max_timestamp >= 0:
-        return seg.max_timestamp
-    return os.fstat(seg.fd).st_mtime_ns // 1_000_000
-
-
-def _refused(error: ErrorCode, message: str | None) -> AppendInfo:
-    """An append answered with ``error`` and nothing written (rule 7, rule 9)."""
-    return AppendInfo(-1, -1, -1, 0, 0, 0, error=error, error_message=message)
-
-
-def _answer_without_write(check: LeaderAppendCheck) -> AppendInfo | None:
-    """Rule 7: a duplicate is answered with the original batch's offsets, a refused
-    idempotent batch with its error; None when the append is to be written."""
-    if check.duplicate is not None:
-        dup = check.duplicate
-        return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True)
-    if check.error is not ErrorCode.NONE:
-        return _refused(check.error, check.message)
-    return None
 
 
 __all__ = [
