@@ -100,7 +100,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tidelog.errors import ErrorCode
 from tidelog.storage.append_plan import (
     AppendInfo,
     Refusal,
@@ -112,18 +111,19 @@ from tidelog.storage.append_plan import (
     refused,
 )
 from tidelog.storage.batch_validation import (
-    COMPRESSION_MASK,
     ValidatedBatch,
+    check_append_size,
     check_crcs,
     validate_batches,
-    validate_compressed,
+    validate_leader_append,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
 from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
-from tidelog.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
+from tidelog.storage.errors import OffsetOutOfRangeError
 from tidelog.storage.local_log import LocalLog
 from tidelog.storage.log_config import NEVER, LogConfig
+from tidelog.storage.log_flush import FlushSchedule, periodic_flush_target
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
     load_epoch_cache,
@@ -167,8 +167,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._lock = threading.RLock()
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms
+        self._flush_schedule = FlushSchedule(now_ms)
         self._now_ms = now_ms
         self._closed = False
         #: Bumped by every truncation so a concurrent flush does not move the recovery point
@@ -288,7 +287,7 @@ class Log:
 
     @property
     def unflushed_messages(self) -> int:
-        return self._unflushed_messages
+        return self._flush_schedule.unflushed_messages
 
     # ------------------------------------------------------------------ appends
 
@@ -317,7 +316,9 @@ class Log:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
         with self._lock:
             self._check_open()
-            records, batches, total, parallel_crc = self._validate_leader_append(records)
+            records, batches, total, parallel_crc = validate_leader_append(
+                records, self._config, parallel_crc=can_check_beside(records)
+            )
             if not batches:
                 return empty_append_info(self.log_end_offset)
             latest = self._latest_epoch_at_most(leader_epoch)
@@ -367,30 +368,6 @@ class Log:
                 if aborted:
                     self._local.index_aborted(aborted)
             return plan.info(len(batches), total)
-
-    def _validate_leader_append(
-        self, records: bytes | bytearray | memoryview
-    ) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
-        """Rule 1: every batch is validated before any is written (its CRC-32C, for a large
-        append, beside the write: rule 1a, then the last value is True); rule 1b for
-        compressed batches, which may replace ``records``. Also the append's size limit."""
-        parallel_crc = can_check_beside(records)
-        batches, total = validate_batches(
-            records,
-            max_message_bytes=self._config.max_message_bytes,
-            allow_partial_tail=False,
-            check_crc=not parallel_crc,
-        )
-        if not batches:
-            return records, batches, total, parallel_crc
-        if self._config.compression_type != "producer" or any(
-            b.attributes & COMPRESSION_MASK for b in batches
-        ):
-            records, batches, total, parallel_crc = validate_compressed(
-                records, batches, self._config, parallel_crc=parallel_crc
-            )
-        self._check_append_size(total)
-        return records, batches, total, parallel_crc
 
     def _write_plan(
         self,
@@ -443,7 +420,7 @@ class Log:
             )
             if not batches:
                 return empty_append_info(self.log_end_offset)
-            self._check_append_size(total)
+            check_append_size(total, self._config)
             latest = self.leader_epoch_cache.latest_epoch()
             view = memoryview(records)
             plan = plan_follower_append(
@@ -483,13 +460,6 @@ class Log:
                     self._local.index_aborted(aborted)
             return plan.info(len(batches), total)
 
-    def _check_append_size(self, total: int) -> None:
-        if total > self._config.segment_bytes:
-            raise RecordTooLargeError(
-                f"{total} bytes in one append exceed segment.bytes {self._config.segment_bytes}",
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-            )
-
     def _write(
         self,
         pieces: list[bytes | memoryview],
@@ -517,11 +487,9 @@ class Log:
             write_checking_crcs(segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked)
         if self._config.page_cache_keep_bytes >= 0:
             self._local.keep_page_cache_to_tail(segment)
-        self._unflushed_messages += num_records
-        if (
-            self._unflushed_messages >= self._config.flush_interval_messages
-            or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
-        ):
+        schedule = self._flush_schedule
+        schedule.unflushed_messages += num_records
+        if schedule.due(now_ms, self._config):
             self._flush_upto(self.log_end_offset, now_ms)
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
@@ -822,15 +790,15 @@ class Log:
                 return False
             self._now_ms = now_ms
             self._local.close_pending_deletes(now_ms)
-            leo = self.log_end_offset
-            if self._unflushed_messages and (
-                self._unflushed_messages >= self._config.flush_interval_messages
-                or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
-            ):
-                target = leo
-            elif self._local.segments[-1].base_offset > self._recovery_point:
-                target = self._local.segments[-1].base_offset
-            else:
+            target = periodic_flush_target(
+                self._flush_schedule,
+                now_ms,
+                self._config,
+                log_end_offset=self.log_end_offset,
+                active_base=self._local.segments[-1].base_offset,
+                recovery_point=self._recovery_point,
+            )
+            if target is None:
                 return False
         self._flush_upto(target, now_ms)
         return True
@@ -845,8 +813,7 @@ class Log:
             dir_dirty = self._local.take_dir_dirty()
             generation = self._truncations
             if target >= self.log_end_offset:
-                self._unflushed_messages = 0
-                self._last_flush_ms = now_ms
+                self._flush_schedule.flushed(now_ms)
         try:
             for seg in dict.fromkeys(segments):
                 seg.flush()
