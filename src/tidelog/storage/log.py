@@ -126,11 +126,10 @@ from tidelog.storage.log_config import NEVER, LogConfig
 from tidelog.storage.log_flush import FlushSchedule, periodic_flush_target
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
-    load_epoch_cache,
     load_segments,
     parse_topic_partition,
-    prepare_txn_indexes,
     rebuild_producer_state,
+    restore_state,
 )
 from tidelog.storage.log_reads import (
     FetchSlice,
@@ -221,19 +220,16 @@ class Log:
             recovery_point=min(recovery_point, log_end_offset),
             now_ms=now_ms,
         )
-        load_epoch_cache(
-            log.leader_epoch_cache, epoch_starts, log._local.segments, log.log_start_offset
+        restore_state(
+            log._local,
+            log.leader_epoch_cache,
+            log.producer_state,
+            epoch_starts,
+            log_start_offset=log.log_start_offset,
+            recovery_point=log._recovery_point,
+            now_ms=now_ms,
+            expiration_ms=config.producer_id_expiration_ms,
         )
-        # Producer state: snapshots of deleted segments or of a truncated tail are stale;
-        # the newest sound one at or below the recovery point is loaded and the batches
-        # after it replayed from their headers (producer_state rule 1 and 4).
-        log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
-        # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
-        rebuild_from = prepare_txn_indexes(log._local.segments, log._recovery_point)
-        log._rebuild_producer_state(max_snapshot_offset=min(log._recovery_point, rebuild_from))
-        renamed = [seg for seg in log._local.segments if seg.txn_index.finish_rebuild()]
-        if renamed:
-            fsync_directory(directory)  # txn_index invariant 2
         if log._recovery_point < log_end_offset:
             # Everything recovered was just validated; make it durable so it is trusted next
             # time (Kafka flushes after recovery too).
@@ -321,27 +317,11 @@ class Log:
             )
             if not batches:
                 return empty_append_info(self.log_end_offset)
-            latest = self._latest_epoch_at_most(leader_epoch)
-            # Stamp: new offsets and the leader epoch, without copying the records.
+            new_epoch = self.leader_epoch_cache.starts_new_epoch(leader_epoch, self.topic_partition)
             view = memoryview(records)
-            compact = self._config.compact
-            if compact and parallel_crc:
-                check_crcs(view, batches)  # what is decoded for its keys is what was sent
-                parallel_crc = False
-            plan = plan_leader_append(
-                view,
-                batches,
-                first_offset=self.log_end_offset,
-                leader_epoch=leader_epoch,
-                client=origin is AppendOrigin.CLIENT,
-                compact=compact,
-                max_decompressed=max_decompressed_bytes(self._config.max_message_bytes),
-                crc_checked=not parallel_crc,
-                topic_partition=self.topic_partition,
-            )
+            plan, parallel_crc = self._stamp(view, batches, leader_epoch, origin, parallel_crc)
             if isinstance(plan, Refusal):
                 return refused(plan.error, plan.message)
-            new_epoch = latest is None or leader_epoch > latest
             if parallel_crc and (new_epoch or plan.producer_batches is not None):
                 # Rule 1a covers plain data appends only: a new epoch is recorded before
                 # the data (rule 3), and a duplicate or refused idempotent batch is answered
@@ -360,43 +340,41 @@ class Log:
             # Write: the new epoch first (rule 3), then the data, then the producer state.
             if new_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, plan.first_offset)
-            self._write_plan(
-                plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
-            )
+            self._write(plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None)
             if check is not None:
                 aborted = self.producer_state.commit(check.updates, check.txn_events)
                 if aborted:
                     self._local.index_aborted(aborted)
             return plan.info(len(batches), total)
 
-    def _write_plan(
+    def _stamp(
         self,
-        plan: WritePlan,
-        total: int,
-        now_ms: int,
-        *,
-        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
-    ) -> None:
-        self._write(
-            plan.pieces,
-            total,
-            plan.meta,
-            first_offset=plan.first_offset,
-            last_offset=plan.last_offset,
-            num_records=plan.num_records,
-            now_ms=now_ms,
-            unchecked=unchecked,
+        view: memoryview,
+        batches: list[ValidatedBatch],
+        leader_epoch: int,
+        origin: AppendOrigin,
+        parallel_crc: bool,
+    ) -> tuple[WritePlan | Refusal, bool]:
+        """Stamp: new offsets from the log end offset and the leader epoch, without copying
+        the records (``append_plan.plan_leader_append``). A compacted log checks every CRC
+        first: what is decoded for its keys is what was sent. Also returns whether CRC-32Cs
+        are still to be checked beside the write."""
+        compact = self._config.compact
+        if compact and parallel_crc:
+            check_crcs(view, batches)
+            parallel_crc = False
+        plan = plan_leader_append(
+            view,
+            batches,
+            first_offset=self.log_end_offset,
+            leader_epoch=leader_epoch,
+            client=origin is AppendOrigin.CLIENT,
+            compact=compact,
+            max_decompressed=max_decompressed_bytes(self._config.max_message_bytes),
+            crc_checked=not parallel_crc,
+            topic_partition=self.topic_partition,
         )
-
-    def _latest_epoch_at_most(self, leader_epoch: int) -> int | None:
-        """The epoch cache's latest epoch; a leader never appends with an older one."""
-        latest = self.leader_epoch_cache.latest_epoch()
-        if latest is not None and leader_epoch < latest:
-            raise ValueError(
-                f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
-                f"the latest epoch {latest} in the epoch cache"
-            )
-        return latest
+        return plan, parallel_crc
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int
@@ -441,7 +419,7 @@ class Log:
             try:
                 for epoch, offset in new_epochs:
                     self.leader_epoch_cache.assign(epoch, offset)
-                self._write_plan(
+                self._write(
                     plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
                 )
             except OSError:
@@ -462,33 +440,31 @@ class Log:
 
     def _write(
         self,
-        pieces: list[bytes | memoryview],
+        plan: WritePlan,
         size: int,
-        meta: list[tuple[int, int, int]],
-        *,
-        first_offset: int,
-        last_offset: int,
-        num_records: int,
         now_ms: int,
-        unchecked: tuple[memoryview, list[ValidatedBatch]] | None = None,
+        *,
+        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
     ) -> None:
-        """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
-        are still to be checked, beside the write (rule 1a)."""
+        """Write ``plan`` (rolling first if needed) and publish. ``unchecked``: batches whose
+        CRC-32Cs are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
         segment = self._local.segments[-1]
-        if self._local.roll_needed(size, last_offset, now_ms):
+        if self._local.roll_needed(size, plan.last_offset, now_ms):
             if unchecked is not None:
                 check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
                 unchecked = None
-            segment = self._roll(first_offset, now_ms)
+            segment = self._roll(plan.first_offset, now_ms)
         if unchecked is None:
-            segment.append(pieces, size, meta, now_ms)
+            segment.append(plan.pieces, size, plan.meta, now_ms)
         else:
-            write_checking_crcs(segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked)
+            write_checking_crcs(
+                segment, plan.pieces, size, plan.meta, now_ms=now_ms, unchecked=unchecked
+            )
         if self._config.page_cache_keep_bytes >= 0:
             self._local.keep_page_cache_to_tail(segment)
         schedule = self._flush_schedule
-        schedule.unflushed_messages += num_records
+        schedule.unflushed_messages += plan.num_records
         if schedule.due(now_ms, self._config):
             self._flush_upto(self.log_end_offset, now_ms)
 

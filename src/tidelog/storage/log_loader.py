@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from tidelog.model import TopicPartition
-from tidelog.storage.checkpoints import TMP_SUFFIX
+from tidelog.storage.checkpoints import TMP_SUFFIX, fsync_directory
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import CorruptLogError
 from tidelog.storage.local_log import LocalLog
@@ -284,6 +284,40 @@ def load_epoch_cache(
         cache.persist()
 
 
+def restore_state(
+    local: LocalLog,
+    epoch_cache: LeaderEpochFileCache,
+    producer_state: ProducerStateManager,
+    epoch_starts: list[tuple[int, int, int]],
+    *,
+    log_start_offset: int,
+    recovery_point: int,
+    now_ms: int,
+    expiration_ms: int,
+) -> None:
+    """At open, after recovery: what the log keeps beside its segments, made to match
+    them: the leader epoch cache (rule 3), the producer state (rule 7) and the
+    aborted-transaction indexes (rule 9b)."""
+    load_epoch_cache(epoch_cache, epoch_starts, local.segments, log_start_offset)
+    # Producer state: snapshots of deleted segments or of a truncated tail are stale;
+    # the newest sound one at or below the recovery point is loaded and the batches
+    # after it replayed from their headers (producer_state rule 1 and 4).
+    producer_state.delete_snapshots(below=local.segments[0].base_offset, above=local.log_end_offset)
+    # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
+    rebuild_from = prepare_txn_indexes(local.segments, recovery_point)
+    rebuild_producer_state(
+        producer_state,
+        local,
+        log_start_offset=log_start_offset,
+        max_snapshot_offset=min(recovery_point, rebuild_from),
+        now_ms=now_ms,
+        expiration_ms=expiration_ms,
+    )
+    renamed = [seg for seg in local.segments if seg.txn_index.finish_rebuild()]
+    if renamed:
+        fsync_directory(local.directory)  # txn_index invariant 2
+
+
 __all__ = [
     "FUTURE_DIR_SUFFIX",
     "epoch_starts_from_headers",
@@ -294,4 +328,5 @@ __all__ = [
     "producer_batches_from",
     "rebuild_producer_state",
     "recover",
+    "restore_state",
 ]
