@@ -19,6 +19,7 @@ from tidelog.storage.batch_validation import (
     CONTROL_FLAG,
     TRANSACTIONAL_FLAG,
     ValidatedBatch,
+    check_crcs,
     follower_marker,
     leader_marker,
 )
@@ -138,7 +139,12 @@ def plan_leader_append(
     KIP-98), and on a ``compact`` log a record without a key. A control batch with a
     producer id must be a transaction marker (rule 9, CorruptRecordBatchError otherwise);
     ``crc_checked`` says whether its CRC-32C was checked already (its record is read here).
+    A ``compact`` log's batches not ``crc_checked`` have every CRC-32C checked first: what
+    is decoded for its keys is what was sent.
     """
+    if compact and not crc_checked:
+        check_crcs(view, batches)
+        crc_checked = True
     pieces: list[bytes | memoryview] = []
     meta: list[tuple[int, int, int]] = []
     max_timestamp = -1

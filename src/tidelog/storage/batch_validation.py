@@ -249,6 +249,25 @@ def validate_leader_append(
     return records, batches, total, parallel_crc
 
 
+def validate_follower_append(
+    records: bytes | bytearray | memoryview, config: LogConfig, *, parallel_crc: bool
+) -> tuple[list[ValidatedBatch], int]:
+    """Rule 1 for a follower append: the leader's batches are validated as the leader's
+    own (their CRC-32C beside the write when ``parallel_crc``, rule 1a), without its
+    per-batch size limit; a trailing incomplete batch is left out, and a compacted log's
+    batches may skip offsets. Also the append's size limit."""
+    batches, total = validate_batches(
+        records,
+        max_message_bytes=None,
+        allow_partial_tail=True,
+        check_crc=not parallel_crc,
+        cleaned=config.compact,
+    )
+    if batches:
+        check_append_size(total, config)
+    return batches, total
+
+
 __all__ = [
     "COMPRESSION_MASK",
     "CONTROL_FLAG",
@@ -262,5 +281,6 @@ __all__ = [
     "leader_marker",
     "validate_batches",
     "validate_compressed",
+    "validate_follower_append",
     "validate_leader_append",
 ]

@@ -112,9 +112,8 @@ from tidelog.storage.append_plan import (
 )
 from tidelog.storage.batch_validation import (
     ValidatedBatch,
-    check_append_size,
     check_crcs,
-    validate_batches,
+    validate_follower_append,
     validate_leader_append,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
@@ -318,10 +317,23 @@ class Log:
             if not batches:
                 return empty_append_info(self.log_end_offset)
             new_epoch = self.leader_epoch_cache.starts_new_epoch(leader_epoch, self.topic_partition)
+            # Stamp: new offsets and the leader epoch, without copying the records.
             view = memoryview(records)
-            plan, parallel_crc = self._stamp(view, batches, leader_epoch, origin, parallel_crc)
+            compact = self._config.compact
+            plan = plan_leader_append(
+                view,
+                batches,
+                first_offset=self.log_end_offset,
+                leader_epoch=leader_epoch,
+                client=origin is AppendOrigin.CLIENT,
+                compact=compact,
+                max_decompressed=max_decompressed_bytes(self._config.max_message_bytes),
+                crc_checked=not parallel_crc,
+                topic_partition=self.topic_partition,
+            )
             if isinstance(plan, Refusal):
                 return refused(plan.error, plan.message)
+            parallel_crc = parallel_crc and not compact  # a compacted log's were checked
             if parallel_crc and (new_epoch or plan.producer_batches is not None):
                 # Rule 1a covers plain data appends only: a new epoch is recorded before
                 # the data (rule 3), and a duplicate or refused idempotent batch is answered
@@ -347,35 +359,6 @@ class Log:
                     self._local.index_aborted(aborted)
             return plan.info(len(batches), total)
 
-    def _stamp(
-        self,
-        view: memoryview,
-        batches: list[ValidatedBatch],
-        leader_epoch: int,
-        origin: AppendOrigin,
-        parallel_crc: bool,
-    ) -> tuple[WritePlan | Refusal, bool]:
-        """Stamp: new offsets from the log end offset and the leader epoch, without copying
-        the records (``append_plan.plan_leader_append``). A compacted log checks every CRC
-        first: what is decoded for its keys is what was sent. Also returns whether CRC-32Cs
-        are still to be checked beside the write."""
-        compact = self._config.compact
-        if compact and parallel_crc:
-            check_crcs(view, batches)
-            parallel_crc = False
-        plan = plan_leader_append(
-            view,
-            batches,
-            first_offset=self.log_end_offset,
-            leader_epoch=leader_epoch,
-            client=origin is AppendOrigin.CLIENT,
-            compact=compact,
-            max_decompressed=max_decompressed_bytes(self._config.max_message_bytes),
-            crc_checked=not parallel_crc,
-            topic_partition=self.topic_partition,
-        )
-        return plan, parallel_crc
-
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int
     ) -> AppendInfo:
@@ -388,17 +371,11 @@ class Log:
         with self._lock:
             self._check_open()
             parallel_crc = can_check_beside(records)
-            gaps = self._config.compact
-            batches, total = validate_batches(
-                records,
-                max_message_bytes=None,
-                allow_partial_tail=True,
-                check_crc=not parallel_crc,
-                cleaned=gaps,
+            batches, total = validate_follower_append(
+                records, self._config, parallel_crc=parallel_crc
             )
             if not batches:
                 return empty_append_info(self.log_end_offset)
-            check_append_size(total, self._config)
             latest = self.leader_epoch_cache.latest_epoch()
             view = memoryview(records)
             plan = plan_follower_append(
@@ -406,7 +383,7 @@ class Log:
                 batches,
                 total,
                 log_end_offset=self.log_end_offset,
-                gaps=gaps,
+                gaps=self._config.compact,
                 latest_epoch=-1 if latest is None else latest,
                 crc_checked=not parallel_crc,
                 topic_partition=self.topic_partition,
