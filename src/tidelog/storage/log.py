@@ -94,8 +94,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -120,7 +118,7 @@ from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
 from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import OffsetOutOfRangeError
-from tidelog.storage.local_log import LocalLog
+from tidelog.storage.local_log import LocalLog, remove_log_directory
 from tidelog.storage.log_config import NEVER, LogConfig
 from tidelog.storage.log_flush import FlushSchedule, periodic_flush_target
 from tidelog.storage.log_loader import (
@@ -132,6 +130,7 @@ from tidelog.storage.log_loader import (
 )
 from tidelog.storage.log_reads import (
     FetchSlice,
+    check_fetch_offset,
     collect_aborted_transactions,
     latest_timestamp,
     offset_for_timestamp,
@@ -478,11 +477,7 @@ class Log:
         with self._lock:
             self._check_open()
             leo = self.log_end_offset
-            if fetch_offset < self._log_start_offset or fetch_offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic_partition}: offset {fetch_offset} is outside "
-                    f"[{self._log_start_offset}, {leo}]"
-                )
+            check_fetch_offset(self.topic_partition, fetch_offset, self._log_start_offset, leo)
             if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
                 return None
             return read_slice(
@@ -786,17 +781,11 @@ class Log:
             if self._closed:
                 return
             self._local.segments[-1].on_become_inactive()
-            # A snapshot at the log end: a clean restart replays nothing. One already there
-            # (nothing appended since the last close or roll) is kept as it is, and a log
-            # with nothing to replay and no producer needs none. Only a new snapshot makes
-            # the directory worth an fsync: at ~1 ms each, one per log would be most of
-            # the stop of a broker with thousands of freshly created partitions.
+            # Only a new snapshot makes the directory worth an fsync: at ~1 ms each, one per
+            # log would be most of the stop of a broker with thousands of fresh partitions.
             leo = self.log_end_offset
-            nothing_to_replay = leo == self._local.segments[0].base_offset
-            if not (nothing_to_replay and not self.producer_state.producers) and (
-                leo not in self.producer_state.snapshot_offsets()
-            ):
-                self.producer_state.take_snapshot(leo, durable=False)
+            empty = leo == self._local.segments[0].base_offset
+            if self.producer_state.snapshot_at_close(leo, nothing_to_replay=empty):
                 self._local.mark_dir_dirty()
             self.flush()
             self._local.close(delete_pending=True)
@@ -833,15 +822,8 @@ class Log:
                 self._closed = True
             self.remove_directory(self.directory)
 
-    @staticmethod
-    def remove_directory(directory: Path) -> None:
-        """Delete a partition directory: renamed away first so a crash midway never leaves
-        a half-deleted log that would be loaded (Kafka renames to ``*-delete``)."""
-        if not directory.exists():
-            return
-        doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
-        os.rename(directory, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+    #: Delete a partition directory (``local_log.remove_log_directory``).
+    remove_directory = staticmethod(remove_log_directory)
 
     @property
     def closed(self) -> bool:

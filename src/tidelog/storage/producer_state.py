@@ -369,6 +369,16 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> Path:
         return self.directory / snapshot_file_name(offset)
 
+    def snapshot_at_close(self, end_offset: int, *, nothing_to_replay: bool) -> bool:
+        """When its log closes: a snapshot at the log end, so a clean restart replays
+        nothing, written without an fsync (the caller fsyncs the directory). None when one is
+        there already (nothing appended since the last close or roll), nor for a log with
+        ``nothing_to_replay`` and no producer. True when one was written."""
+        if (nothing_to_replay and not self.producers) or end_offset in self.snapshot_offsets():
+            return False
+        self.take_snapshot(end_offset, durable=False)
+        return True
+
     def take_snapshot(self, end_offset: int, *, durable: bool = True) -> Path:
         """Write the current state as ``<end_offset>.snapshot`` (tmp + fsync + rename).
 
