@@ -22,19 +22,16 @@ Rules:
      with the target codec before that (``tidelog.storage.log_validator``, Kafka's
      LogValidator); followers store the leader's bytes without it.
      1a. Large appends (256 KiB or more of immutable ``bytes``) check the CRC-32Cs beside
-     the write instead of before it (``tidelog.storage.crc_helper``): a helper thread
-     checks them while this thread writes the stamped batches PAST the active segment's
-     published end, then this thread checks whatever the helper has not (never waiting for
-     it; a helper that delivered nothing is left alone for a while). The invariant that
-     makes this safe: nothing unvalidated is ever visible. Readers only ever see published
-     bytes (``LogSegment.size``, the log end offset, the indexes), and those move only
-     after every batch passed; a failed check cuts the file back (``ftruncate``) and raises
-     before anything moved, exactly as if the batch had been refused up front. The
-     recovery point never passes the published log end, so a crash in the window leaves the
-     unvalidated bytes above it, where recovery re-validates everything (a corrupt tail is
-     truncated). Appends that must change something before the data (a new leader epoch,
-     rule 3; a roll; an idempotent batch that may be answered without a write, rule 7)
-     check every CRC first, as small ones do.
+     the write instead of before it, while the stamped batches are written PAST the active
+     segment's published end (how: ``tidelog.storage.crc_helper``). Nothing unvalidated is
+     ever visible: readers see only published bytes (``LogSegment.size``, the log end
+     offset, the indexes), which move only after every batch passed; a failed check cuts
+     the file back and raises before anything moved, as if the batch had been refused up
+     front. The recovery point never passes the published log end, so a crash in the
+     window leaves the unvalidated bytes where recovery re-validates them (a corrupt tail
+     is truncated). Appends that must change something before the data (a new leader
+     epoch, rule 3; a roll; an idempotent batch that may be answered without a write,
+     rule 7) check every CRC first, as small ones do.
   2. A follower append keeps the leader's offsets and epochs; it must continue exactly at
      the log end offset.
   3. Every new leader epoch seen (leader stamp or follower batch) is recorded in the leader
@@ -77,13 +74,11 @@ Rules:
           the log start offset (Kafka's ``UnifiedLog.lastStableOffset``); O(1) amortised,
           it runs on every fetch.
        b. Each ABORT that ended a transaction is indexed in the ``.txnindex`` of the
-          segment holding its marker (``tidelog.storage.txn_index``), on the leader and
-          follower paths and during replays (appending an entry already there is a
-          no-op). Entries of segments at or above the recovery point, and the whole index of
-          a segment whose file is missing or corrupt, are rebuilt at open by the producer
-          state replay (which then starts at a snapshot at or below that segment); a
-          truncation drops the entries of markers it cuts; a deleted segment's index goes
-          with its other files (rule 6).
+          segment holding its marker, on the leader and follower paths and during replays;
+          what an open does not trust is rebuilt by the producer state replay
+          (``tidelog.storage.txn_index`` invariants 1 and 3, ``log_loader.
+          prepare_txn_indexes``); a truncation drops the entries of markers it cuts; a
+          deleted segment's index goes with its other files (rule 6).
        c. ``collect_aborted_transactions(start, upper)`` reads those entries from memory.
 
 Thread-safety: every public method takes the log's lock; the server calls appends and reads
@@ -120,7 +115,7 @@ from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import OffsetOutOfRangeError
 from tidelog.storage.local_log import LocalLog, remove_log_directory
 from tidelog.storage.log_config import NEVER, LogConfig
-from tidelog.storage.log_flush import FlushSchedule, periodic_flush_target
+from tidelog.storage.log_flush import FlushSchedule, RecoveryPoint, periodic_flush_target
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
     load_segments,
@@ -162,7 +157,8 @@ class Log:
         self._config = config
         self._local = LocalLog(directory, config, segments)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
+        #: Its listener (``set_recovery_point_listener``) runs when a truncation lowers it.
+        self._recovery_point = RecoveryPoint(recovery_point)
         self._lock = threading.RLock()
         self._flush_schedule = FlushSchedule(now_ms)
         self._now_ms = now_ms
@@ -173,9 +169,6 @@ class Log:
         #: The lowest log end offset a truncation left since ``take_truncation_floor`` last
         #: ran (-1 after a full truncation); a future log's copier cuts its copy there.
         self._truncation_floor: int | None = None
-        #: Called (under the log's lock) whenever a truncation LOWERS the recovery point; the
-        #: LogManager rewrites recovery-point-offset-checkpoint there (rule 8).
-        self._recovery_point_lowered: Callable[[], None] | None = None
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
         )
@@ -218,17 +211,18 @@ class Log:
             recovery_point=min(recovery_point, log_end_offset),
             now_ms=now_ms,
         )
-        restore_state(
+        if restore_state(
             log._local,
             log.leader_epoch_cache,
             log.producer_state,
             epoch_starts,
             log_start_offset=log.log_start_offset,
-            recovery_point=log._recovery_point,
+            recovery_point=log.recovery_point,
             now_ms=now_ms,
             expiration_ms=config.producer_id_expiration_ms,
-        )
-        if log._recovery_point < log_end_offset:
+        ):
+            fsync_directory(directory)  # txn_index invariant 2
+        if log.recovery_point < log_end_offset:
             # Everything recovered was just validated; make it durable so it is trusted next
             # time (Kafka flushes after recovery too).
             log.flush()
@@ -269,7 +263,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._recovery_point.offset
 
     @property
     def size_bytes(self) -> int:
@@ -558,7 +552,7 @@ class Log:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
                     return
-                self._lower_recovery_point(self.log_end_offset)
+                self._recovery_point.lower(self.log_end_offset)
                 self._truncate_producer_state()
                 self._note_truncation(self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
@@ -605,12 +599,7 @@ class Log:
             fsync_directory(self.directory)  # as in _truncate_producer_state
         self._local.start_at(offset, self._now_ms)
         self._log_start_offset = offset
-        if offset < self._recovery_point:
-            self._lower_recovery_point(offset)
-        else:
-            # Nothing is left below ``offset``; a checkpointed lower value stays safe (it only
-            # makes recovery re-validate more).
-            self._recovery_point = offset
+        self._recovery_point.restart_at(offset)
         self.leader_epoch_cache.clear()
 
     def set_recovery_point_listener(self, listener: Callable[[], None] | None) -> None:
@@ -618,15 +607,7 @@ class Log:
         LogManager rewrites recovery-point-offset-checkpoint. It runs under the log's lock,
         so no append can land past the new recovery point before it returns."""
         with self._lock:
-            self._recovery_point_lowered = listener
-
-    def _lower_recovery_point(self, offset: int) -> None:
-        """Rule 8: a lowered recovery point is made durable before the lock is released."""
-        if offset >= self._recovery_point:
-            return
-        self._recovery_point = offset
-        if self._recovery_point_lowered is not None:
-            self._recovery_point_lowered()
+            self._recovery_point.listener = listener
 
     # ------------------------------------------------------------------ compaction
 
@@ -744,7 +725,7 @@ class Log:
                 self._config,
                 log_end_offset=self.log_end_offset,
                 active_base=self._local.segments[-1].base_offset,
-                recovery_point=self._recovery_point,
+                recovery_point=self._recovery_point.offset,
             )
             if target is None:
                 return False
@@ -757,7 +738,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
-            segments = self._local.segments_to_flush(target, self._recovery_point)
+            segments = self._local.segments_to_flush(target, self._recovery_point.offset)
             dir_dirty = self._local.take_dir_dirty()
             generation = self._truncations
             if target >= self.log_end_offset:
@@ -773,7 +754,7 @@ class Log:
             raise
         with self._lock:
             if generation == self._truncations:
-                self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
+                self._recovery_point.flushed(target, self.log_end_offset)
 
     def close(self) -> None:
         """Flush and close every file; the log object is unusable afterwards."""

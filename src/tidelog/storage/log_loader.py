@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from tidelog.model import TopicPartition
-from tidelog.storage.checkpoints import TMP_SUFFIX, fsync_directory
+from tidelog.storage.checkpoints import TMP_SUFFIX
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import CorruptLogError
 from tidelog.storage.local_log import LocalLog
@@ -294,10 +294,11 @@ def restore_state(
     recovery_point: int,
     now_ms: int,
     expiration_ms: int,
-) -> None:
+) -> bool:
     """At open, after recovery: what the log keeps beside its segments, made to match
     them: the leader epoch cache (rule 3), the producer state (rule 7) and the
-    aborted-transaction indexes (rule 9b)."""
+    aborted-transaction indexes (rule 9b). True when rebuilt indexes were renamed into
+    place: the directory then needs an fsync (txn_index invariant 2)."""
     load_epoch_cache(epoch_cache, epoch_starts, local.segments, log_start_offset)
     # Producer state: snapshots of deleted segments or of a truncated tail are stale;
     # the newest sound one at or below the recovery point is loaded and the batches
@@ -314,8 +315,7 @@ def restore_state(
         expiration_ms=expiration_ms,
     )
     renamed = [seg for seg in local.segments if seg.txn_index.finish_rebuild()]
-    if renamed:
-        fsync_directory(local.directory)  # txn_index invariant 2
+    return bool(renamed)
 
 
 __all__ = [
