@@ -114,7 +114,7 @@ from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import OffsetOutOfRangeError
 from tidelog.storage.local_log import LocalLog, remove_log_directory
-from tidelog.storage.log_config import NEVER, LogConfig
+from tidelog.storage.log_config import LogConfig
 from tidelog.storage.log_flush import FlushSchedule, RecoveryPoint, periodic_flush_target
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
@@ -132,6 +132,7 @@ from tidelog.storage.log_reads import (
     read_slice,
 )
 from tidelog.storage.log_retention import below_log_start, excess_by_size, expired_by_time
+from tidelog.storage.log_truncation import Truncations
 from tidelog.storage.log_validator import max_decompressed_bytes
 from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
 from tidelog.storage.segment import LogSegment
@@ -163,14 +164,9 @@ class Log:
         self._flush_schedule = FlushSchedule(now_ms)
         self._now_ms = now_ms
         self._closed = False
-        #: Bumped by every truncation so a concurrent flush does not move the recovery point
-        #: past data that was replaced.
-        self._truncations = 0
-        #: The lowest log end offset a truncation left since ``take_truncation_floor`` last
-        #: ran (-1 after a full truncation); a future log's copier cuts its copy there.
-        self._truncation_floor: int | None = None
+        self._truncations = Truncations()
         self.leader_epoch_cache = LeaderEpochFileCache(
-            directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
+            directory / LEADER_EPOCH_CHECKPOINT, lambda: self._local.log_end_offset
         )
         #: Idempotent-producer state (tidelog.storage.producer_state); loaded by ``open``.
         self.producer_state = ProducerStateManager(directory)
@@ -256,9 +252,6 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._local.segments[-1].next_offset
-
-    def _get_log_end_offset(self) -> int:
         return self._local.segments[-1].next_offset
 
     @property
@@ -546,7 +539,7 @@ class Log:
                 self._truncate_fully_locked(offset)
                 return
             if offset < self.log_end_offset:
-                self._truncations += 1
+                self._truncations.generation += 1
                 self._local.truncate_to(offset, self._now_ms)
                 if self.log_end_offset < self._log_start_offset:
                     # The cut batch straddled the log start: nothing readable is left.
@@ -554,12 +547,8 @@ class Log:
                     return
                 self._recovery_point.lower(self.log_end_offset)
                 self._truncate_producer_state()
-                self._note_truncation(self.log_end_offset)
+                self._truncations.note_floor(self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-
-    def _note_truncation(self, floor: int) -> None:
-        current = self._truncation_floor
-        self._truncation_floor = floor if current is None else min(current, floor)
 
     def take_truncation_floor(self) -> int | None:
         """The lowest log end offset any truncation left since the previous call (-1 when
@@ -568,18 +557,12 @@ class Log:
         which is what lets a copy of this log (a future log, ``tidelog.storage.
         future_log``) keep what it copied below it and drop the rest."""
         with self._lock:
-            floor, self._truncation_floor = self._truncation_floor, None
-            return floor
+            return self._truncations.take_floor()
 
     def _truncate_producer_state(self) -> None:
-        """After a tail truncation: drop snapshots beyond the new end; rebuild the state only
-        if a producer's batch was cut (cheap check; none for non-idempotent logs)."""
+        """After a tail truncation: the state is rebuilt only if a producer's batch was cut."""
         leo = self.log_end_offset
-        if self.producer_state.delete_snapshots(above=leo):
-            # Durably gone before new data can land below their offsets: a stale snapshot
-            # that came back after a crash would describe batches that no longer exist.
-            fsync_directory(self.directory)
-        if self.producer_state.needs_reload_after_truncation(leo):
+        if self.producer_state.truncate_tail(leo):
             self._rebuild_producer_state(max_snapshot_offset=leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -591,12 +574,10 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
-        self._truncations += 1
-        self._note_truncation(-1)
+        self._truncations.generation += 1
+        self._truncations.note_floor(-1)
         self._local.retire_all(self._now_ms)
-        self.producer_state.clear()
-        if self.producer_state.delete_snapshots(below=NEVER):
-            fsync_directory(self.directory)  # as in _truncate_producer_state
+        self.producer_state.reset()
         self._local.start_at(offset, self._now_ms)
         self._log_start_offset = offset
         self._recovery_point.restart_at(offset)
@@ -618,7 +599,7 @@ class Log:
         with self._lock:
             self._check_open()
             producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
-            return list(self._local.segments), self._truncations, producers
+            return list(self._local.segments), self._truncations.generation, producers
 
     def replace_segments(
         self, old: list[LogSegment], generation: int, install: Callable[[], LogSegment]
@@ -628,7 +609,7 @@ class Log:
         files are renamed ``*.deleted`` first (rule 6). False, ``install`` not called, when
         the log was closed, truncated or lost one of them meanwhile."""
         with self._lock:
-            if self._closed or generation != self._truncations:
+            if self._closed or generation != self._truncations.generation:
                 return False
             return self._local.replace(old, install, self._now_ms)
 
@@ -740,7 +721,7 @@ class Log:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
             segments = self._local.segments_to_flush(target, self._recovery_point.offset)
             dir_dirty = self._local.take_dir_dirty()
-            generation = self._truncations
+            generation = self._truncations.generation
             if target >= self.log_end_offset:
                 self._flush_schedule.flushed(now_ms)
         try:
@@ -753,7 +734,7 @@ class Log:
                 return  # the files went away under us: nothing left to make durable
             raise
         with self._lock:
-            if generation == self._truncations:
+            if generation == self._truncations.generation:
                 self._recovery_point.flushed(target, self.log_end_offset)
 
     def close(self) -> None:
