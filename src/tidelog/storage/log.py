@@ -88,7 +88,6 @@ from its event loop thread and may run ``flush`` in a worker thread.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -136,8 +135,6 @@ from tidelog.storage.log_truncation import Truncations
 from tidelog.storage.log_validator import max_decompressed_bytes
 from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
 from tidelog.storage.segment import LogSegment
-
-logger = logging.getLogger(__name__)
 
 
 class Log:
@@ -285,10 +282,8 @@ class Log:
         Raises CorruptRecordBatchError (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT
         for magic 0/1) or RecordTooLargeError (MESSAGE_TOO_LARGE per batch,
         RECORD_LIST_TOO_LARGE for an append above segment.bytes); nothing is written then.
-        Idempotent batches (rule 7) may instead return ``AppendInfo.duplicate`` (the original
-        offsets) or ``AppendInfo.error`` (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
-        TRANSACTION_COORDINATOR_FENCED); nothing is written then either. ``origin``
+        Idempotent batches (rule 7) may instead be answered with ``AppendInfo.duplicate``
+        or ``AppendInfo.error`` (see ``AppendInfo``); nothing is written then either. ``origin``
         COORDINATOR: a batch the broker's own coordinator writes, spared the duplicate and
         sequence checks (producer_state rule 9); only such appends may hold control batches
         (transaction markers): a CLIENT append with one is refused with INVALID_RECORD.
@@ -546,7 +541,9 @@ class Log:
                     self._truncate_fully_locked(self._log_start_offset)
                     return
                 self._recovery_point.lower(self.log_end_offset)
-                self._truncate_producer_state()
+                # The producer state is rebuilt only if a producer's batch was cut.
+                if self.producer_state.truncate_tail(self.log_end_offset):
+                    self._rebuild_producer_state(max_snapshot_offset=self.log_end_offset)
                 self._truncations.note_floor(self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
 
@@ -554,16 +551,10 @@ class Log:
         """The lowest log end offset any truncation left since the previous call (-1 when
         the log was emptied by ``truncate_fully_and_start_at``), or None when nothing was
         truncated; resets it. Everything below it is unchanged since the previous call,
-        which is what lets a copy of this log (a future log, ``tidelog.storage.
-        future_log``) keep what it copied below it and drop the rest."""
+        which lets a copy of this log (a future log) keep what it copied below it and drop
+        the rest (``tidelog.storage.log_truncation``)."""
         with self._lock:
             return self._truncations.take_floor()
-
-    def _truncate_producer_state(self) -> None:
-        """After a tail truncation: the state is rebuilt only if a producer's batch was cut."""
-        leo = self.log_end_offset
-        if self.producer_state.truncate_tail(leo):
-            self._rebuild_producer_state(max_snapshot_offset=leo)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at ``offset`` (start = end = offset)."""
@@ -641,15 +632,9 @@ class Log:
             self._now_ms = now_ms
             config = self._config
             local = self._local
-            deleted = 0
-            if config.retention_ms >= 0 and config.delete:
-                deleted += self._delete_segments(
-                    expired_by_time(local, now_ms, config.retention_ms, high_watermark)
-                )
-            if config.retention_bytes >= 0 and config.delete:
-                deleted += self._delete_segments(
-                    excess_by_size(local, config.retention_bytes, high_watermark)
-                )
+            # One after the other: each deletion changes the segments the next one reads.
+            deleted = self._delete_segments(expired_by_time(local, config, now_ms, high_watermark))
+            deleted += self._delete_segments(excess_by_size(local, config, high_watermark))
             deleted += self._delete_segments(
                 below_log_start(local, self._log_start_offset, high_watermark)
             )
@@ -690,11 +675,9 @@ class Log:
         self._flush_upto(target, self._now_ms)
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Flush if ``flush.messages`` / ``flush.ms`` say so, else flush segments that rolled
-        since the last flush (as Kafka does after a roll), so recovery after a crash only
-        re-reads the active segment. Returns whether it fsynced anything. May block on
-        fsync: call it from a worker thread. Also closes the files of segments deleted more
-        than ``file.delete.delay.ms`` ago."""
+        """Flush what ``tidelog.storage.log_flush`` says is due; returns whether it fsynced
+        anything. May block on fsync: call it from a worker thread. Also closes the files of
+        segments deleted more than ``file.delete.delay.ms`` ago."""
         with self._lock:
             if self._closed:
                 return False

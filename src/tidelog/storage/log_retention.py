@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from tidelog.storage.local_log import LocalLog
+from tidelog.storage.log_config import LogConfig
 from tidelog.storage.segment import LogSegment
 
 
@@ -24,19 +25,26 @@ def largest_timestamp(seg: LogSegment) -> int:
 
 
 def expired_by_time(
-    local: LocalLog, now_ms: int, retention_ms: int, high_watermark: int | None
+    local: LocalLog, config: LogConfig, now_ms: int, high_watermark: int | None
 ) -> int:
-    """How many leading segments are older than ``retention_ms`` (by their largest
-    timestamp)."""
+    """How many leading segments are older than ``retention.ms`` (by their largest
+    timestamp); 0 when time retention is off (``retention.ms`` -1 or no ``delete`` in
+    ``cleanup.policy``)."""
+    retention_ms = config.retention_ms
+    if retention_ms < 0 or not config.delete:
+        return 0
     return local.deletable_prefix(
         lambda seg, upper: now_ms - largest_timestamp(seg) > retention_ms, high_watermark
     )
 
 
-def excess_by_size(local: LocalLog, retention_bytes: int, high_watermark: int | None) -> int:
+def excess_by_size(local: LocalLog, config: LogConfig, high_watermark: int | None) -> int:
     """How many leading segments can go, oldest first, while the log stays at or above
-    ``retention_bytes`` without them."""
-    excess = local.size_bytes - retention_bytes
+    ``retention.bytes`` without them; 0 when size retention is off (``retention.bytes`` -1
+    or no ``delete`` in ``cleanup.policy``)."""
+    if config.retention_bytes < 0 or not config.delete:
+        return 0
+    excess = local.size_bytes - config.retention_bytes
 
     def too_big(seg: LogSegment, upper: int) -> bool:
         nonlocal excess
