@@ -1,7 +1,8 @@
-"""One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
-``tidelog.storage.cleaner``). The segment list is ``tidelog.storage.local_log``; opening
-and recovery ``log_loader``, batch validation ``batch_validation``, the write plan of an
-append ``append_plan``, reads ``log_reads``.
+"""One partition's log on disk (Kafka's UnifiedLog; compaction is ``tidelog.storage.cleaner``):
+its lock and the order in which appends, truncations, retention and flushes change it. Its
+parts: the segment list ``local_log``, opening ``log_loader``, validation ``batch_validation``,
+write plans ``append_plan``, reads ``log_reads``, retention ``log_retention``, flushes and
+the recovery point ``log_flush``, truncations ``log_truncation``.
 
 Theory of operation
 -------------------
