@@ -3,7 +3,7 @@
 Public API (see each module's docstring):
   * ``log``: ``LogConfig``, ``Log``, ``AppendInfo``, ``FetchSlice`` (the log's parts:
     ``log_config``, ``local_log``, ``log_loader``, ``batch_validation``, ``crc_helper``,
-    ``append_plan``, ``log_reads``)
+    ``append_plan``, ``log_reads``, ``log_retention``, ``log_flush``, ``log_truncation``)
   * ``cleaner``: ``LogCleaner`` (compaction; ``offset_map``, ``segment_swap``)
   * ``log_manager``: ``LogManager`` (all logs of a broker across its log dirs)
   * ``checkpoints``: ``OffsetCheckpointFile``, ``LeaderEpochCheckpointFile``,

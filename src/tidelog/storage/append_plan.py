@@ -19,11 +19,13 @@ from tidelog.storage.batch_validation import (
     CONTROL_FLAG,
     TRANSACTIONAL_FLAG,
     ValidatedBatch,
+    check_crcs,
     follower_marker,
     leader_marker,
 )
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.log_validator import missing_key
+from tidelog.storage.producer_entry import LeaderAppendCheck
 from tidelog.storage.producer_state import ProducerBatch
 
 #: baseOffset, batchLength, partitionLeaderEpoch: the stamped prefix of a batch.
@@ -58,6 +60,27 @@ class AppendInfo:
     duplicate: bool = False
 
 
+def empty_append_info(log_end_offset: int) -> AppendInfo:
+    """The answer to an append without batches: nothing written at the log end offset."""
+    return AppendInfo(log_end_offset, log_end_offset - 1, -1, 0, 0, 0)
+
+
+def refused(error: ErrorCode, message: str | None) -> AppendInfo:
+    """An append answered with ``error`` and nothing written (rule 7, rule 9)."""
+    return AppendInfo(-1, -1, -1, 0, 0, 0, error=error, error_message=message)
+
+
+def answer_without_write(check: LeaderAppendCheck) -> AppendInfo | None:
+    """Rule 7: a duplicate is answered with the original batch's offsets, a refused
+    idempotent batch with its error; None when the append is to be written."""
+    if check.duplicate is not None:
+        dup = check.duplicate
+        return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True)
+    if check.error is not ErrorCode.NONE:
+        return refused(check.error, check.message)
+    return None
+
+
 class Refusal(NamedTuple):
     """A leader append refused before anything is written (INVALID_RECORD, Kafka's
     ``LogValidator``)."""
@@ -83,6 +106,17 @@ class WritePlan:
     #: ``(epoch, first offset)`` of each leader epoch the batches start (followers, rule 3).
     new_epochs: list[tuple[int, int]] = field(default_factory=list)
 
+    def info(self, num_batches: int, size_bytes: int) -> AppendInfo:
+        """The answer once the plan is written."""
+        return AppendInfo(
+            self.first_offset,
+            self.last_offset,
+            self.max_timestamp,
+            num_batches,
+            self.num_records,
+            size_bytes,
+        )
+
 
 def plan_leader_append(
     view: memoryview,
@@ -105,7 +139,12 @@ def plan_leader_append(
     KIP-98), and on a ``compact`` log a record without a key. A control batch with a
     producer id must be a transaction marker (rule 9, CorruptRecordBatchError otherwise);
     ``crc_checked`` says whether its CRC-32C was checked already (its record is read here).
+    A ``compact`` log's batches not ``crc_checked`` have every CRC-32C checked first: what
+    is decoded for its keys is what was sent.
     """
+    if compact and not crc_checked:
+        check_crcs(view, batches)
+        crc_checked = True
     pieces: list[bytes | memoryview] = []
     meta: list[tuple[int, int, int]] = []
     max_timestamp = -1

@@ -214,16 +214,73 @@ def validate_compressed(
     return joined, new_batches, total, False
 
 
+def check_append_size(total: int, config: LogConfig) -> None:
+    """An append larger than a whole segment is refused (RECORD_LIST_TOO_LARGE)."""
+    if total > config.segment_bytes:
+        raise RecordTooLargeError(
+            f"{total} bytes in one append exceed segment.bytes {config.segment_bytes}",
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+        )
+
+
+def validate_leader_append(
+    records: bytes | bytearray | memoryview, config: LogConfig, *, parallel_crc: bool
+) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
+    """Rule 1: every batch of a leader append is validated before any is written (its
+    CRC-32C beside the write when ``parallel_crc``: rule 1a, then the last value stays
+    True); rule 1b for compressed batches, which may replace ``records``. Also the append's
+    size limit. Returns the records to write, their batches, their size and whether
+    CRC-32Cs are still to be checked."""
+    batches, total = validate_batches(
+        records,
+        max_message_bytes=config.max_message_bytes,
+        allow_partial_tail=False,
+        check_crc=not parallel_crc,
+    )
+    if not batches:
+        return records, batches, total, parallel_crc
+    if config.compression_type != "producer" or any(
+        b.attributes & COMPRESSION_MASK for b in batches
+    ):
+        records, batches, total, parallel_crc = validate_compressed(
+            records, batches, config, parallel_crc=parallel_crc
+        )
+    check_append_size(total, config)
+    return records, batches, total, parallel_crc
+
+
+def validate_follower_append(
+    records: bytes | bytearray | memoryview, config: LogConfig, *, parallel_crc: bool
+) -> tuple[list[ValidatedBatch], int]:
+    """Rule 1 for a follower append: the leader's batches are validated as the leader's
+    own (their CRC-32C beside the write when ``parallel_crc``, rule 1a), without its
+    per-batch size limit; a trailing incomplete batch is left out, and a compacted log's
+    batches may skip offsets. Also the append's size limit."""
+    batches, total = validate_batches(
+        records,
+        max_message_bytes=None,
+        allow_partial_tail=True,
+        check_crc=not parallel_crc,
+        cleaned=config.compact,
+    )
+    if batches:
+        check_append_size(total, config)
+    return batches, total
+
+
 __all__ = [
     "COMPRESSION_MASK",
     "CONTROL_FLAG",
     "HEADER",
     "TRANSACTIONAL_FLAG",
     "ValidatedBatch",
+    "check_append_size",
     "check_crcs",
     "crc_error",
     "follower_marker",
     "leader_marker",
     "validate_batches",
     "validate_compressed",
+    "validate_follower_append",
+    "validate_leader_append",
 ]

@@ -68,6 +68,18 @@ class LeaderEpochFileCache:
         leo = self._log_end_offset() if log_end_offset is None else log_end_offset
         return self._cache.end_offset_for(requested_epoch, leo)
 
+    def starts_new_epoch(self, leader_epoch: int, owner: object) -> bool:
+        """Whether a leader append with ``leader_epoch`` starts an epoch the cache has not
+        recorded yet (``tidelog.storage.log`` rule 3: recorded before the data). A leader
+        never appends with an epoch below the latest one: ValueError naming ``owner``."""
+        latest = self._cache.latest_epoch()
+        if latest is not None and leader_epoch < latest:
+            raise ValueError(
+                f"{owner}: append with leader epoch {leader_epoch} below "
+                f"the latest epoch {latest} in the epoch cache"
+            )
+        return latest is None or leader_epoch > latest
+
     def assign(self, epoch: int, start_offset: int) -> bool:
         changed = self._cache.assign(epoch, start_offset)
         if changed:

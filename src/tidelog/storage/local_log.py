@@ -10,6 +10,8 @@ state or of leader epochs: ``Log`` keeps those and calls this under its lock.
 from __future__ import annotations
 
 import bisect
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -249,4 +251,14 @@ class LocalLog:
         self._pending_deletes = []
 
 
-__all__ = ["LocalLog"]
+def remove_log_directory(directory: Path) -> None:
+    """Delete a partition directory: renamed away first so a crash midway never leaves
+    a half-deleted log that would be loaded (Kafka renames to ``*-delete``)."""
+    if not directory.exists():
+        return
+    doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
+    os.rename(directory, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+__all__ = ["LocalLog", "remove_log_directory"]

@@ -1,7 +1,8 @@
-"""One partition's log on disk (Kafka's UnifiedLog + LocalLog; compaction is
-``tidelog.storage.cleaner``). The segment list is ``tidelog.storage.local_log``; opening
-and recovery ``log_loader``, batch validation ``batch_validation``, the write plan of an
-append ``append_plan``, reads ``log_reads``.
+"""One partition's log on disk (Kafka's UnifiedLog; compaction is ``tidelog.storage.cleaner``):
+its lock and the order in which appends, truncations, retention and flushes change it. Its
+parts: the segment list ``local_log``, opening ``log_loader``, validation ``batch_validation``,
+write plans ``append_plan``, reads ``log_reads``, retention ``log_retention``, flushes and
+the recovery point ``log_flush``, truncations ``log_truncation``.
 
 Theory of operation
 -------------------
@@ -22,19 +23,16 @@ Rules:
      with the target codec before that (``tidelog.storage.log_validator``, Kafka's
      LogValidator); followers store the leader's bytes without it.
      1a. Large appends (256 KiB or more of immutable ``bytes``) check the CRC-32Cs beside
-     the write instead of before it (``tidelog.storage.crc_helper``): a helper thread
-     checks them while this thread writes the stamped batches PAST the active segment's
-     published end, then this thread checks whatever the helper has not (never waiting for
-     it; a helper that delivered nothing is left alone for a while). The invariant that
-     makes this safe: nothing unvalidated is ever visible. Readers only ever see published
-     bytes (``LogSegment.size``, the log end offset, the indexes), and those move only
-     after every batch passed; a failed check cuts the file back (``ftruncate``) and raises
-     before anything moved, exactly as if the batch had been refused up front. The
-     recovery point never passes the published log end, so a crash in the window leaves the
-     unvalidated bytes above it, where recovery re-validates everything (a corrupt tail is
-     truncated). Appends that must change something before the data (a new leader epoch,
-     rule 3; a roll; an idempotent batch that may be answered without a write, rule 7)
-     check every CRC first, as small ones do.
+     the write instead of before it, while the stamped batches are written PAST the active
+     segment's published end (how: ``tidelog.storage.crc_helper``). Nothing unvalidated is
+     ever visible: readers see only published bytes (``LogSegment.size``, the log end
+     offset, the indexes), which move only after every batch passed; a failed check cuts
+     the file back and raises before anything moved, as if the batch had been refused up
+     front. The recovery point never passes the published log end, so a crash in the
+     window leaves the unvalidated bytes where recovery re-validates them (a corrupt tail
+     is truncated). Appends that must change something before the data (a new leader
+     epoch, rule 3; a roll; an idempotent batch that may be answered without a write,
+     rule 7) check every CRC first, as small ones do.
   2. A follower append keeps the leader's offsets and epochs; it must continue exactly at
      the log end offset.
   3. Every new leader epoch seen (leader stamp or follower batch) is recorded in the leader
@@ -77,13 +75,11 @@ Rules:
           the log start offset (Kafka's ``UnifiedLog.lastStableOffset``); O(1) amortised,
           it runs on every fetch.
        b. Each ABORT that ended a transaction is indexed in the ``.txnindex`` of the
-          segment holding its marker (``tidelog.storage.txn_index``), on the leader and
-          follower paths and during replays (appending an entry already there is a
-          no-op). Entries of segments at or above the recovery point, and the whole index of
-          a segment whose file is missing or corrupt, are rebuilt at open by the producer
-          state replay (which then starts at a snapshot at or below that segment); a
-          truncation drops the entries of markers it cuts; a deleted segment's index goes
-          with its other files (rule 6).
+          segment holding its marker, on the leader and follower paths and during replays;
+          what an open does not trust is rebuilt by the producer state replay
+          (``tidelog.storage.txn_index`` invariants 1 and 3, ``log_loader.
+          prepare_txn_indexes``); a truncation drops the entries of markers it cuts; a
+          deleted segment's index goes with its other files (rule 6).
        c. ``collect_aborted_transactions(start, upper)`` reads those entries from memory.
 
 Thread-safety: every public method takes the log's lock; the server calls appends and reads
@@ -93,55 +89,53 @@ from its event loop thread and may run ``flush`` in a worker thread.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tidelog.errors import ErrorCode
 from tidelog.storage.append_plan import (
     AppendInfo,
     Refusal,
     WritePlan,
+    answer_without_write,
+    empty_append_info,
     plan_follower_append,
     plan_leader_append,
+    refused,
 )
 from tidelog.storage.batch_validation import (
-    COMPRESSION_MASK,
     ValidatedBatch,
     check_crcs,
-    validate_batches,
-    validate_compressed,
+    validate_follower_append,
+    validate_leader_append,
 )
 from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
 from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
-from tidelog.storage.errors import OffsetOutOfRangeError, RecordTooLargeError
-from tidelog.storage.local_log import LocalLog
-from tidelog.storage.log_config import NEVER, LogConfig
+from tidelog.storage.errors import OffsetOutOfRangeError
+from tidelog.storage.local_log import LocalLog, remove_log_directory
+from tidelog.storage.log_config import LogConfig
+from tidelog.storage.log_flush import FlushSchedule, RecoveryPoint, periodic_flush_target
 from tidelog.storage.log_loader import (
     FUTURE_DIR_SUFFIX,
-    load_epoch_cache,
     load_segments,
     parse_topic_partition,
-    prepare_txn_indexes,
-    producer_batches_from,
+    rebuild_producer_state,
+    restore_state,
 )
 from tidelog.storage.log_reads import (
     FetchSlice,
+    check_fetch_offset,
     collect_aborted_transactions,
     latest_timestamp,
     offset_for_timestamp,
     read_slice,
 )
+from tidelog.storage.log_retention import below_log_start, excess_by_size, expired_by_time
+from tidelog.storage.log_truncation import Truncations
 from tidelog.storage.log_validator import max_decompressed_bytes
-from tidelog.storage.producer_state import AppendOrigin, LeaderAppendCheck, ProducerStateManager
+from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
 from tidelog.storage.segment import LogSegment
-from tidelog.storage.txn_index import AbortedTxn
-
-logger = logging.getLogger(__name__)
 
 
 class Log:
@@ -162,23 +156,15 @@ class Log:
         self._config = config
         self._local = LocalLog(directory, config, segments)
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
+        #: Its listener (``set_recovery_point_listener``) runs when a truncation lowers it.
+        self._recovery_point = RecoveryPoint(recovery_point)
         self._lock = threading.RLock()
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms
+        self._flush_schedule = FlushSchedule(now_ms)
         self._now_ms = now_ms
         self._closed = False
-        #: Bumped by every truncation so a concurrent flush does not move the recovery point
-        #: past data that was replaced.
-        self._truncations = 0
-        #: The lowest log end offset a truncation left since ``take_truncation_floor`` last
-        #: ran (-1 after a full truncation); a future log's copier cuts its copy there.
-        self._truncation_floor: int | None = None
-        #: Called (under the log's lock) whenever a truncation LOWERS the recovery point; the
-        #: LogManager rewrites recovery-point-offset-checkpoint there (rule 8).
-        self._recovery_point_lowered: Callable[[], None] | None = None
+        self._truncations = Truncations()
         self.leader_epoch_cache = LeaderEpochFileCache(
-            directory / LEADER_EPOCH_CHECKPOINT, self._get_log_end_offset
+            directory / LEADER_EPOCH_CHECKPOINT, lambda: self._local.log_end_offset
         )
         #: Idempotent-producer state (tidelog.storage.producer_state); loaded by ``open``.
         self.producer_state = ProducerStateManager(directory)
@@ -219,48 +205,33 @@ class Log:
             recovery_point=min(recovery_point, log_end_offset),
             now_ms=now_ms,
         )
-        load_epoch_cache(
-            log.leader_epoch_cache, epoch_starts, log._local.segments, log.log_start_offset
-        )
-        # Producer state: snapshots of deleted segments or of a truncated tail are stale;
-        # the newest sound one at or below the recovery point is loaded and the batches
-        # after it replayed from their headers (producer_state rule 1 and 4).
-        log.producer_state.delete_snapshots(below=segments[0].base_offset, above=log_end_offset)
-        # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
-        rebuild_from = prepare_txn_indexes(log._local.segments, log._recovery_point)
-        log._rebuild_producer_state(max_snapshot_offset=min(log._recovery_point, rebuild_from))
-        renamed = [seg for seg in log._local.segments if seg.txn_index.finish_rebuild()]
-        if renamed:
+        if restore_state(
+            log._local,
+            log.leader_epoch_cache,
+            log.producer_state,
+            epoch_starts,
+            log_start_offset=log.log_start_offset,
+            recovery_point=log.recovery_point,
+            now_ms=now_ms,
+            expiration_ms=config.producer_id_expiration_ms,
+        ):
             fsync_directory(directory)  # txn_index invariant 2
-        if log._recovery_point < log_end_offset:
+        if log.recovery_point < log_end_offset:
             # Everything recovered was just validated; make it durable so it is trusted next
             # time (Kafka flushes after recovery too).
             log.flush()
         return log
 
     def _rebuild_producer_state(self, *, max_snapshot_offset: int) -> None:
-        """Producer state = newest sound snapshot in [first segment base, bound] + replay of
-        the batch headers after it, trimmed at the log start offset (producer_state rule 1).
-        The replay's aborted transactions go to the indexes (no-ops where present)."""
-        state = self.producer_state
-        first_base = self._local.segments[0].base_offset
-        # The snapshot at the first segment's base is always usable (a snapshot is only
-        # kept while the log still holds every offset below it): it carries what the deleted
-        # segments before it held, e.g. an ongoing transaction that started there, even
-        # when the recovery point lags behind that base (retention outran the flushes).
-        loaded = state.load_latest_snapshot(
-            min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
+        """``log_loader.rebuild_producer_state`` (producer_state rule 1) for this log."""
+        rebuild_producer_state(
+            self.producer_state,
+            self._local,
+            log_start_offset=self._log_start_offset,
+            max_snapshot_offset=max_snapshot_offset,
+            now_ms=self._now_ms,
+            expiration_ms=self._config.producer_id_expiration_ms,
         )
-        aborted = state.update(
-            producer_batches_from(self._local.segments, first_base if loaded is None else loaded)
-        )
-        self._index_aborted(aborted)
-        state.truncate_head(self._log_start_offset)
-        # Rule 5: what expired before a restart or a truncation stays expired.
-        state.remove_expired(self._now_ms, self._config.producer_id_expiration_ms)
-
-    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
-        self._local.index_aborted(aborted)
 
     # ------------------------------------------------------------------ properties
 
@@ -281,12 +252,9 @@ class Log:
     def log_end_offset(self) -> int:
         return self._local.segments[-1].next_offset
 
-    def _get_log_end_offset(self) -> int:
-        return self._local.segments[-1].next_offset
-
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._recovery_point.offset
 
     @property
     def size_bytes(self) -> int:
@@ -298,7 +266,7 @@ class Log:
 
     @property
     def unflushed_messages(self) -> int:
-        return self._unflushed_messages
+        return self._flush_schedule.unflushed_messages
 
     # ------------------------------------------------------------------ appends
 
@@ -315,10 +283,8 @@ class Log:
         Raises CorruptRecordBatchError (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT
         for magic 0/1) or RecordTooLargeError (MESSAGE_TOO_LARGE per batch,
         RECORD_LIST_TOO_LARGE for an append above segment.bytes); nothing is written then.
-        Idempotent batches (rule 7) may instead return ``AppendInfo.duplicate`` (the original
-        offsets) or ``AppendInfo.error`` (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
-        UNKNOWN_PRODUCER_ID, INVALID_RECORD, INVALID_TXN_STATE,
-        TRANSACTION_COORDINATOR_FENCED); nothing is written then either. ``origin``
+        Idempotent batches (rule 7) may instead be answered with ``AppendInfo.duplicate``
+        or ``AppendInfo.error`` (see ``AppendInfo``); nothing is written then either. ``origin``
         COORDINATOR: a batch the broker's own coordinator writes, spared the duplicate and
         sequence checks (producer_state rule 9); only such appends may hold control batches
         (transaction markers): a CLIENT append with one is refused with INVALID_RECORD.
@@ -327,16 +293,15 @@ class Log:
             raise ValueError(f"leader epoch {leader_epoch} must be >= 0")
         with self._lock:
             self._check_open()
-            records, batches, total, parallel_crc = self._validate_leader_append(records)
+            records, batches, total, parallel_crc = validate_leader_append(
+                records, self._config, parallel_crc=can_check_beside(records)
+            )
             if not batches:
-                return self._empty_append_info()
-            latest = self._latest_epoch_at_most(leader_epoch)
+                return empty_append_info(self.log_end_offset)
+            new_epoch = self.leader_epoch_cache.starts_new_epoch(leader_epoch, self.topic_partition)
             # Stamp: new offsets and the leader epoch, without copying the records.
             view = memoryview(records)
             compact = self._config.compact
-            if compact and parallel_crc:
-                check_crcs(view, batches)  # what is decoded for its keys is what was sent
-                parallel_crc = False
             plan = plan_leader_append(
                 view,
                 batches,
@@ -349,8 +314,8 @@ class Log:
                 topic_partition=self.topic_partition,
             )
             if isinstance(plan, Refusal):
-                return _refused(plan.error, plan.message)
-            new_epoch = latest is None or leader_epoch > latest
+                return refused(plan.error, plan.message)
+            parallel_crc = parallel_crc and not compact  # a compacted log's were checked
             if parallel_crc and (new_epoch or plan.producer_batches is not None):
                 # Rule 1a covers plain data appends only: a new epoch is recorded before
                 # the data (rule 3), and a duplicate or refused idempotent batch is answered
@@ -363,80 +328,18 @@ class Log:
                 check = self.producer_state.check_leader_append(
                     plan.producer_batches, origin=origin
                 )
-                answer = _answer_without_write(check)
+                answer = answer_without_write(check)
                 if answer is not None:
                     return answer
             # Write: the new epoch first (rule 3), then the data, then the producer state.
             if new_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, plan.first_offset)
-            self._write_plan(
-                plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
-            )
+            self._write(plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None)
             if check is not None:
                 aborted = self.producer_state.commit(check.updates, check.txn_events)
                 if aborted:
-                    self._index_aborted(aborted)
-            return AppendInfo(
-                plan.first_offset,
-                plan.last_offset,
-                plan.max_timestamp,
-                len(batches),
-                plan.num_records,
-                total,
-            )
-
-    def _validate_leader_append(
-        self, records: bytes | bytearray | memoryview
-    ) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
-        """Rule 1: every batch is validated before any is written (its CRC-32C, for a large
-        append, beside the write: rule 1a, then the last value is True); rule 1b for
-        compressed batches, which may replace ``records``. Also the append's size limit."""
-        parallel_crc = can_check_beside(records)
-        batches, total = validate_batches(
-            records,
-            max_message_bytes=self._config.max_message_bytes,
-            allow_partial_tail=False,
-            check_crc=not parallel_crc,
-        )
-        if not batches:
-            return records, batches, total, parallel_crc
-        if self._config.compression_type != "producer" or any(
-            b.attributes & COMPRESSION_MASK for b in batches
-        ):
-            records, batches, total, parallel_crc = validate_compressed(
-                records, batches, self._config, parallel_crc=parallel_crc
-            )
-        self._check_append_size(total)
-        return records, batches, total, parallel_crc
-
-    def _write_plan(
-        self,
-        plan: WritePlan,
-        total: int,
-        now_ms: int,
-        *,
-        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
-    ) -> None:
-        self._write(
-            plan.pieces,
-            total,
-            plan.meta,
-            first_offset=plan.first_offset,
-            last_offset=plan.last_offset,
-            num_records=plan.num_records,
-            now_ms=now_ms,
-            unchecked=unchecked,
-        )
-
-    def _latest_epoch_at_most(self, leader_epoch: int) -> int | None:
-        """The epoch cache's latest epoch; a leader never appends with an older one."""
-        latest = self.leader_epoch_cache.latest_epoch()
-        if latest is not None and leader_epoch < latest:
-            raise ValueError(
-                f"{self.topic_partition}: append with leader epoch {leader_epoch} below "
-                f"the latest epoch {latest} in the epoch cache"
-            )
-        return latest
+                    self._local.index_aborted(aborted)
+            return plan.info(len(batches), total)
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int
@@ -450,17 +353,11 @@ class Log:
         with self._lock:
             self._check_open()
             parallel_crc = can_check_beside(records)
-            gaps = self._config.compact
-            batches, total = validate_batches(
-                records,
-                max_message_bytes=None,
-                allow_partial_tail=True,
-                check_crc=not parallel_crc,
-                cleaned=gaps,
+            batches, total = validate_follower_append(
+                records, self._config, parallel_crc=parallel_crc
             )
             if not batches:
-                return self._empty_append_info()
-            self._check_append_size(total)
+                return empty_append_info(self.log_end_offset)
             latest = self.leader_epoch_cache.latest_epoch()
             view = memoryview(records)
             plan = plan_follower_append(
@@ -468,7 +365,7 @@ class Log:
                 batches,
                 total,
                 log_end_offset=self.log_end_offset,
-                gaps=gaps,
+                gaps=self._config.compact,
                 latest_epoch=-1 if latest is None else latest,
                 crc_checked=not parallel_crc,
                 topic_partition=self.topic_partition,
@@ -481,7 +378,7 @@ class Log:
             try:
                 for epoch, offset in new_epochs:
                     self.leader_epoch_cache.assign(epoch, offset)
-                self._write_plan(
+                self._write(
                     plan, total, now_ms, unchecked=(view, batches) if parallel_crc else None
                 )
             except OSError:
@@ -497,59 +394,37 @@ class Log:
                 # Unchecked (producer_state rule 3).
                 aborted = self.producer_state.update(plan.producer_batches)
                 if aborted:
-                    self._index_aborted(aborted)
-            return AppendInfo(
-                first_offset,
-                plan.last_offset,
-                plan.max_timestamp,
-                len(batches),
-                plan.num_records,
-                total,
-            )
-
-    def _empty_append_info(self) -> AppendInfo:
-        leo = self.log_end_offset
-        return AppendInfo(leo, leo - 1, -1, 0, 0, 0)
-
-    def _check_append_size(self, total: int) -> None:
-        if total > self._config.segment_bytes:
-            raise RecordTooLargeError(
-                f"{total} bytes in one append exceed segment.bytes {self._config.segment_bytes}",
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-            )
+                    self._local.index_aborted(aborted)
+            return plan.info(len(batches), total)
 
     def _write(
         self,
-        pieces: list[bytes | memoryview],
+        plan: WritePlan,
         size: int,
-        meta: list[tuple[int, int, int]],
-        *,
-        first_offset: int,
-        last_offset: int,
-        num_records: int,
         now_ms: int,
-        unchecked: tuple[memoryview, list[ValidatedBatch]] | None = None,
+        *,
+        unchecked: tuple[memoryview, list[ValidatedBatch]] | None,
     ) -> None:
-        """Write (rolling first if needed) and publish. ``unchecked``: batches whose CRC-32Cs
-        are still to be checked, beside the write (rule 1a)."""
+        """Write ``plan`` (rolling first if needed) and publish. ``unchecked``: batches whose
+        CRC-32Cs are still to be checked, beside the write (rule 1a)."""
         self._now_ms = now_ms
         segment = self._local.segments[-1]
-        if self._local.roll_needed(size, last_offset, now_ms):
+        if self._local.roll_needed(size, plan.last_offset, now_ms):
             if unchecked is not None:
                 check_crcs(*unchecked)  # a roll is not undone: check before it, as usual
                 unchecked = None
-            segment = self._roll(first_offset, now_ms)
+            segment = self._roll(plan.first_offset, now_ms)
         if unchecked is None:
-            segment.append(pieces, size, meta, now_ms)
+            segment.append(plan.pieces, size, plan.meta, now_ms)
         else:
-            write_checking_crcs(segment, pieces, size, meta, now_ms=now_ms, unchecked=unchecked)
+            write_checking_crcs(
+                segment, plan.pieces, size, plan.meta, now_ms=now_ms, unchecked=unchecked
+            )
         if self._config.page_cache_keep_bytes >= 0:
             self._local.keep_page_cache_to_tail(segment)
-        self._unflushed_messages += num_records
-        if (
-            self._unflushed_messages >= self._config.flush_interval_messages
-            or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
-        ):
+        schedule = self._flush_schedule
+        schedule.unflushed_messages += plan.num_records
+        if schedule.due(now_ms, self._config):
             self._flush_upto(self.log_end_offset, now_ms)
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
@@ -585,11 +460,7 @@ class Log:
         with self._lock:
             self._check_open()
             leo = self.log_end_offset
-            if fetch_offset < self._log_start_offset or fetch_offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"{self.topic_partition}: offset {fetch_offset} is outside "
-                    f"[{self._log_start_offset}, {leo}]"
-                )
+            check_fetch_offset(self.topic_partition, fetch_offset, self._log_start_offset, leo)
             if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
                 return None
             return read_slice(
@@ -664,41 +535,27 @@ class Log:
                 self._truncate_fully_locked(offset)
                 return
             if offset < self.log_end_offset:
-                self._truncations += 1
+                self._truncations.generation += 1
                 self._local.truncate_to(offset, self._now_ms)
                 if self.log_end_offset < self._log_start_offset:
                     # The cut batch straddled the log start: nothing readable is left.
                     self._truncate_fully_locked(self._log_start_offset)
                     return
-                self._lower_recovery_point(self.log_end_offset)
-                self._truncate_producer_state()
-                self._note_truncation(self.log_end_offset)
+                self._recovery_point.lower(self.log_end_offset)
+                # The producer state is rebuilt only if a producer's batch was cut.
+                if self.producer_state.truncate_tail(self.log_end_offset):
+                    self._rebuild_producer_state(max_snapshot_offset=self.log_end_offset)
+                self._truncations.note_floor(self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-
-    def _note_truncation(self, floor: int) -> None:
-        current = self._truncation_floor
-        self._truncation_floor = floor if current is None else min(current, floor)
 
     def take_truncation_floor(self) -> int | None:
         """The lowest log end offset any truncation left since the previous call (-1 when
         the log was emptied by ``truncate_fully_and_start_at``), or None when nothing was
         truncated; resets it. Everything below it is unchanged since the previous call,
-        which is what lets a copy of this log (a future log, ``tidelog.storage.
-        future_log``) keep what it copied below it and drop the rest."""
+        which lets a copy of this log (a future log) keep what it copied below it and drop
+        the rest (``tidelog.storage.log_truncation``)."""
         with self._lock:
-            floor, self._truncation_floor = self._truncation_floor, None
-            return floor
-
-    def _truncate_producer_state(self) -> None:
-        """After a tail truncation: drop snapshots beyond the new end; rebuild the state only
-        if a producer's batch was cut (cheap check; none for non-idempotent logs)."""
-        leo = self.log_end_offset
-        if self.producer_state.delete_snapshots(above=leo):
-            # Durably gone before new data can land below their offsets: a stale snapshot
-            # that came back after a crash would describe batches that no longer exist.
-            fsync_directory(self.directory)
-        if self.producer_state.needs_reload_after_truncation(leo):
-            self._rebuild_producer_state(max_snapshot_offset=leo)
+            return self._truncations.take_floor()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at ``offset`` (start = end = offset)."""
@@ -709,20 +566,13 @@ class Log:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
-        self._truncations += 1
-        self._note_truncation(-1)
+        self._truncations.generation += 1
+        self._truncations.note_floor(-1)
         self._local.retire_all(self._now_ms)
-        self.producer_state.clear()
-        if self.producer_state.delete_snapshots(below=NEVER):
-            fsync_directory(self.directory)  # as in _truncate_producer_state
+        self.producer_state.reset()
         self._local.start_at(offset, self._now_ms)
         self._log_start_offset = offset
-        if offset < self._recovery_point:
-            self._lower_recovery_point(offset)
-        else:
-            # Nothing is left below ``offset``; a checkpointed lower value stays safe (it only
-            # makes recovery re-validate more).
-            self._recovery_point = offset
+        self._recovery_point.restart_at(offset)
         self.leader_epoch_cache.clear()
 
     def set_recovery_point_listener(self, listener: Callable[[], None] | None) -> None:
@@ -730,15 +580,7 @@ class Log:
         LogManager rewrites recovery-point-offset-checkpoint. It runs under the log's lock,
         so no append can land past the new recovery point before it returns."""
         with self._lock:
-            self._recovery_point_lowered = listener
-
-    def _lower_recovery_point(self, offset: int) -> None:
-        """Rule 8: a lowered recovery point is made durable before the lock is released."""
-        if offset >= self._recovery_point:
-            return
-        self._recovery_point = offset
-        if self._recovery_point_lowered is not None:
-            self._recovery_point_lowered()
+            self._recovery_point.listener = listener
 
     # ------------------------------------------------------------------ compaction
 
@@ -749,7 +591,7 @@ class Log:
         with self._lock:
             self._check_open()
             producers = {pid: e.last_offset for pid, e in self.producer_state.producers.items()}
-            return list(self._local.segments), self._truncations, producers
+            return list(self._local.segments), self._truncations.generation, producers
 
     def replace_segments(
         self, old: list[LogSegment], generation: int, install: Callable[[], LogSegment]
@@ -759,7 +601,7 @@ class Log:
         files are renamed ``*.deleted`` first (rule 6). False, ``install`` not called, when
         the log was closed, truncated or lost one of them meanwhile."""
         with self._lock:
-            if self._closed or generation != self._truncations:
+            if self._closed or generation != self._truncations.generation:
                 return False
             return self._local.replace(old, install, self._now_ms)
 
@@ -780,7 +622,7 @@ class Log:
             self._log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
             self.producer_state.truncate_head(offset)
-            self._delete_segments(lambda seg, upper: upper <= self._log_start_offset, None)
+            self._delete_segments(below_log_start(self._local, offset, None))
 
     def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
         """Delete whole old segments by ``retention.ms`` and ``retention.bytes``; returns
@@ -790,28 +632,14 @@ class Log:
             self._check_open()
             self._now_ms = now_ms
             config = self._config
-            deleted = 0
-            if config.retention_ms >= 0 and config.delete:
-
-                def expired(seg: LogSegment, upper: int) -> bool:
-                    return now_ms - _largest_timestamp(seg) > config.retention_ms
-
-                deleted += self._delete_segments(expired, high_watermark)
-            if config.retention_bytes >= 0 and config.delete:
-                excess = self.size_bytes - config.retention_bytes
-
-                def too_big(seg: LogSegment, upper: int) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_segments(too_big, high_watermark)
+            local = self._local
+            # One after the other: each deletion changes the segments the next one reads.
+            deleted = self._delete_segments(expired_by_time(local, config, now_ms, high_watermark))
+            deleted += self._delete_segments(excess_by_size(local, config, high_watermark))
             deleted += self._delete_segments(
-                lambda seg, upper: upper <= self._log_start_offset, high_watermark
+                below_log_start(local, self._log_start_offset, high_watermark)
             )
-            self._local.close_pending_deletes(now_ms)
+            local.close_pending_deletes(now_ms)
             # producer.id.expiration.ms (producer_state rule 5), on leaders and followers alike,
             # checked as often as retention (Kafka: a separate 10-minute task).
             self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
@@ -820,16 +648,9 @@ class Log:
                 self.producer_state.on_high_watermark(high_watermark)
             return deleted
 
-    def _delete_segments(
-        self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
-    ) -> int:
-        """Delete the longest prefix of segments satisfying ``predicate(seg, upper)``.
-
-        ``upper`` is the next segment's base (the log end offset for the active segment);
-        an empty active segment is never deleted; deleting every segment first rolls a new
-        empty one at the log end offset.
-        """
-        count = self._local.deletable_prefix(predicate, high_watermark)
+    def _delete_segments(self, count: int) -> int:
+        """Delete the first ``count`` segments (``tidelog.storage.log_retention`` chose
+        them); deleting every segment first rolls a new empty one at the log end offset."""
         if count == 0:
             return 0
         if count == len(self._local.segments):
@@ -855,25 +676,23 @@ class Log:
         self._flush_upto(target, self._now_ms)
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Flush if ``flush.messages`` / ``flush.ms`` say so, else flush segments that rolled
-        since the last flush (as Kafka does after a roll), so recovery after a crash only
-        re-reads the active segment. Returns whether it fsynced anything. May block on
-        fsync: call it from a worker thread. Also closes the files of segments deleted more
-        than ``file.delete.delay.ms`` ago."""
+        """Flush what ``tidelog.storage.log_flush`` says is due; returns whether it fsynced
+        anything. May block on fsync: call it from a worker thread. Also closes the files of
+        segments deleted more than ``file.delete.delay.ms`` ago."""
         with self._lock:
             if self._closed:
                 return False
             self._now_ms = now_ms
             self._local.close_pending_deletes(now_ms)
-            leo = self.log_end_offset
-            if self._unflushed_messages and (
-                self._unflushed_messages >= self._config.flush_interval_messages
-                or now_ms - self._last_flush_ms >= self._config.flush_interval_ms
-            ):
-                target = leo
-            elif self._local.segments[-1].base_offset > self._recovery_point:
-                target = self._local.segments[-1].base_offset
-            else:
+            target = periodic_flush_target(
+                self._flush_schedule,
+                now_ms,
+                self._config,
+                log_end_offset=self.log_end_offset,
+                active_base=self._local.segments[-1].base_offset,
+                recovery_point=self._recovery_point.offset,
+            )
+            if target is None:
                 return False
         self._flush_upto(target, now_ms)
         return True
@@ -884,12 +703,11 @@ class Log:
         with self._lock:
             if self._closed:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
-            segments = self._local.segments_to_flush(target, self._recovery_point)
+            segments = self._local.segments_to_flush(target, self._recovery_point.offset)
             dir_dirty = self._local.take_dir_dirty()
-            generation = self._truncations
+            generation = self._truncations.generation
             if target >= self.log_end_offset:
-                self._unflushed_messages = 0
-                self._last_flush_ms = now_ms
+                self._flush_schedule.flushed(now_ms)
         try:
             for seg in dict.fromkeys(segments):
                 seg.flush()
@@ -900,8 +718,8 @@ class Log:
                 return  # the files went away under us: nothing left to make durable
             raise
         with self._lock:
-            if generation == self._truncations:
-                self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
+            if generation == self._truncations.generation:
+                self._recovery_point.flushed(target, self.log_end_offset)
 
     def close(self) -> None:
         """Flush and close every file; the log object is unusable afterwards."""
@@ -909,17 +727,11 @@ class Log:
             if self._closed:
                 return
             self._local.segments[-1].on_become_inactive()
-            # A snapshot at the log end: a clean restart replays nothing. One already there
-            # (nothing appended since the last close or roll) is kept as it is, and a log
-            # with nothing to replay and no producer needs none. Only a new snapshot makes
-            # the directory worth an fsync: at ~1 ms each, one per log would be most of
-            # the stop of a broker with thousands of freshly created partitions.
+            # Only a new snapshot makes the directory worth an fsync: at ~1 ms each, one per
+            # log would be most of the stop of a broker with thousands of fresh partitions.
             leo = self.log_end_offset
-            nothing_to_replay = leo == self._local.segments[0].base_offset
-            if not (nothing_to_replay and not self.producer_state.producers) and (
-                leo not in self.producer_state.snapshot_offsets()
-            ):
-                self.producer_state.take_snapshot(leo, durable=False)
+            empty = leo == self._local.segments[0].base_offset
+            if self.producer_state.snapshot_at_close(leo, nothing_to_replay=empty):
                 self._local.mark_dir_dirty()
             self.flush()
             self._local.close(delete_pending=True)
@@ -956,15 +768,8 @@ class Log:
                 self._closed = True
             self.remove_directory(self.directory)
 
-    @staticmethod
-    def remove_directory(directory: Path) -> None:
-        """Delete a partition directory: renamed away first so a crash midway never leaves
-        a half-deleted log that would be loaded (Kafka renames to ``*-delete``)."""
-        if not directory.exists():
-            return
-        doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
-        os.rename(directory, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+    #: Delete a partition directory (``local_log.remove_log_directory``).
+    remove_directory = staticmethod(remove_log_directory)
 
     @property
     def closed(self) -> bool:
@@ -982,29 +787,6 @@ class Log:
             f"Log({self.topic_partition}, start={self._log_start_offset}, "
             f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
-
-
-def _largest_timestamp(seg: LogSegment) -> int:
-    """Kafka's LogSegment.largestTimestamp: max batch timestamp, else the file's mtime."""
-    if seg.max_timestamp >= 0:
-        return seg.max_timestamp
-    return os.fstat(seg.fd).st_mtime_ns // 1_000_000
-
-
-def _refused(error: ErrorCode, message: str | None) -> AppendInfo:
-    """An append answered with ``error`` and nothing written (rule 7, rule 9)."""
-    return AppendInfo(-1, -1, -1, 0, 0, 0, error=error, error_message=message)
-
-
-def _answer_without_write(check: LeaderAppendCheck) -> AppendInfo | None:
-    """Rule 7: a duplicate is answered with the original batch's offsets, a refused
-    idempotent batch with its error; None when the append is to be written."""
-    if check.duplicate is not None:
-        dup = check.duplicate
-        return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, 0, 0, 0, duplicate=True)
-    if check.error is not ErrorCode.NONE:
-        return _refused(check.error, check.message)
-    return None
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 its segments with their indexes, and recovery (``tidelog.storage.log`` rules 3 and 5): segments
 below the recovery point with sound indexes are trusted, every batch at or above it is
 re-validated, a torn or corrupt tail truncated, corruption below it refused; then what the
-log rebuilds from the batch headers (leader epochs, producer batches, aborted-transaction
+log rebuilds from the batch headers (leader epochs, the producer state, aborted-transaction
 indexes to rebuild).
 """
 
@@ -16,8 +16,9 @@ from tidelog.model import TopicPartition
 from tidelog.storage.checkpoints import TMP_SUFFIX
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import CorruptLogError
+from tidelog.storage.local_log import LocalLog
 from tidelog.storage.log_config import NEVER, LogConfig
-from tidelog.storage.producer_state import ProducerBatch
+from tidelog.storage.producer_state import ProducerBatch, ProducerStateManager
 from tidelog.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -219,6 +220,35 @@ def producer_batches_from(segments: list[LogSegment], start: int) -> Iterator[Pr
             )
 
 
+def rebuild_producer_state(
+    state: ProducerStateManager,
+    local: LocalLog,
+    *,
+    log_start_offset: int,
+    max_snapshot_offset: int,
+    now_ms: int,
+    expiration_ms: int,
+) -> None:
+    """Producer state = newest sound snapshot in [first segment base, bound] + replay of
+    the batch headers after it, trimmed at the log start offset (producer_state rule 1).
+    The replay's aborted transactions go to the indexes (no-ops where present)."""
+    first_base = local.segments[0].base_offset
+    # The snapshot at the first segment's base is always usable (a snapshot is only
+    # kept while the log still holds every offset below it): it carries what the deleted
+    # segments before it held, e.g. an ongoing transaction that started there, even
+    # when the recovery point lags behind that base (retention outran the flushes).
+    loaded = state.load_latest_snapshot(
+        min_offset=first_base, max_offset=max(max_snapshot_offset, first_base)
+    )
+    aborted = state.update(
+        producer_batches_from(local.segments, first_base if loaded is None else loaded)
+    )
+    local.index_aborted(aborted)
+    state.truncate_head(log_start_offset)
+    # Rule 5: what expired before a restart or a truncation stays expired.
+    state.remove_expired(now_ms, expiration_ms)
+
+
 def epoch_starts_from_headers(segments: list[LogSegment]) -> list[tuple[int, int, int]]:
     """``(epoch, its first offset, the last offset of that batch)`` of each new leader epoch
     in the batch headers: the leader epoch cache rebuilt when its checkpoint is lost."""
@@ -254,6 +284,40 @@ def load_epoch_cache(
         cache.persist()
 
 
+def restore_state(
+    local: LocalLog,
+    epoch_cache: LeaderEpochFileCache,
+    producer_state: ProducerStateManager,
+    epoch_starts: list[tuple[int, int, int]],
+    *,
+    log_start_offset: int,
+    recovery_point: int,
+    now_ms: int,
+    expiration_ms: int,
+) -> bool:
+    """At open, after recovery: what the log keeps beside its segments, made to match
+    them: the leader epoch cache (rule 3), the producer state (rule 7) and the
+    aborted-transaction indexes (rule 9b). True when rebuilt indexes were renamed into
+    place: the directory then needs an fsync (txn_index invariant 2)."""
+    load_epoch_cache(epoch_cache, epoch_starts, local.segments, log_start_offset)
+    # Producer state: snapshots of deleted segments or of a truncated tail are stale;
+    # the newest sound one at or below the recovery point is loaded and the batches
+    # after it replayed from their headers (producer_state rule 1 and 4).
+    producer_state.delete_snapshots(below=local.segments[0].base_offset, above=local.log_end_offset)
+    # Aborted-transaction indexes (rule 9b): the replay rebuilds what is not trusted.
+    rebuild_from = prepare_txn_indexes(local.segments, recovery_point)
+    rebuild_producer_state(
+        producer_state,
+        local,
+        log_start_offset=log_start_offset,
+        max_snapshot_offset=min(recovery_point, rebuild_from),
+        now_ms=now_ms,
+        expiration_ms=expiration_ms,
+    )
+    renamed = [seg for seg in local.segments if seg.txn_index.finish_rebuild()]
+    return bool(renamed)
+
+
 __all__ = [
     "FUTURE_DIR_SUFFIX",
     "epoch_starts_from_headers",
@@ -262,5 +326,7 @@ __all__ = [
     "parse_topic_partition",
     "prepare_txn_indexes",
     "producer_batches_from",
+    "rebuild_producer_state",
     "recover",
+    "restore_state",
 ]

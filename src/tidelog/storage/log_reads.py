@@ -1,7 +1,7 @@
-"""Reading a log's segments (``tidelog.storage.log`` rules 4 and 9c): the ``FetchSlice`` of
-a fetch, the records found by timestamp (ListOffsets) and the aborted transactions of a
-fetch. Functions of the segment list and its base offsets; the ``Log`` calls them under its
-lock.
+"""Reading a log's segments (``tidelog.storage.log`` rules 4 and 9c): the range a fetch may
+start in, the ``FetchSlice`` of a fetch, the records found by timestamp (ListOffsets) and
+the aborted transactions of a fetch. Functions of the segment list and its base offsets;
+the ``Log`` calls them under its lock.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import bisect
 import os
 from dataclasses import dataclass
 
+from tidelog.model import TopicPartition
+from tidelog.storage.errors import OffsetOutOfRangeError
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn
@@ -34,6 +36,17 @@ class FetchSlice:
         if len(data) != self.length:
             raise OSError(f"short read: {len(data)} of {self.length} bytes (log truncated?)")
         return data
+
+
+def check_fetch_offset(
+    topic_partition: TopicPartition, fetch_offset: int, log_start_offset: int, log_end_offset: int
+) -> None:
+    """OffsetOutOfRangeError unless ``fetch_offset`` is in [log start, log end]."""
+    if fetch_offset < log_start_offset or fetch_offset > log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"{topic_partition}: offset {fetch_offset} is outside "
+            f"[{log_start_offset}, {log_end_offset}]"
+        )
 
 
 def read_slice(
@@ -164,6 +177,7 @@ def collect_aborted_transactions(
 
 __all__ = [
     "FetchSlice",
+    "check_fetch_offset",
     "collect_aborted_transactions",
     "latest_timestamp",
     "offset_for_timestamp",

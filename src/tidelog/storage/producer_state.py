@@ -131,6 +131,7 @@ from types import MappingProxyType
 from typing import Final
 
 from tidelog.errors import ErrorCode
+from tidelog.storage.checkpoints import fsync_directory
 from tidelog.storage.producer_entry import (
     MAX_BATCHES_TO_RETAIN,
     AppendOrigin,
@@ -165,6 +166,8 @@ DEFAULT_MAX_EVICTED_REMEMBERED: Final = 10_000
 #: Kafka's producer.id.expiration.ms default (rule 5).
 DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
 _TMP_SUFFIX: Final = ".tmp"
+#: Above every offset (``delete_snapshots(below=_EVERY_OFFSET)`` deletes them all).
+_EVERY_OFFSET: Final = 2**63 - 1
 
 
 class ProducerStateManager:
@@ -355,6 +358,23 @@ class ProducerStateManager:
         self._producers.clear()
         self._txns.clear()
 
+    def truncate_tail(self, log_end_offset: int) -> bool:
+        """After its log was truncated to ``log_end_offset``: the snapshots beyond it are
+        deleted, durably before new data can land below their offsets (a stale snapshot
+        back after a crash would describe batches that no longer exist). True when the state
+        must be rebuilt (``needs_reload_after_truncation``; a cheap check, never for a log
+        without producers)."""
+        if self.delete_snapshots(above=log_end_offset):
+            fsync_directory(self.directory)
+        return self.needs_reload_after_truncation(log_end_offset)
+
+    def reset(self) -> None:
+        """After its log was emptied: no producer, and no snapshot (deleted durably, as in
+        ``truncate_tail``)."""
+        self.clear()
+        if self.delete_snapshots(below=_EVERY_OFFSET):
+            fsync_directory(self.directory)
+
     # ------------------------------------------------------------------ snapshots
 
     def snapshot_offsets(self) -> list[int]:
@@ -368,6 +388,16 @@ class ProducerStateManager:
 
     def snapshot_path(self, offset: int) -> Path:
         return self.directory / snapshot_file_name(offset)
+
+    def snapshot_at_close(self, end_offset: int, *, nothing_to_replay: bool) -> bool:
+        """When its log closes: a snapshot at the log end, so a clean restart replays
+        nothing, written without an fsync (the caller fsyncs the directory). None when one is
+        there already (nothing appended since the last close or roll), nor for a log with
+        ``nothing_to_replay`` and no producer. True when one was written."""
+        if (nothing_to_replay and not self.producers) or end_offset in self.snapshot_offsets():
+            return False
+        self.take_snapshot(end_offset, durable=False)
+        return True
 
     def take_snapshot(self, end_offset: int, *, durable: bool = True) -> Path:
         """Write the current state as ``<end_offset>.snapshot`` (tmp + fsync + rename).

@@ -173,34 +173,11 @@ class LogSegment:
         Checked batches must continue exactly where the previous one ended and hold a record
         per offset unless ``gaps`` (a compacted log); earlier ones may skip offsets.
         """
-        start_pos = 0
-        entry_off = self.base_offset
-        expected: int | None = self.base_offset
-        skip_index_for_first = False
-        if not full and self.offset_index.entries:
-            entry_off, entry_pos = self.offset_index.lookup(verify_from_offset - 1)
-            if entry_off >= 0:
-                keep = self.offset_index.offsets.index(entry_off) + 1
-                self.offset_index.truncate_entries(keep)
-                self.time_index.truncate_to_offset(entry_off + 1)
-                start_pos, expected, skip_index_for_first = entry_pos, None, True
-            else:
-                full = True
-        else:
-            full = True
-        if full:
-            self.offset_index.truncate_entries(0)
-            self.time_index.truncate_to_offset(self.base_offset)
-            start_pos, expected, skip_index_for_first = 0, self.base_offset, False
-        last = self.time_index.last_entry()
-        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, -1)
-        self._bytes_since_index_entry = 0
-
-        file_size = os.fstat(self.fd).st_size
-        result = ScanResult(
-            next_offset=self.base_offset if expected is not None else entry_off,
-            valid_size=start_pos,
+        start_pos, expected, skip_index_for_first, next_offset = self._scan_start(
+            verify_from_offset, full=full
         )
+        file_size = os.fstat(self.fd).st_size
+        result = ScanResult(next_offset=next_offset, valid_size=start_pos)
         if start_pos and start_pos >= file_size:
             result.error = f"file has {file_size} bytes but its index points at byte {start_pos}"
             return result
@@ -210,33 +187,20 @@ class LogSegment:
             if isinstance(header, str):
                 result.error = header
                 break
-            strict = not gaps and header.last_offset >= verify_from_offset
-            if expected is not None and (
-                header.base_offset < expected or (strict and header.base_offset != expected)
-            ):
-                result.error = (
-                    f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
-                )
-                break
-            if (
-                header.last_offset_delta < 0
-                or header.records_count > header.last_offset_delta + 1
-                or (strict and header.records_count != header.last_offset_delta + 1)
-            ):
-                result.error = (
-                    f"batch at byte {pos} has {header.records_count} records but last offset "
-                    f"delta {header.last_offset_delta}"
-                )
+            error = _batch_error(
+                pos,
+                header,
+                buf,
+                at,
+                expected=expected,
+                prev_epoch=prev_epoch,
+                verify_from_offset=verify_from_offset,
+                gaps=gaps,
+            )
+            if error is not None:
+                result.error = error
                 break
             epoch = header.partition_leader_epoch
-            if epoch < prev_epoch:
-                result.error = f"batch at byte {pos} has leader epoch {epoch} < {prev_epoch}"
-                break
-            if header.last_offset >= verify_from_offset and (
-                compute_crc(buf, at, header) != header.crc
-            ):
-                result.error = f"batch at byte {pos} fails its CRC-32C check"
-                break
             if epoch > prev_epoch and epoch >= 0:
                 result.epoch_starts.append((epoch, header.base_offset, header.last_offset))
             prev_epoch = epoch
@@ -255,6 +219,36 @@ class LogSegment:
             self.size = result.valid_size
             self.next_offset = result.next_offset
         return result
+
+    def _scan_start(
+        self, verify_from_offset: int, *, full: bool
+    ) -> tuple[int, int | None, bool, int]:
+        """Where ``scan`` starts: ``(byte position, expected base offset of the first batch
+        or None when resuming, whether that batch's index entry is already there, the next
+        offset if no batch follows)``. Resuming keeps the index entries up to the last one
+        below ``verify_from_offset``; a full scan (or one without such an entry) empties
+        the indexes. Either way the max timestamp restarts from the time index."""
+        expected: int | None = self.base_offset
+        start_pos, skip_index_for_first, next_offset = 0, False, self.base_offset
+        if not full and self.offset_index.entries:
+            entry_off, entry_pos = self.offset_index.lookup(verify_from_offset - 1)
+            if entry_off >= 0:
+                keep = self.offset_index.offsets.index(entry_off) + 1
+                self.offset_index.truncate_entries(keep)
+                self.time_index.truncate_to_offset(entry_off + 1)
+                start_pos, expected, skip_index_for_first = entry_pos, None, True
+                next_offset = entry_off
+            else:
+                full = True
+        else:
+            full = True
+        if full:
+            self.offset_index.truncate_entries(0)
+            self.time_index.truncate_to_offset(self.base_offset)
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (-1, -1)
+        self._bytes_since_index_entry = 0
+        return start_pos, expected, skip_index_for_first, next_offset
 
     def _walk(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader | str, bytes, int]]:
         """Yield ``(position, header or error text, buffer, position in buffer)`` per batch.
@@ -511,6 +505,43 @@ class LogSegment:
         for path in self.paths():
             for candidate in (path, path.with_name(path.name + DELETED_SUFFIX)):
                 candidate.unlink(missing_ok=True)
+
+
+def _batch_error(
+    pos: int,
+    header: BatchHeader,
+    buf: bytes,
+    at: int,
+    *,
+    expected: int | None,
+    prev_epoch: int,
+    verify_from_offset: int,
+    gaps: bool,
+) -> str | None:
+    """Why ``scan`` stops at the batch at byte ``pos`` (None: it is sound): its base offset
+    (not before ``expected``; exactly it for a checked batch unless ``gaps``), its record
+    count against its last offset delta, a leader epoch below the previous batch's, and
+    for a batch whose last offset is at or above ``verify_from_offset`` its CRC-32C."""
+    strict = not gaps and header.last_offset >= verify_from_offset
+    if expected is not None and (
+        header.base_offset < expected or (strict and header.base_offset != expected)
+    ):
+        return f"batch at byte {pos} has base offset {header.base_offset}, expected {expected}"
+    if (
+        header.last_offset_delta < 0
+        or header.records_count > header.last_offset_delta + 1
+        or (strict and header.records_count != header.last_offset_delta + 1)
+    ):
+        return (
+            f"batch at byte {pos} has {header.records_count} records but last offset "
+            f"delta {header.last_offset_delta}"
+        )
+    epoch = header.partition_leader_epoch
+    if epoch < prev_epoch:
+        return f"batch at byte {pos} has leader epoch {epoch} < {prev_epoch}"
+    if header.last_offset >= verify_from_offset and compute_crc(buf, at, header) != header.crc:
+        return f"batch at byte {pos} fails its CRC-32C check"
+    return None
 
 
 def parse_header_only(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:

@@ -5,19 +5,32 @@ from __future__ import annotations
 
 import pytest
 
+from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import CorruptRecordBatchError, parse_header, stamp_batch
 from tidelog.storage.append_plan import (
     WritePlan,
+    answer_without_write,
+    empty_append_info,
     plan_follower_append,
     plan_leader_append,
+    refused,
 )
-from tidelog.storage.batch_validation import check_crcs, validate_batches
+from tidelog.storage.batch_validation import (
+    check_append_size,
+    check_crcs,
+    validate_batches,
+    validate_follower_append,
+    validate_leader_append,
+)
 from tidelog.storage.errors import RecordTooLargeError, UnexpectedAppendOffsetError
+from tidelog.storage.log_config import LogConfig
+from tidelog.storage.producer_entry import BatchMetadata, LeaderAppendCheck
 
 from .batches import build_batch
 
 TP = TopicPartition("t", 0)
+NONE = ErrorCode.NONE
 
 
 def stamped(batch: bytes, base_offset: int, epoch: int) -> bytes:
@@ -105,3 +118,80 @@ def test_validation_refuses_a_bad_crc_and_an_oversized_batch() -> None:
     )
     with pytest.raises(CorruptRecordBatchError, match="CRC-32C"):
         check_crcs(memoryview(bytes(batch)), batches)
+
+
+def test_a_compacted_leader_plan_checks_every_crc_before_decoding_keys() -> None:
+    batch = bytearray(build_batch(3))
+    batch[-1] ^= 0xFF
+    records = bytes(batch)
+    batches, _ = validate_batches(
+        records, max_message_bytes=None, allow_partial_tail=False, check_crc=False
+    )
+    with pytest.raises(CorruptRecordBatchError, match="CRC-32C"):
+        plan_leader_append(
+            memoryview(records),
+            batches,
+            first_offset=0,
+            leader_epoch=0,
+            client=True,
+            compact=True,
+            max_decompressed=1 << 20,
+            crc_checked=False,
+            topic_partition=TP,
+        )
+
+
+def test_the_answers_of_an_append() -> None:
+    plan = leader_plan(build_batch(3) + build_batch(2, seed=1))
+    info = plan.info(2, 999)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.num_records) == (
+        10,
+        14,
+        2,
+        5,
+    )
+    assert (info.size_bytes, info.max_timestamp, info.error) == (999, plan.max_timestamp, NONE)
+    empty = empty_append_info(7)
+    assert (empty.first_offset, empty.last_offset, empty.num_batches) == (7, 6, 0)
+    no = refused(ErrorCode.INVALID_RECORD, "why")
+    assert (no.first_offset, no.error, no.error_message) == (-1, ErrorCode.INVALID_RECORD, "why")
+
+
+def test_a_producer_check_is_answered_without_a_write_only_for_a_duplicate_or_an_error() -> None:
+    assert answer_without_write(LeaderAppendCheck()) is None
+    dup = answer_without_write(LeaderAppendCheck(duplicate=BatchMetadata(0, 2, 40, 42, 123)))
+    assert dup is not None
+    assert (dup.first_offset, dup.last_offset, dup.max_timestamp, dup.duplicate) == (
+        40,
+        42,
+        123,
+        True,
+    )
+    assert dup.num_batches == 0
+    fenced = answer_without_write(
+        LeaderAppendCheck(error=ErrorCode.INVALID_PRODUCER_EPOCH, message="old epoch")
+    )
+    assert fenced is not None
+    assert (fenced.error, fenced.error_message, fenced.duplicate) == (
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        "old epoch",
+        False,
+    )
+
+
+def test_leader_and_follower_validation_with_the_size_limit_of_an_append() -> None:
+    records = build_batch(3) + build_batch(2, seed=1)
+    config = LogConfig()
+    out, batches, total, parallel = validate_leader_append(records, config, parallel_crc=False)
+    assert (out, len(batches), total, parallel) == (records, 2, len(records), False)
+    assert validate_follower_append(records[:-1], config, parallel_crc=False)[1] == len(
+        records
+    ) - len(build_batch(2, seed=1))  # the incomplete tail is left out
+    small = LogConfig(segment_bytes=len(records) - 1)
+    with pytest.raises(RecordTooLargeError) as leader_error:
+        validate_leader_append(records, small, parallel_crc=False)
+    assert leader_error.value.code is ErrorCode.RECORD_LIST_TOO_LARGE
+    with pytest.raises(RecordTooLargeError):
+        validate_follower_append(records, small, parallel_crc=False)
+    check_append_size(len(records), LogConfig(segment_bytes=len(records)))
+    assert validate_leader_append(b"", small, parallel_crc=False)[1] == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tidelog.model import NO_EPOCH, NO_OFFSET
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 
@@ -48,3 +50,13 @@ def test_corrupt_file_starts_empty_and_says_so(tmp_path: Path) -> None:
     cache = LeaderEpochFileCache(path, lambda: 0)
     assert cache.entries == ()
     assert not cache.loaded_from_file
+
+
+def test_a_leader_epoch_is_new_above_the_latest_and_refused_below_it(tmp_path: Path) -> None:
+    cache = LeaderEpochFileCache(tmp_path / "leader-epoch-checkpoint", lambda: 0)
+    assert cache.starts_new_epoch(0, "t-0")
+    cache.assign(2, 0)
+    assert not cache.starts_new_epoch(2, "t-0")
+    assert cache.starts_new_epoch(3, "t-0")
+    with pytest.raises(ValueError, match="t-0: append with leader epoch 1 below the latest"):
+        cache.starts_new_epoch(1, "t-0")

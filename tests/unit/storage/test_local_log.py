@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tidelog.protocol.records import parse_header
-from tidelog.storage.local_log import LocalLog
+from tidelog.storage.local_log import LocalLog, remove_log_directory
 from tidelog.storage.log_config import LogConfig
 from tidelog.storage.segment import LogSegment
 
@@ -67,3 +67,12 @@ def test_truncate_retire_all_and_start_again(tmp_path: Path) -> None:
     local.start_at(7, now_ms=0)
     assert (local.bases, local.log_end_offset) == ([7], 7)
     local.close(delete_pending=True)
+
+
+def test_a_removed_partition_directory_is_renamed_away_first(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(b"x")
+    remove_log_directory(directory)
+    assert list(tmp_path.iterdir()) == []
+    remove_log_directory(directory)  # gone already: nothing to do

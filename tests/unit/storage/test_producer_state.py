@@ -15,6 +15,7 @@ from tidelog.storage.log import Log, LogConfig
 from tidelog.storage.producer_entry import (
     INT32_MAX,
     BatchMetadata,
+    ProducerBatch,
     ProducerStateEntry,
     decrement_sequence,
     in_sequence,
@@ -27,6 +28,7 @@ from tidelog.storage.producer_snapshot import (
     encode_snapshot,
     snapshot_file_name,
 )
+from tidelog.storage.producer_state import ProducerStateManager
 
 from .batches import read_all
 
@@ -481,3 +483,20 @@ def test_log_manager_restart_keeps_producer_state(tmp_path: Path) -> None:
     assert retry.duplicate
     assert retry.first_offset == 0
     manager.close()
+
+
+def test_the_state_at_close_and_after_truncations_without_a_log(tmp_path: Path) -> None:
+    manager = ProducerStateManager(tmp_path)
+    assert not manager.snapshot_at_close(0, nothing_to_replay=True)  # nothing at all
+    assert manager.snapshot_at_close(5, nothing_to_replay=False)  # data, no producer
+    assert not manager.snapshot_at_close(5, nothing_to_replay=False)  # one there already
+    manager.update([ProducerBatch(1, 0, 0, 5, 6, TS)])
+    assert manager.snapshot_at_close(7, nothing_to_replay=True)  # a producer to remember
+    assert manager.snapshot_offsets() == [5, 7]
+    # A truncation to 7 cuts nothing; to 6 it cuts the producer's batch and the snapshot.
+    assert not manager.truncate_tail(7)
+    assert manager.snapshot_offsets() == [5, 7]
+    assert manager.truncate_tail(6)
+    assert manager.snapshot_offsets() == [5]
+    manager.reset()
+    assert (manager.producers, manager.snapshot_offsets()) == ({}, [])
