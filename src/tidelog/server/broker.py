@@ -529,6 +529,7 @@ class Broker:
             except TimeoutError:
                 log.warning("connections still closing after 5 s; going on")
 
+
 async def run_broker(config: BrokerConfig) -> int:
     # The broker owns this process: freed request and fetch buffers stay in it for reuse
     # (tidelog.server.process).

@@ -490,27 +490,13 @@ class _Cleaner:
         pid = header.producer_id
         last_of_producer = pid >= 0 and producers.get(pid) == header.last_offset
         if header.is_control:
-            marker = parse_end_txn_marker(batch) if pid >= 0 else None
-            kept_data = txns.kept_data.pop(pid, False)
-            if marker is None or kept_data or not horizon_passed or last_of_producer:
-                return batch
-            return None
+            return _filter_marker(batch, pid, txns, horizon_passed, last_of_producer)
         count = header.records_count
         self.stats.records_read += count
         if header.is_transactional and txns.is_aborted(pid, header.base_offset):
             return _empty_batch(batch) if last_of_producer else None
         body = decompress(header.compression, batch[BATCH_HEADER_SIZE:], max_bytes=self.bound)
-        base = header.base_offset
-        spans: list[tuple[int, int, int]] = []
-        for start, end, delta, ts_delta, key, tombstone in record_keys(body, count):
-            if key is None:
-                continue  # rule 5a
-            latest = offset_map.get(key)
-            if latest >= 0 and base + delta < latest:
-                continue
-            if tombstone and horizon_passed:
-                continue  # rule 5b
-            spans.append((start, end, ts_delta))
+        spans = _kept_spans(body, count, header.base_offset, offset_map, horizon_passed)
         self.stats.records_kept += len(spans)
         if header.is_transactional and spans:
             txns.kept_data[pid] = True
@@ -522,13 +508,50 @@ class _Cleaner:
                     txns.kept_data[pid] = True
                 return _empty_batch(batch)
             return None
-        kept_body = b"".join(body[s:e] for s, e, _ in spans)
-        head = bytearray(batch[:BATCH_HEADER_SIZE])
-        _COUNT.pack_into(head, 57, len(spans))
-        if header.timestamp_type == 0:  # CreateTime: the kept records' largest
-            base_ts = header.base_timestamp
-            _TIMESTAMPS.pack_into(head, 27, base_ts, base_ts + max(t for _, _, t in spans))
-        return rebuild_batch(bytes(head), kept_body, header.compression)
+        return _rebuilt(header, batch, body, spans)
+
+
+def _filter_marker(
+    batch: bytes, pid: int, txns: _TxnState, horizon_passed: bool, last_of_producer: bool
+) -> bytes | None:
+    """Rule 4 for a control batch: a transaction marker goes once its transaction kept no
+    data, the delete horizon passed, and it is not its producer's last batch."""
+    marker = parse_end_txn_marker(batch) if pid >= 0 else None
+    kept_data = txns.kept_data.pop(pid, False)
+    if marker is None or kept_data or not horizon_passed or last_of_producer:
+        return batch
+    return None
+
+
+def _kept_spans(
+    body: bytes, count: int, base: int, offset_map: OffsetMap, horizon_passed: bool
+) -> list[tuple[int, int, int]]:
+    """Rule 5 for one batch's records: (start, end, timestamp delta) of each record kept."""
+    spans: list[tuple[int, int, int]] = []
+    for start, end, delta, ts_delta, key, tombstone in record_keys(body, count):
+        if key is None:
+            continue  # rule 5a
+        latest = offset_map.get(key)
+        if latest >= 0 and base + delta < latest:
+            continue
+        if tombstone and horizon_passed:
+            continue  # rule 5b
+        spans.append((start, end, ts_delta))
+    return spans
+
+
+def _rebuilt(
+    header: BatchHeader, batch: bytes, body: bytes, spans: list[tuple[int, int, int]]
+) -> bytes:
+    """The batch with only the kept records: its header's count and (CreateTime) largest
+    timestamp follow them."""
+    kept_body = b"".join(body[s:e] for s, e, _ in spans)
+    head = bytearray(batch[:BATCH_HEADER_SIZE])
+    _COUNT.pack_into(head, 57, len(spans))
+    if header.timestamp_type == 0:  # CreateTime: the kept records' largest
+        base_ts = header.base_timestamp
+        _TIMESTAMPS.pack_into(head, 27, base_ts, base_ts + max(t for _, _, t in spans))
+    return rebuild_batch(bytes(head), kept_body, header.compression)
 
 
 def _max_timestamp_of(batch: bytes) -> int:

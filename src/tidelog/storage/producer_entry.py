@@ -253,26 +253,11 @@ def validate(
     Returns ``(ErrorCode.NONE, None)`` when the batch may be appended, else the error and a
     message for the log. Duplicates (rule 2a) are found separately with ``find_duplicate``.
     """
-    epoch = batch.producer_epoch
-    pid = batch.producer_id
-    marker = batch.marker
-    if marker is not None:
-        if entry is None:
-            return ErrorCode.NONE, None
-        if epoch < entry.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH, (
-                f"marker of producer {pid} has epoch {epoch}, older than the current epoch "
-                f"{entry.producer_epoch}"
-            )
-        if marker.coordinator_epoch < entry.coordinator_epoch:
-            return ErrorCode.TRANSACTION_COORDINATOR_FENCED, (
-                f"marker of producer {pid} has coordinator epoch {marker.coordinator_epoch}, "
-                f"older than {entry.coordinator_epoch}"
-            )
-        return ErrorCode.NONE, None
+    if batch.marker is not None:
+        return _validate_marker(entry, batch)
     if origin is AppendOrigin.COORDINATOR:
         return _validate_coordinator_batch(entry, batch)
-    first_seq = batch.base_sequence
+    pid, first_seq = batch.producer_id, batch.base_sequence
     if first_seq < 0:
         # Kafka's LogValidator: an idempotent batch must carry a sequence.
         return ErrorCode.INVALID_RECORD, (
@@ -282,6 +267,44 @@ def validate(
         if first_seq != 0 and evicted_by_retention:
             return _unknown_producer(pid, first_seq)
         return ErrorCode.NONE, None
+    error, message = _validate_epoch_and_sequence(entry, batch, evicted_by_retention)
+    if error is not ErrorCode.NONE:
+        return error, message
+    if not batch.is_transactional and entry.current_txn_first_offset >= 0:
+        return ErrorCode.INVALID_TXN_STATE, (
+            f"non-transactional batch of producer {pid} while its transaction from offset "
+            f"{entry.current_txn_first_offset} is ongoing"
+        )
+    return ErrorCode.NONE, None
+
+
+def _validate_marker(
+    entry: ProducerStateEntry | None, batch: ProducerBatch
+) -> tuple[ErrorCode, str | None]:
+    """Rule 7: a transaction marker is fenced by an older producer or coordinator epoch."""
+    marker = batch.marker
+    assert marker is not None
+    if entry is None:
+        return ErrorCode.NONE, None
+    pid, epoch = batch.producer_id, batch.producer_epoch
+    if epoch < entry.producer_epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, (
+            f"marker of producer {pid} has epoch {epoch}, older than the current epoch "
+            f"{entry.producer_epoch}"
+        )
+    if marker.coordinator_epoch < entry.coordinator_epoch:
+        return ErrorCode.TRANSACTION_COORDINATOR_FENCED, (
+            f"marker of producer {pid} has coordinator epoch {marker.coordinator_epoch}, "
+            f"older than {entry.coordinator_epoch}"
+        )
+    return ErrorCode.NONE, None
+
+
+def _validate_epoch_and_sequence(
+    entry: ProducerStateEntry, batch: ProducerBatch, evicted_by_retention: bool
+) -> tuple[ErrorCode, str | None]:
+    """Rules 2b-2g: the batch's epoch against the entry's, then its first sequence."""
+    pid, epoch, first_seq = batch.producer_id, batch.producer_epoch, batch.base_sequence
     if epoch < entry.producer_epoch:
         return ErrorCode.INVALID_PRODUCER_EPOCH, (
             f"producer {pid} epoch {epoch} is older than the current epoch {entry.producer_epoch}"
@@ -298,11 +321,6 @@ def validate(
     elif not in_sequence(entry.last_seq, first_seq):
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, (
             f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}"
-        )
-    if not batch.is_transactional and entry.current_txn_first_offset >= 0:
-        return ErrorCode.INVALID_TXN_STATE, (
-            f"non-transactional batch of producer {pid} while its transaction from offset "
-            f"{entry.current_txn_first_offset} is ongoing"
         )
     return ErrorCode.NONE, None
 

@@ -66,7 +66,7 @@ def _record_start(body: bytes, pos: int, index: int, count: int) -> tuple[int, i
     return fields + length, fields
 
 
-def check_records(body: bytes, count: int) -> bool:
+def check_records(body: bytes, count: int) -> bool:  # noqa: PLR0912, PLR0915 - hot loop, see below
     """Walk ``count`` records of ``body`` by the rules above without copying keys or values
     (Kafka's ``skipKeyValueIterator``). Returns whether the offset deltas are 0..count-1 in
     order; raises ``RecordFormatError`` when a rule is broken.

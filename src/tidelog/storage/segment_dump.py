@@ -30,7 +30,7 @@ import bisect
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -437,46 +437,69 @@ def _dump_time_index(path: Path, options: DumpOptions) -> Iterator[DumpLine]:
     batches = _batch_headers(log_path) if log_path.exists() else None
     if batches is None:
         yield DumpLine(f"{log_path} is missing: entries are not checked", problem=True)
-    last_offsets = [header.last_offset for _position, header in batches or []]
-    not_found: list[tuple[int, int]] = []
-    mismatches: list[tuple[int, int]] = []
-    out_of_order: list[tuple[int, int]] = []
-    previous: int | None = None
+    check = _TimeIndexCheck(batches)
     whole = len(data) - len(data) % TIME_ENTRY_SIZE
     for i, (timestamp, relative) in enumerate(_TIME_ENTRY.iter_unpack(data[:whole])):
         offset = base + relative
         if offset == base and i > 0:
             break
+        check.entry(timestamp, offset)
+        yield DumpLine(f"timestamp: {timestamp} offset: {offset}")
+    yield from check.problems(path)
+
+
+@dataclass(slots=True)
+class _TimeIndexCheck:
+    """Kafka's DumpLogSegments checks of a time index's entries against its log's batches:
+    each indexed offset is a batch's last offset, with that batch's largest timestamp, and
+    the timestamps rise."""
+
+    batches: list[tuple[int, BatchHeader]] | None
+    not_found: list[tuple[int, int]] = field(default_factory=list)
+    mismatches: list[tuple[int, int]] = field(default_factory=list)
+    out_of_order: list[tuple[int, int]] = field(default_factory=list)
+    previous: int | None = None
+    last_offsets: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.last_offsets = [header.last_offset for _position, header in self.batches or []]
+
+    def entry(self, timestamp: int, offset: int) -> None:
+        batches = self.batches
         if batches is not None:
-            at = bisect.bisect_left(last_offsets, offset)
+            at = bisect.bisect_left(self.last_offsets, offset)
             if at == len(batches):
-                not_found.append((offset, -1))
+                self.not_found.append((offset, -1))
             elif batches[at][1].last_offset != offset:
-                not_found.append((offset, batches[at][1].last_offset))
+                self.not_found.append((offset, batches[at][1].last_offset))
             else:
                 if batches[at][1].max_timestamp != timestamp:
-                    mismatches.append((timestamp, batches[at][1].max_timestamp))
-                if previous is not None and previous >= timestamp:
-                    out_of_order.append((timestamp, previous))
-        yield DumpLine(f"timestamp: {timestamp} offset: {offset}")
-        previous = timestamp
-    if mismatches:
-        yield DumpLine(f"Found timestamp mismatch in :{path}", problem=True)
-        for index_ts, log_ts in mismatches:
-            yield DumpLine(f"  Index timestamp: {index_ts}, log timestamp: {log_ts}", problem=True)
-    if out_of_order:
-        yield DumpLine(f"Found out of order timestamp in :{path}", problem=True)
-        for index_ts, previous_ts in out_of_order:
-            yield DumpLine(
-                f"  Index timestamp: {index_ts}, Previously indexed timestamp: {previous_ts}",
-                problem=True,
-            )
-    if not_found:
-        yield DumpLine("The following indexed offsets are not found in the log.", problem=True)
-        for index_offset, log_offset in not_found:
-            yield DumpLine(
-                f"Indexed offset: {index_offset}, found log offset: {log_offset}", problem=True
-            )
+                    self.mismatches.append((timestamp, batches[at][1].max_timestamp))
+                if self.previous is not None and self.previous >= timestamp:
+                    self.out_of_order.append((timestamp, self.previous))
+        self.previous = timestamp
+
+    def problems(self, path: Path) -> Iterator[DumpLine]:
+        if self.mismatches:
+            yield DumpLine(f"Found timestamp mismatch in :{path}", problem=True)
+            for index_ts, log_ts in self.mismatches:
+                yield DumpLine(
+                    f"  Index timestamp: {index_ts}, log timestamp: {log_ts}", problem=True
+                )
+        if self.out_of_order:
+            yield DumpLine(f"Found out of order timestamp in :{path}", problem=True)
+            for index_ts, previous_ts in self.out_of_order:
+                yield DumpLine(
+                    f"  Index timestamp: {index_ts}, Previously indexed timestamp: {previous_ts}",
+                    problem=True,
+                )
+        if self.not_found:
+            yield DumpLine("The following indexed offsets are not found in the log.", problem=True)
+            for index_offset, log_offset in self.not_found:
+                yield DumpLine(
+                    f"Indexed offset: {index_offset}, found log offset: {log_offset}",
+                    problem=True,
+                )
 
 
 def _decodes(data: bytes, base: int) -> bool:
