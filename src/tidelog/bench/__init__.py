@@ -1,4 +1,4 @@
-"""``tidelog bench``: tidelog side by side with its peers and with the machine's limits.
+"""``tidelog bench``, measuring tidelog side by side with its peers and the machine's limits.
 
 One run measures, on this machine and in this order (so every ratio comes from one run):
 

@@ -1,2 +1,2 @@
-"""The ``tidelog`` command line: each subcommand in its own module, registered in
-``tidelog.cli.main.COMMANDS`` (the top layer of docs/design.md "Layers")."""
+"""The ``tidelog`` command line. Each subcommand lives in its own module and is registered
+in ``tidelog.cli.main.COMMANDS``; this is the top layer of docs/design.md "Layers"."""

@@ -1,4 +1,4 @@
-"""tidelog's own Kafka-protocol client (docs/design.md, Layers): async ``Client`` and
+"""tidelog's own Kafka-protocol client. Async ``Client`` and
 ``BlockingClient``, ``BrokerConnection`` (one connection, pipelined), and a record batch
 builder/decoder (``tidelog.client.records``). Used by the CLI, follower fetchers,
 controller RPCs and the Spark source.

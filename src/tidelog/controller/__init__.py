@@ -1,4 +1,5 @@
-"""tidelog.controller: the cluster controller (docs/design.md, Layers; rules 5, 9-12).
+"""The cluster controller: elections, ISR changes, topic and reassignment admin, over
+ZooKeeper (docs/design.md, rules 5, 9-12).
 
 ``tidelog.controller.decisions`` holds the controller's pure decisions (elections, the
 AlterPartition compare-and-set, replica assignment) shared by the ZooKeeper-backed controller

@@ -1,4 +1,4 @@
-"""Security: who a connection is and what it may do (issue 20).
+"""Security: who a connection is and what it may do (docs/security.md).
 
 Pure parts (no sockets, no event loop, no ZooKeeper), used by the broker's shells in
 ``tidelog.server``, the client in ``tidelog.client`` and the CLI:

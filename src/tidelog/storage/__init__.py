@@ -1,4 +1,5 @@
-"""tidelog.storage: partition logs on disk (DESIGN.md "On disk"). Blocking IO, no asyncio.
+"""Partition logs on disk, in Kafka's layout (docs/design.md "On disk"). Blocking IO, no
+asyncio.
 
 Public API (see each module's docstring):
   * ``log``: ``LogConfig``, ``Log``, ``AppendInfo``, ``FetchSlice`` (the log's parts:

@@ -16,7 +16,7 @@ Rules:
   1. An append validates EVERY batch (framing, magic 2, record count, size, CRC-32C) before
      writing ANY (the CRC-32C, for large appends: before publishing any, rule 1a); the leader
      then stamps baseOffset and partitionLeaderEpoch in place (both outside the CRC,
-     DESIGN.md rule 1) and writes all batches with one ``pwritev``. Records of
+     docs/design.md rule 1) and writes all batches with one ``pwritev``. Records of
      uncompressed batches are never decoded on this path.
      1b. Compressed batches, and every data batch of a log whose ``compression.type``
      names a codec, are decompressed (bounded), walked record by record and maybe rebuilt

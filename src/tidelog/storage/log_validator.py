@@ -2,7 +2,7 @@
 ``LogValidator.validateMessagesAndAssignOffsetsCompressed``).
 
 Uncompressed batches stored uncompressed never come here: the append path checks their
-header and CRC and writes them (``tidelog.storage.log`` rule 1, DESIGN.md "Speed"). A batch
+header and CRC and writes them (``tidelog.storage.log`` rule 1, docs/design.md "Speed"). A batch
 comes here when a leader appends it and its codec or the log's ``compression.type`` is not
 "none" (followers store the leader's bytes unchecked, as Kafka's followers do). Its CRC-32C
 has been checked first, so what is decompressed is what the client sent.

@@ -2,7 +2,7 @@
 ``.txnindex`` (aborted transactions, ``tidelog.storage.txn_index``).
 
 A segment holds whole v2 batches with contiguous offsets starting at ``base_offset``. Only
-batch headers are ever decoded here; records stay opaque bytes (DESIGN.md "Speed").
+batch headers are ever decoded here; records stay opaque bytes (docs/design.md "Speed").
 
 Invariants:
   * ``size`` is the byte length of whole, validated batches in the ``.log`` file, and every

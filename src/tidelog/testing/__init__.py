@@ -1,5 +1,5 @@
-"""tidelog.testing: what tests run tidelog under: the deterministic replication simulator and
-the launcher of real processes (docs/design.md, Layers).
+"""What tests run tidelog under: the deterministic replication simulator, and the launcher
+of real ZooKeeper and broker processes (docs/design.md, Layers).
 
 - :mod:`tidelog.testing.sim` — ``Simulation(SimConfig, seed)``: brokers running the real
   ``tidelog.replication`` code, the real ``tidelog.controller.decisions``, a simulated clock

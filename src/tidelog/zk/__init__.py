@@ -1,5 +1,5 @@
-"""tidelog.zk: ZooKeeper access for the broker and the controller (Kafka's ZooKeeper-era layout
-over kazoo, for asyncio callers).
+"""ZooKeeper access for the broker and the controller: Kafka's ZooKeeper-era layout over
+kazoo, for asyncio callers.
 
 It is the only package that imports kazoo; it sits below ``tidelog.controller`` (the broker uses
 it too) and imports nothing above ``tidelog.security`` and ``tidelog.storage``. The names below
