@@ -33,6 +33,7 @@ from tidelog.server.auth.broker_security import BrokerSecurity
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import GroupCoordinator
 from tidelog.server.coordinators.txn import TransactionCoordinator
 from tidelog.server.metadata.backend import MetadataBackend
@@ -52,7 +53,6 @@ from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
     probe_log_dir,
@@ -528,6 +528,7 @@ class Broker:
                 await wait_for(server.wait_closed(), 5.0)
             except TimeoutError:
                 log.warning("connections still closing after 5 s; going on")
+
 
 async def run_broker(config: BrokerConfig) -> int:
     # The broker owns this process: freed request and fetch buffers stay in it for reuse

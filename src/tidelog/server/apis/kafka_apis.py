@@ -17,7 +17,7 @@ or three collaborators it uses:
 - ``DescribeTopicPartitionsApi``: DescribeTopicPartitions (75).
 
 Responses are described once as plain dicts with the union of every version's fields and
-narrowed to the negotiated version by ``tidelog.server.apis.messages.build``. Errors follow
+narrowed to the negotiated version by ``tidelog.protocol.messages.build``. Errors follow
 Kafka: per-partition / per-topic / per-resource error codes, never an exception for a
 peer's mistake. With an ACL authorizer each handler makes the checks of Kafka's KafkaApis
 (``tidelog.server.auth.authz``); without one nothing is checked.

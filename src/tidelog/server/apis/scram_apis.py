@@ -46,13 +46,13 @@ from kio.index import load_response_schema
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.security.scram import (
     MAX_ITERATIONS,
     ScramCredential,
     ScramMechanism,
     credential_from_salted_password,
 )
-from tidelog.server.apis.messages import build
 
 log = logging.getLogger(__name__)
 

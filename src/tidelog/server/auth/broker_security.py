@@ -25,11 +25,11 @@ from typing import Any
 
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.messages import build
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.security.scram import ScramCredential, ScramMechanism
 from tidelog.server.apis.acl_apis import AclApis
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.apis.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
 from tidelog.server.auth.authorizer import authorizer_from_config
 from tidelog.server.config.broker_config import BrokerConfig, Endpoint

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.backend import Outcome
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
-from tidelog.server.replica.manager import ReplicaManager, effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
     from tidelog.server.cluster.readiness import ReadinessGate

@@ -52,7 +52,6 @@ from tidelog.server.config.throttles import (
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
 )
-from tidelog.server.config.values import LONG_MAX
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.topic_stats import BrokerTopicStats
@@ -771,13 +770,3 @@ class DelayedFetch(DelayedOperation):
                 self._requests, self._max_bytes, self._replica_id, self._isolation_level
             )
         )
-
-
-def effective_topic_config(
-    config: BrokerConfig, overrides: Mapping[str, object]
-) -> dict[str, object]:
-    merged = config.topic_defaults()
-    merged.update({k: v for k, v in overrides.items() if v is not None})
-    if merged.get("flush.ms") == -1:
-        merged["flush.ms"] = LONG_MAX
-    return merged
