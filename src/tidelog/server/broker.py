@@ -24,6 +24,7 @@ from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import warm_up_steps
 from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.dispatcher import Dispatcher
 from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
@@ -41,7 +42,6 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import Connection
-from tidelog.server.network.dispatcher import Dispatcher
 from tidelog.server.network.listeners import ListenerSecurity
 from tidelog.server.observability.console import Console
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
