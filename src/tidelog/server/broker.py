@@ -31,6 +31,7 @@ from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig
@@ -40,7 +41,6 @@ from tidelog.server.coordinators.txn import TransactionCoordinator
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
-from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import Connection
 from tidelog.server.network.listeners import ListenerSecurity
 from tidelog.server.observability.console import Console

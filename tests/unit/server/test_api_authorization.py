@@ -39,13 +39,13 @@ from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
 from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
-from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
 from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms

@@ -23,9 +23,9 @@ from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.coordinators.group import GroupCoordinator
-from tidelog.server.metadata.zk import ZkBackend
 
 from .nodes import cluster_node
 

@@ -18,12 +18,11 @@ from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.metadata.backend import Outcome
+from tidelog.server.metadata.backend import Outcome, RequestGate
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
 from tidelog.server.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
-    from tidelog.server.cluster.readiness import ReadinessGate
     from tidelog.zk import ZkClient
 
 log = logging.getLogger(__name__)
@@ -218,7 +217,7 @@ class LocalBackend:
         return None
 
     @property
-    def readiness(self) -> ReadinessGate | None:
+    def readiness(self) -> RequestGate | None:
         return None
 
     def is_ready(self) -> bool:
