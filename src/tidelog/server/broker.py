@@ -23,12 +23,14 @@ import time
 from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import warm_up_steps
+from tidelog.server.apis.acl_apis import AclApis
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.dispatcher import Dispatcher
 from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
+from tidelog.server.apis.scram_apis import ScramCredentialApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
 from tidelog.server.cluster.backend import ZkBackend
@@ -187,6 +189,10 @@ class Broker:
         cluster_groups = self._open_cluster() if clustered else self._open_alone()
         self.groups = GroupCoordinator(self.apis, self.node)
         self.security = BrokerSecurity(self.config, clustered=clustered)
+        #: Describe/AlterUserScramCredentials over the security's credential store.
+        self.scram_apis = ScramCredentialApis(
+            self.security.user_store, authorize_cluster=self.security.authorize_cluster
+        )
         self.apis.authorizer = self.security.authorizer
         self.transactions = TransactionCoordinator(
             self.apis,
@@ -206,7 +212,9 @@ class Broker:
                 self.groups,
                 self.transactions,  # and idempotent producers' InitProducerId
                 TxnAdmin(helper, self.replica_manager, self.transactions),
-                self.security,  # logins, ACLs, SCRAM credentials
+                self.security,  # SaslHandshake/SaslAuthenticate after the login
+                AclApis(self.security.authorizer),
+                self.scram_apis,
                 LogDirApis(helper, self.log_dir_mover),
                 *cluster_groups,
             ]
@@ -267,6 +275,7 @@ class Broker:
         # KIP-226: dynamic broker configs apply before anything is served.
         await self.apis.config_apis.start(self.backend.zk)
         await self.security.start(self.backend.zk)
+        self.scram_apis.store = self.security.user_store  # ZooKeeper's, in a cluster
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
         max_unauthenticated = self.config.get_int("sasl.server.max.receive.size")
