@@ -187,7 +187,15 @@ class Broker:
         self.replica_manager = ReplicaManager(config, self.log_manager)
         clustered = bool(config.get_str("zookeeper.connect"))
         cluster_groups = self._open_cluster() if clustered else self._open_alone()
-        self.groups = GroupCoordinator(self.apis, self.node)
+        helper = self.apis.helper
+        self.groups = GroupCoordinator(
+            config,
+            self.backend,
+            self.replica_manager,
+            authorizer=lambda: helper.authorizer,
+            respond=helper.respond,
+            own_address=helper.own_address,
+        )
         self.security = BrokerSecurity(self.config, clustered=clustered)
         #: Describe/AlterUserScramCredentials over the security's credential store.
         self.scram_apis = ScramCredentialApis(
@@ -195,16 +203,19 @@ class Broker:
         )
         self.apis.authorizer = self.security.authorizer
         self.transactions = TransactionCoordinator(
-            self.apis,
-            self.node,
-            self.groups,
-            self.backend.allocate_producer_id,
-            self.apis.producer_ids.handle_init_producer_id,
+            config,
+            self.backend,
+            self.replica_manager,
+            groups=self.groups,
+            allocate_producer_id=self.backend.allocate_producer_id,
+            non_transactional_init=self.apis.producer_ids.handle_init_producer_id,
+            authorizer=lambda: helper.authorizer,
+            respond=helper.respond,
+            own_address=helper.own_address,
         )
         self.groups.transactions = self.transactions
         #: DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs.
         self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
-        helper = self.apis.helper
         # The handler table: every API of this broker, each answered by one group.
         self.handler_table = HandlerTable(
             [

@@ -17,6 +17,7 @@ import crc32c
 import pytest
 from kio.index import load_request_schema
 
+from tests.unit.server.coordinators import group_coordinator
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.coordinator.records import (
     GroupRecord,
@@ -76,7 +77,7 @@ def groups(tmp_path: Path) -> Iterator[GroupCoordinator]:
     apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact", "retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
-    coordinator = GroupCoordinator(apis)
+    coordinator = group_coordinator(apis)
     coordinator.clock = Clock()
     yield coordinator
     logs.close()

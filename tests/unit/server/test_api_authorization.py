@@ -51,6 +51,7 @@ from tidelog.server.network.request_context import INTERNAL, RequestContext, set
 from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
+from .coordinators import group_coordinator, transaction_coordinator
 from .nodes import cluster_node
 
 Op = AclOperation
@@ -144,14 +145,14 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     apis = KafkaApis(config, backend, replica_manager, {})
     for name, count in ((OFFSETS_TOPIC, 1), (TXN_TOPIC, 1), (PUBLIC, 2), (SECRET, 1)):
         apis.create_topic(name, count, {"retention.ms": -1})
-    groups = GroupCoordinator(apis)
+    groups = group_coordinator(apis)
     apis.handlers.update(groups.handlers())
 
     async def allocate() -> int:
         return 1000
 
-    transactions = TransactionCoordinator(
-        apis, None, groups, allocate, apis.producer_ids.handle_init_producer_id
+    transactions = transaction_coordinator(
+        apis, groups, allocate, apis.producer_ids.handle_init_producer_id
     )
     apis.handlers.update(transactions.handlers())
     apis.handlers.update(TxnAdmin(apis.helper, apis.replica_manager, transactions).handlers())

@@ -31,12 +31,13 @@ from tidelog.server.apis.txn_admin import (
 )
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.coordinators.group import GroupCoordinator
-from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.coordinators.txn import TXN_TOPIC
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
+
+from .coordinators import group_coordinator, transaction_coordinator
 
 TOPIC = "t"
 NOW = 1_700_000_000_000
@@ -163,8 +164,8 @@ def admin(tmp_path: Path) -> Iterator[TxnAdmin]:
     async def allocate() -> int:
         return 1
 
-    coordinator = TransactionCoordinator(
-        apis, None, GroupCoordinator(apis), allocate, apis.handlers[ApiKey.INIT_PRODUCER_ID]
+    coordinator = transaction_coordinator(
+        apis, group_coordinator(apis), allocate, apis.handlers[ApiKey.INIT_PRODUCER_ID]
     )
     _p, loaded, error = coordinator._lookup("open")
     assert error == ErrorCode.NONE

@@ -30,6 +30,8 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
+from .coordinators import group_coordinator
+
 G = "g"
 PID = 4000
 TOPIC = "t"
@@ -47,7 +49,7 @@ def groups(tmp_path: Path) -> Iterator[GroupCoordinator]:
     apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(OFFSETS_TOPIC, 1, {"retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
-    yield GroupCoordinator(apis)
+    yield group_coordinator(apis)
     logs.close()
 
 

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
-from tidelog.model import BrokerId
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.security.client_config import ClientSecurity
 from tidelog.server.metadata.local import TopicInfo
 
 if TYPE_CHECKING:
@@ -90,6 +91,23 @@ class MetadataBackend(Protocol):
 
     def partition_metadata(self, info: TopicInfo) -> list[dict[str, Any]]:
         """Metadata's partitions of ``info`` (leader, epoch, replicas, ISR, offline)."""
+        ...
+
+    def partition_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int] | None = None
+    ) -> tuple[int, str, int] | None:
+        """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it (None: no
+        live leader known). Without ``own_address`` the address is on the inter-broker
+        listener (this broker's own connections); with it, on the listener the current
+        request came in on, where ``own_address`` is this broker's (FindCoordinator: a client
+        on the SASL_SSL port must be sent to the coordinator's SASL_SSL port). A lone broker
+        answers as a one-broker cluster: the leader of every partition it hosts."""
+        ...
+
+    @property
+    def peer_security(self) -> ClientSecurity:
+        """How this broker connects to its peers (the inter-broker listener's protocol and
+        login; a lone broker has no peers: PLAINTEXT)."""
         ...
 
     # --- topic admin --------------------------------------------------------------------------
