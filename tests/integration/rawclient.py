@@ -15,7 +15,7 @@ from tidelog.client.records import Record, build_batch
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, decode_response, encode_request
 from tidelog.protocol.framing import FrameDecoder
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 PRODUCE_V = 9
 FETCH_V = 12

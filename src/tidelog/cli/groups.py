@@ -34,7 +34,7 @@ from tidelog.client import BlockingClient
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 LATEST_TIMESTAMP = -1
 FIND_COORDINATOR_V = 3

@@ -26,7 +26,7 @@ from tidelog.client import BlockingClient
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 FIND_COORDINATOR_V: Final = 3
 KEY_TYPE_TRANSACTION: Final = 1

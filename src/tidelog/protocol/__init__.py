@@ -6,5 +6,6 @@ kio bodies, typed failures), ``schema_walk`` (the length checks before kio decod
 ``responses`` (hand-written Produce and Fetch encoders), ``errors`` (the exception
 hierarchy), ``varint`` (the varint codecs), ``partitioner`` (murmur2), ``records`` (record
 batch v2 header), ``control`` (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown: our own schemas).
+ControlledShutdown: our own schemas), ``messages`` (``build``: kio entities of any version
+from one version-independent description).
 """

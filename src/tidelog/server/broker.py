@@ -23,24 +23,27 @@ import time
 from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import warm_up_steps
+from tidelog.server.apis.acl_apis import AclApis
 from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.dispatcher import Dispatcher
 from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
+from tidelog.server.apis.scram_apis import ScramCredentialApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import GroupCoordinator
 from tidelog.server.coordinators.txn import TransactionCoordinator
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
-from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import Connection
-from tidelog.server.network.dispatcher import Dispatcher
 from tidelog.server.network.listeners import ListenerSecurity
 from tidelog.server.observability.console import Console
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
@@ -52,7 +55,6 @@ from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
     probe_log_dir,
@@ -185,20 +187,35 @@ class Broker:
         self.replica_manager = ReplicaManager(config, self.log_manager)
         clustered = bool(config.get_str("zookeeper.connect"))
         cluster_groups = self._open_cluster() if clustered else self._open_alone()
-        self.groups = GroupCoordinator(self.apis, self.node)
+        helper = self.apis.helper
+        self.groups = GroupCoordinator(
+            config,
+            self.backend,
+            self.replica_manager,
+            authorizer=lambda: helper.authorizer,
+            respond=helper.respond,
+            own_address=helper.own_address,
+        )
         self.security = BrokerSecurity(self.config, clustered=clustered)
+        #: Describe/AlterUserScramCredentials over the security's credential store.
+        self.scram_apis = ScramCredentialApis(
+            self.security.user_store, authorize_cluster=self.security.authorize_cluster
+        )
         self.apis.authorizer = self.security.authorizer
         self.transactions = TransactionCoordinator(
-            self.apis,
-            self.node,
-            self.groups,
-            self.backend.allocate_producer_id,
-            self.apis.producer_ids.handle_init_producer_id,
+            config,
+            self.backend,
+            self.replica_manager,
+            groups=self.groups,
+            allocate_producer_id=self.backend.allocate_producer_id,
+            non_transactional_init=self.apis.producer_ids.handle_init_producer_id,
+            authorizer=lambda: helper.authorizer,
+            respond=helper.respond,
+            own_address=helper.own_address,
         )
         self.groups.transactions = self.transactions
         #: DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs.
         self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
-        helper = self.apis.helper
         # The handler table: every API of this broker, each answered by one group.
         self.handler_table = HandlerTable(
             [
@@ -206,7 +223,9 @@ class Broker:
                 self.groups,
                 self.transactions,  # and idempotent producers' InitProducerId
                 TxnAdmin(helper, self.replica_manager, self.transactions),
-                self.security,  # logins, ACLs, SCRAM credentials
+                self.security,  # SaslHandshake/SaslAuthenticate after the login
+                AclApis(self.security.authorizer),
+                self.scram_apis,
                 LogDirApis(helper, self.log_dir_mover),
                 *cluster_groups,
             ]
@@ -267,6 +286,7 @@ class Broker:
         # KIP-226: dynamic broker configs apply before anything is served.
         await self.apis.config_apis.start(self.backend.zk)
         await self.security.start(self.backend.zk)
+        self.scram_apis.store = self.security.user_store  # ZooKeeper's, in a cluster
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
         max_unauthenticated = self.config.get_int("sasl.server.max.receive.size")

@@ -27,6 +27,7 @@ from tidelog.protocol.codec import (
     encode_request,
     encode_response,
 )
+from tidelog.protocol.messages import build
 from tidelog.security.acls import (
     AccessControlEntry,
     AclAuthorizerCore,
@@ -38,7 +39,6 @@ from tidelog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
-from tidelog.server.apis.messages import build
 
 ALLOW = AclPermissionType.ALLOW
 DENY = AclPermissionType.DENY

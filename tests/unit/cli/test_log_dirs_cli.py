@@ -14,7 +14,7 @@ from tidelog.client import log_dir_admin as lda
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

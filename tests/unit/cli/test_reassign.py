@@ -34,7 +34,7 @@ from tidelog.client.errors import BrokerError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 U0 = TopicPartition("u", 0)

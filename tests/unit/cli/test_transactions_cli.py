@@ -14,8 +14,8 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
 from tidelog.protocol.errors import InvalidResponseError
+from tidelog.protocol.messages import build
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.apis.txn_admin import describe_entry
 
 NOW = 1_700_000_000_000

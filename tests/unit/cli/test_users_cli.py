@@ -28,6 +28,7 @@ from tidelog.protocol.codec import (
     encode_request,
     encode_response,
 )
+from tidelog.protocol.messages import build
 from tidelog.security.scram import (
     ScramCredential,
     ScramMechanism,
@@ -35,7 +36,6 @@ from tidelog.security.scram import (
     make_credential,
     salted_password,
 )
-from tidelog.server.apis.messages import build
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

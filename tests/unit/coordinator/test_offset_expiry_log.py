@@ -17,6 +17,7 @@ import crc32c
 import pytest
 from kio.index import load_request_schema
 
+from tests.unit.server.coordinators import group_coordinator
 from tidelog.client.records import Record, build_batch, decode_records
 from tidelog.coordinator.records import (
     GroupRecord,
@@ -31,19 +32,15 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.protocol.records import iter_batches
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
 from tidelog.server.coordinators.internal_topics import replay_batches
 from tidelog.server.metadata.local import MetadataStore
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
 G = "g"
@@ -80,7 +77,7 @@ def groups(tmp_path: Path) -> Iterator[GroupCoordinator]:
     apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact", "retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
-    coordinator = GroupCoordinator(apis)
+    coordinator = group_coordinator(apis)
     coordinator.clock = Clock()
     yield coordinator
     logs.close()

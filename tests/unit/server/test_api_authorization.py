@@ -23,6 +23,7 @@ from tidelog.model import TopicPartition
 from tidelog.protocol import control
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.codec import RequestHeader, decode_response
+from tidelog.protocol.messages import build
 from tidelog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -36,25 +37,21 @@ from tidelog.security.acls import (
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
 from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
-from tidelog.server.metadata.zk import ZkBackend
 from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
+from .coordinators import group_coordinator, transaction_coordinator
 from .nodes import cluster_node
 
 Op = AclOperation
@@ -148,14 +145,14 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     apis = KafkaApis(config, backend, replica_manager, {})
     for name, count in ((OFFSETS_TOPIC, 1), (TXN_TOPIC, 1), (PUBLIC, 2), (SECRET, 1)):
         apis.create_topic(name, count, {"retention.ms": -1})
-    groups = GroupCoordinator(apis)
+    groups = group_coordinator(apis)
     apis.handlers.update(groups.handlers())
 
     async def allocate() -> int:
         return 1000
 
-    transactions = TransactionCoordinator(
-        apis, None, groups, allocate, apis.producer_ids.handle_init_producer_id
+    transactions = transaction_coordinator(
+        apis, groups, allocate, apis.producer_ids.handle_init_producer_id
     )
     apis.handlers.update(transactions.handlers())
     apis.handlers.update(TxnAdmin(apis.helper, apis.replica_manager, transactions).handlers())

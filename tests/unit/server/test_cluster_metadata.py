@@ -23,10 +23,10 @@ from tidelog.protocol import control
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.node import ClusterNode
-from tidelog.server.coordinators.group import GroupCoordinator
-from tidelog.server.metadata.zk import ZkBackend
 
+from .coordinators import group_coordinator
 from .nodes import cluster_node
 
 TOPIC = "t"
@@ -188,7 +188,7 @@ def test_a_broker_replicating_some_partitions_does_not_shorten_the_topic(
 def test_the_group_coordinator_waits_for_the_offsets_topic_count(tmp_path: Path) -> None:
     async def body() -> None:
         node, apis = broker(tmp_path)
-        groups = GroupCoordinator(apis, node)
+        groups = group_coordinator(apis)
         await node.handle_leader_and_isr(leader_and_isr("__consumer_offsets", range(1, 2)))
         # Known only from LeaderAndIsr: no count to hash group ids over yet.
         assert groups._offsets_partitions() == 0

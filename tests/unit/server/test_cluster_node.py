@@ -17,10 +17,8 @@ from tidelog.protocol import control
 from tidelog.server.cluster import controller_connection as cluster_module
 from tidelog.server.cluster.metadata_cache import CachedBroker
 from tidelog.server.cluster.node import ClusterNode
-from tidelog.server.replica.manager import (
-    ProduceResult,
-    effective_topic_config,
-)
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import ProduceResult
 
 from .nodes import cluster_node
 

@@ -18,12 +18,8 @@ from tidelog.protocol import control
 from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 from tidelog.zk import ZkClient
 from tidelog.zk.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent

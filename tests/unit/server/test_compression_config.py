@@ -7,7 +7,8 @@ import pytest
 
 from tidelog.errors import ConfigError
 from tidelog.server.config.broker_config import load_broker_config, validate_topic_configs
-from tidelog.server.replica.manager import effective_topic_config, log_config_for
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import log_config_for
 
 BASE = {"log.dirs": "/tmp/x"}
 

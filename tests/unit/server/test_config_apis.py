@@ -18,6 +18,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -29,19 +30,14 @@ from tidelog.security.acls import (
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.apis.config_apis import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.docs import ConfigSource
 from tidelog.server.config.keys import ConfigType
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
 E = ErrorCode

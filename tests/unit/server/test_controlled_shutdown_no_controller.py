@@ -22,12 +22,8 @@ from tidelog.model import TopicPartition
 from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import load_broker_config
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
 

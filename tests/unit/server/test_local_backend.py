@@ -13,16 +13,14 @@ import pytest
 
 from tidelog.errors import ErrorCode as E
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.security.client_config import PLAINTEXT
 from tidelog.server.apis.eager import eager
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.coordinators.internal_topics import InternalTopicCreator
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
 T = TypeVar("T")
@@ -101,3 +99,39 @@ def test_a_lone_broker_is_its_own_cluster(backend: LocalBackend) -> None:
     assert not backend.wants_controlled_shutdown()
     (entry,) = backend.brokers(("h", 9))
     assert (entry["node_id"], entry["host"], entry["port"]) == (0, "h", 9)
+
+
+def test_the_lone_broker_leads_every_partition_it_hosts(backend: LocalBackend) -> None:
+    endpoint = backend.config.advertised_listener
+    assert backend.partition_leader(TopicPartition("t", 1)) == (0, endpoint.host, endpoint.port)
+    assert backend.partition_leader(TopicPartition("t", 1), ("client.host", 9093)) == (
+        0,
+        "client.host",
+        9093,
+    )
+    assert backend.partition_leader(TopicPartition("t", 2)) is None
+    assert backend.partition_leader(TopicPartition("nope", 0), ("client.host", 9093)) is None
+
+
+def test_the_lone_broker_has_no_peers_to_secure(backend: LocalBackend) -> None:
+    assert backend.peer_security == PLAINTEXT
+
+
+def test_an_internal_topic_is_created_at_once_with_typed_configs(backend: LocalBackend) -> None:
+    creator = InternalTopicCreator(
+        backend.config,
+        backend,
+        "__internal",
+        partitions_key="offsets.topic.num.partitions",
+        replication_key="offsets.topic.replication.factor",
+        config={"retention.ms": "-1", "min.insync.replicas": "3"},
+    )
+    count = asyncio.run(creator.ensure())
+    assert count == backend.config.get_int("offsets.topic.num.partitions")
+    info = backend.topics["__internal"]
+    assert info.configs == {
+        "cleanup.policy": "compact",
+        "retention.ms": -1,
+        "min.insync.replicas": 1,
+    }
+    assert backend.partition_leader(TopicPartition("__internal", count - 1)) is not None

@@ -21,6 +21,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
+from tidelog.protocol.messages import build
 from tidelog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -32,9 +33,9 @@ from tidelog.security.acls import (
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LOG_DIR_API_VERSIONS, LogDirApis
-from tidelog.server.apis.messages import build
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.request_context import RequestContext, set_request
@@ -42,7 +43,6 @@ from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
 )

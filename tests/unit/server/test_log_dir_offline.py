@@ -15,11 +15,11 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_FILE,
     FetchRequestPartition,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
     probe_log_dir,

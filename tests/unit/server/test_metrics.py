@@ -35,6 +35,7 @@ from tidelog.replication.partition import LeaderAndIsr
 from tidelog.server.broker import Broker
 from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.metrics.broker_collector import (
     BrokerCollector,
@@ -49,7 +50,6 @@ from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, se
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
 )

@@ -20,7 +20,8 @@ from tidelog.server.cluster.controller_channel import RpcControllerSender
 from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig, load_broker_config
-from tidelog.server.replica.manager import ReplicaManager, effective_topic_config, log_config_for
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager, log_config_for
 from tidelog.server.replica.manager import now_ms as rm_now_ms
 from tidelog.storage.log_manager import LogManager
 from tidelog.zk import LiveBroker

@@ -11,12 +11,12 @@ from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     FetchResult,
     ProduceResult,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
 )

@@ -25,13 +25,13 @@ from tidelog.server.config.throttles import (
     parse_throttled_replicas,
     throttled_partitions,
 )
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.replica.manager import (
     FetchRequestPartition,
     FetchResult,
     ReplicaManager,
-    effective_topic_config,
     log_config_for,
     now_ms,
 )

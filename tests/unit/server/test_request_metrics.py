@@ -13,7 +13,7 @@ import pytest
 from tests.unit.server.metrics_fakes import fake_replica_manager, scrape
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.principal import ANONYMOUS
-from tidelog.server.network.dispatcher import Dispatcher
+from tidelog.server.apis.dispatcher import Dispatcher
 from tidelog.server.network.request_context import RequestContext
 from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.observability.metrics.request_metrics import (

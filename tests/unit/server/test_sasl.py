@@ -41,7 +41,8 @@ from tidelog.security.scram import (
     make_credential,
     salted_password,
 )
-from tidelog.server.apis.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
+from tidelog.server.apis.scram_apis import ScramCredentialApis
+from tidelog.server.auth.credentials import MemoryUserCredentialStore
 from tidelog.server.network.connection import CloseConnection
 from tidelog.server.network.sasl import SaslAuthenticatorFactory, SaslServerAuthenticator
 

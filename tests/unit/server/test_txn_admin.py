@@ -19,8 +19,8 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, encode_response
+from tidelog.protocol.messages import build
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.apis.txn_admin import (
     ListFilters,
     TxnAdmin,
@@ -30,17 +30,14 @@ from tidelog.server.apis.txn_admin import (
     list_transactions,
 )
 from tidelog.server.config.broker_config import load_broker_config
-from tidelog.server.coordinators.group import GroupCoordinator
-from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.coordinators.txn import TXN_TOPIC
 from tidelog.server.metadata.local import MetadataStore
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
+
+from .coordinators import group_coordinator, transaction_coordinator
 
 TOPIC = "t"
 NOW = 1_700_000_000_000
@@ -167,8 +164,8 @@ def admin(tmp_path: Path) -> Iterator[TxnAdmin]:
     async def allocate() -> int:
         return 1
 
-    coordinator = TransactionCoordinator(
-        apis, None, GroupCoordinator(apis), allocate, apis.handlers[ApiKey.INIT_PRODUCER_ID]
+    coordinator = transaction_coordinator(
+        apis, group_coordinator(apis), allocate, apis.handlers[ApiKey.INIT_PRODUCER_ID]
     )
     _p, loaded, error = coordinator._lookup("open")
     assert error == ErrorCode.NONE

@@ -21,18 +21,16 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.coordinators.group import OFFSETS_TOPIC, GroupCoordinator
 from tidelog.server.metadata.local import MetadataStore
-from tidelog.server.replica.manager import (
-    ReplicaManager,
-    effective_topic_config,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
+
+from .coordinators import group_coordinator
 
 G = "g"
 PID = 4000
@@ -51,7 +49,7 @@ def groups(tmp_path: Path) -> Iterator[GroupCoordinator]:
     apis = KafkaApis.alone(config, MetadataStore(tmp_path), ReplicaManager(config, logs), {})
     apis.create_topic(OFFSETS_TOPIC, 1, {"retention.ms": -1})
     apis.create_topic(TOPIC, 2, {})
-    yield GroupCoordinator(apis)
+    yield group_coordinator(apis)
     logs.close()
 
 

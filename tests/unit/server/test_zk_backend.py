@@ -16,9 +16,9 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.apis.producer_id_apis import ProducerIdApis
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.metadata.backend import ProducerIdUnavailableError
-from tidelog.server.metadata.zk import ZkBackend
 from tidelog.zk import ZkError
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from tidelog.errors import ConfigError, ErrorCode
 from tidelog.server.config.broker_config import load_broker_config
-from tidelog.server.replica.manager import effective_topic_config, log_config_for
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.replica.manager import log_config_for
 from tidelog.storage.log import Log, LogConfig
 from tidelog.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,

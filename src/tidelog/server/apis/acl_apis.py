@@ -32,6 +32,7 @@ from kio.index import load_response_schema
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -44,7 +45,6 @@ from tidelog.security.acls import (
     ResourceType,
     filter_error,
 )
-from tidelog.server.apis.messages import build
 from tidelog.server.auth.authorizer import AclAuthorizer
 
 SECURITY_DISABLED_MESSAGE: Final = "No Authorizer is configured on the broker"

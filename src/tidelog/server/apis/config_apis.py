@@ -46,8 +46,9 @@ from tidelog.server.config.docs import ConfigSource, broker_doc, topic_doc
 from tidelog.server.config.dynamic import DynamicBrokerConfig, Synonym, check_alteration
 from tidelog.server.config.keys import TOPIC_KEYS, ConfigType
 from tidelog.server.config.policies import AlterConfigRequest
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.backend import MetadataBackend
-from tidelog.server.replica.manager import ReplicaManager, effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager
 from tidelog.zk import ZkClient, ZkError
 from tidelog.zk.broker_configs import (
     DEFAULT_ENTITY,

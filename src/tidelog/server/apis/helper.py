@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_response_schema
 
 from tidelog.protocol.codec import RequestHeader
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.config.policies import Policies
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.local import TopicInfo
 from tidelog.server.network.request_context import current_request
-from tidelog.server.replica.manager import effective_topic_config
 
 if TYPE_CHECKING:
     from tidelog.server.auth.authorizer import AclAuthorizer
@@ -48,7 +48,7 @@ class RequestHelper:
 
     def respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
         """The response entity of ``header``'s version from ``data`` (every version's
-        fields; ``tidelog.server.apis.messages.build`` narrows them)."""
+        fields; ``tidelog.protocol.messages.build`` narrows them)."""
         return build(self.response_class(header), data)
 
     def own_address(self) -> tuple[str, int]:

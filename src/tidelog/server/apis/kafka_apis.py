@@ -17,23 +17,22 @@ or three collaborators it uses:
 - ``DescribeTopicPartitionsApi``: DescribeTopicPartitions (75).
 
 Responses are described once as plain dicts with the union of every version's fields and
-narrowed to the negotiated version by ``tidelog.server.apis.messages.build``. Errors follow
+narrowed to the negotiated version by ``tidelog.protocol.messages.build``. Errors follow
 Kafka: per-partition / per-topic / per-resource error codes, never an exception for a
 peer's mistake. With an ACL authorizer each handler makes the checks of Kafka's KafkaApis
 (``tidelog.server.auth.authz``); without one nothing is checked.
 
-``KafkaApis`` also hands the coordinators (``tidelog.server.coordinators``) what they read:
-the config, the topic image (``metadata``), the replica manager and the helper's answers.
+The coordinators (``tidelog.server.coordinators``) are handler groups of their own over the
+backend, the replica manager and the helper's answers (wired in ``tidelog.server.broker``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.apis import ApiKey
-from tidelog.protocol.codec import RequestHeader
 from tidelog.server.apis.api_versions import ApiVersionsApi
 from tidelog.server.apis.config_apis import ConfigApis
 from tidelog.server.apis.data_apis import DataApis
@@ -51,7 +50,6 @@ from tidelog.server.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
     from tidelog.server.auth.authorizer import AclAuthorizer
-    from tidelog.server.config.policies import Policies
 
 
 class KafkaApis:
@@ -67,11 +65,9 @@ class KafkaApis:
         self.config = config
         self.helper = RequestHelper(config)
         self.backend = backend
-        #: The topic image (``topics``, ``by_id``), as the coordinators read it.
+        #: The topic image (``topics``, ``by_id``).
         self.metadata = backend
         self.replica_manager = replica_manager
-        self.broker_id = config.broker_id
-        self.host, self.port = self.helper.host, self.helper.port
         helper = self.helper
         self.config_apis = ConfigApis(helper, backend, replica_manager)
         #: Idempotent producers' InitProducerId; the transaction coordinator answers the
@@ -117,23 +113,10 @@ class KafkaApis:
     def bound_ports(self, ports: Mapping[str, int]) -> None:
         self.helper.bound_ports = ports
 
-    @property
-    def policies(self) -> Policies:
-        return self.helper.policies
-
     response_class = staticmethod(RequestHelper.response_class)
-
-    def _respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
-        return self.helper.respond(header, data)
-
-    def own_address(self) -> tuple[str, int]:
-        return self.helper.own_address()
 
     def topic_config(self, info: TopicInfo) -> dict[str, object]:
         return self.helper.topic_config(info)
-
-    def live_broker_ids(self) -> list[int]:
-        return self.backend.live_broker_ids()
 
     def create_topic(
         self, name: str, num_partitions: int, overrides: Mapping[str, object]

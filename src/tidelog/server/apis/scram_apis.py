@@ -38,78 +38,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Coroutine, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final
 
 from kio.index import load_response_schema
 
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.security.scram import (
     MAX_ITERATIONS,
     ScramCredential,
     ScramMechanism,
     credential_from_salted_password,
 )
-from tidelog.server.apis.messages import build
+from tidelog.server.auth.credentials import UserCredentialStore
 
 log = logging.getLogger(__name__)
 
 CLUSTER_AUTHORIZATION_FAILED_MESSAGE: Final = "Cluster authorization failed."
 NOT_CONTROLLER_MESSAGE: Final = "This is not the correct controller for this cluster."
-
-Credentials = dict[ScramMechanism, ScramCredential]
-
-
-class UserCredentialStore(Protocol):
-    """Where credentials live (``tidelog.zk.users.ZkUserCredentialStore``, or
-    ``MemoryUserCredentialStore``)."""
-
-    async def get(self, user: str) -> Credentials: ...
-
-    async def list_users(self) -> dict[str, Credentials]: ...
-
-    async def alter(
-        self,
-        user: str,
-        upsertions: Mapping[ScramMechanism, ScramCredential],
-        deletions: Collection[ScramMechanism],
-    ) -> bool: ...
-
-
-class MemoryUserCredentialStore:
-    """A store in memory (single-node brokers without ZooKeeper, tests); also a
-    ``scram_lookup`` for the SASL authenticator."""
-
-    def __init__(self, users: Mapping[str, Credentials] | None = None) -> None:
-        self._users: dict[str, Credentials] = {u: dict(c) for u, c in (users or {}).items()}
-
-    def lookup(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
-        return self._users.get(user, {}).get(mechanism)
-
-    async def get(self, user: str) -> Credentials:
-        return dict(self._users.get(user, {}))
-
-    async def list_users(self) -> dict[str, Credentials]:
-        return {u: dict(c) for u, c in sorted(self._users.items()) if c}
-
-    async def alter(
-        self,
-        user: str,
-        upsertions: Mapping[ScramMechanism, ScramCredential],
-        deletions: Collection[ScramMechanism],
-    ) -> bool:
-        current = self._users.get(user, {})
-        if any(m not in current for m in deletions):
-            return False
-        new = {m: c for m, c in current.items() if m not in deletions}
-        new.update(upsertions)
-        if new:
-            self._users[user] = new
-        else:
-            self._users.pop(user, None)
-        return True
 
 
 def _allow(_operation: str) -> bool:
@@ -354,9 +303,7 @@ class ScramCredentialApis:
 __all__ = [
     "CLUSTER_AUTHORIZATION_FAILED_MESSAGE",
     "NOT_CONTROLLER_MESSAGE",
-    "MemoryUserCredentialStore",
     "ScramCredentialApis",
-    "UserCredentialStore",
     "credential_infos",
     "validate_deletion",
     "validate_upsertion",

@@ -13,8 +13,9 @@ the broker with the key named) and started once the ZooKeeper session is open:
    without ZooKeeper: lost at restart). None configured: every principal may do
    everything, as in Kafka.
 4. APIs: SaslHandshake/SaslAuthenticate on a connection that needs no (more) login answer
-   ILLEGAL_SASL_STATE, as Kafka's KafkaApis does; CreateAcls/DescribeAcls/DeleteAcls and
-   DescribeUserScramCredentials/AlterUserScramCredentials are served here.
+   ILLEGAL_SASL_STATE, as Kafka's KafkaApis does. The ACL and SCRAM credential APIs
+   (``tidelog.server.apis.acl_apis``, ``scram_apis``) are handler groups of their own over
+   what this exposes: ``authorizer``, ``authorize_cluster`` and ``user_store``.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kio.index import load_response_schema
+
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.messages import build
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.security.scram import ScramCredential, ScramMechanism
-from tidelog.server.apis.acl_apis import AclApis
-from tidelog.server.apis.kafka_apis import KafkaApis
-from tidelog.server.apis.messages import build
-from tidelog.server.apis.scram_apis import MemoryUserCredentialStore, ScramCredentialApis
 from tidelog.server.auth.authorizer import authorizer_from_config
+from tidelog.server.auth.credentials import MemoryUserCredentialStore, UserCredentialStore
 from tidelog.server.config.broker_config import BrokerConfig, Endpoint
 from tidelog.server.network.listeners import (
     ListenerSecurity,
@@ -67,9 +69,9 @@ class BrokerSecurity:
         # cluster; in memory only (lost at restart) on a single broker without ZooKeeper.
         self.credentials: UserCredentialCache | None = UserCredentialCache() if clustered else None
         self._memory_users = MemoryUserCredentialStore()
-        self._scram_apis = ScramCredentialApis(
-            self._memory_users, authorize_cluster=self.authorize_cluster
-        )
+        #: Where the SCRAM credential APIs read and write: memory until ``start`` opens
+        #: ZooKeeper's ``/config/users`` (a cluster broker).
+        self.user_store: UserCredentialStore = self._memory_users
         sasl_listeners = [s.endpoint for s in self.listeners if s.endpoint.uses_sasl]
         self._sasl: SaslAuthenticatorFactory | None = None
         if sasl_listeners:
@@ -108,7 +110,7 @@ class BrokerSecurity:
             return
         if self.credentials is not None:
             await self.credentials.start(zk)
-            self._scram_apis.store = ZkUserCredentialStore(zk)
+            self.user_store = ZkUserCredentialStore(zk)
         if self.authorizer is not None:
             await self.authorizer.start(zk)
 
@@ -119,24 +121,19 @@ class BrokerSecurity:
             await self.authorizer.close()
 
     def handlers(self) -> dict[int, Handler]:
-        """Rule 4: the security APIs."""
-        handlers: dict[int, Handler] = {
-            ApiKey.SASL_HANDSHAKE: lambda header, _body: build(
-                KafkaApis.response_class(header),
-                {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []},
+        """Rule 4: SaslHandshake and SaslAuthenticate after the login (or without SASL)."""
+        return {
+            ApiKey.SASL_HANDSHAKE: lambda header, _body: _illegal_sasl_state(
+                header, {"mechanisms": []}
             ),
-            ApiKey.SASL_AUTHENTICATE: lambda header, _body: build(
-                KafkaApis.response_class(header),
+            ApiKey.SASL_AUTHENTICATE: lambda header, _body: _illegal_sasl_state(
+                header,
                 {
-                    "error_code": ErrorCode.ILLEGAL_SASL_STATE,
                     "error_message": "SaslAuthenticate request received after successful "
                     "authentication, or on a listener without SASL",
                 },
             ),
         }
-        handlers.update(AclApis(self.authorizer).handlers())
-        handlers.update(self._scram_apis.handlers())
-        return handlers
 
     def authorize_cluster(self, operation: str) -> bool:
         if self.authorizer is None:
@@ -146,3 +143,9 @@ class BrokerSecurity:
                 AclOperation[operation], ResourceType.CLUSTER, "kafka-cluster"
             )
         )
+
+
+def _illegal_sasl_state(header: RequestHeader, data: dict[str, Any]) -> Any:
+    """``header``'s response (of its version) answering ILLEGAL_SASL_STATE with ``data``."""
+    schema: type[Any] = load_response_schema(header.api_key, header.api_version)
+    return build(schema, {"error_code": ErrorCode.ILLEGAL_SASL_STATE, **data})

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from tidelog.model import TopicPartition
-from tidelog.server.metadata.local import MetadataStore, TopicInfo
+from tidelog.server.metadata.local import TopicInfo
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class CachedBroker:
         return self.endpoints.get(listener_name)
 
 
-class ClusterMetadataCache(MetadataStore):
+class ClusterMetadataCache:
     """Topics, partition states and live brokers as the controller last told this broker
     (Kafka's MetadataCache). In memory only: ZooKeeper is the source of truth.
 
@@ -61,18 +61,17 @@ class ClusterMetadataCache(MetadataStore):
         #: Called with (topic, overrides) after AlterConfigs changed a topic's overrides.
         self.on_configs_changed: Callable[[str, Mapping[str, object]], None] | None = None
 
-    def _save(self) -> None:
-        pass
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for info in self.topics.values():
+            if info.topic_id == topic_id:
+                return info
+        return None
 
     def set_configs(self, name: str, configs: Mapping[str, object]) -> None:
-        super().set_configs(name, configs)
+        """``name``'s config overrides after AlterConfigs (ZooKeeper has them already)."""
+        self.topics[name] = replace(self.topics[name], configs=dict(configs))
         if self.on_configs_changed is not None:
             self.on_configs_changed(name, configs)
-
-    def allocate_producer_id(self) -> int:
-        # A cluster broker hands out producer ids from ZooKeeper-claimed blocks
-        # (ClusterNode.generate_producer_id); the single-broker counter must never be used.
-        raise NotImplementedError("cluster brokers allocate producer ids through ZooKeeper")
 
     def update_partition(
         self, tp: TopicPartition, topic_id: uuid.UUID | None, state: CachedPartition

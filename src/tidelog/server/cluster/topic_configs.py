@@ -18,8 +18,8 @@ from tidelog.server.config.broker_config import (
     config_to_string,
     validate_topic_configs,
 )
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.local import TopicInfo
-from tidelog.server.replica.manager import effective_topic_config
 from tidelog.zk import Watch, ZkClient, ZkError
 from tidelog.zk.znodes import CONFIG_CHANGES_PATH
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.client.records import Record, build_batch
@@ -76,9 +76,10 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.coordinators.find_coordinator import FindCoordinatorApis, TransactionFinder
 from tidelog.server.coordinators.group_admin import GroupAdminApis
-from tidelog.server.coordinators.group_common import Entries
+from tidelog.server.coordinators.group_common import AuthorizerOf, Entries, Respond
 from tidelog.server.coordinators.group_membership import (
     MembershipApis,
     ParkedRequests,
@@ -91,15 +92,13 @@ from tidelog.server.coordinators.internal_topics import (
     OFFSETS_TOPIC,
     InternalTopicCreator,
     append_replicated,
-    leader_of,
     partition_count,
 )
-from tidelog.server.replica.manager import now_ms
+from tidelog.server.metadata.backend import MetadataBackend
+from tidelog.server.replica.manager import ReplicaManager, now_ms
 
 if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
-    from tidelog.server.auth.authorizer import AclAuthorizer
-    from tidelog.server.cluster.node import ClusterNode
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -127,18 +126,47 @@ def _metadata_written(p: int, future: asyncio.Future[ErrorCode]) -> None:
         log.warning("group metadata write to partition %d failed: %s", p, future.result())
 
 
+def _offsets_topic_creator(config: BrokerConfig, backend: MetadataBackend) -> InternalTopicCreator:
+    """``__consumer_offsets`` created on first use with Kafka's offsetsTopicConfigs (its
+    compression.type is ``producer`` whatever the broker default)."""
+    return InternalTopicCreator(
+        config,
+        backend,
+        OFFSETS_TOPIC,
+        partitions_key="offsets.topic.num.partitions",
+        replication_key="offsets.topic.replication.factor",
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
+            "retention.ms": "-1",
+            "compression.type": "producer",
+        },
+    )
+
+
 class GroupCoordinator:
-    """Group APIs of one broker; ``node`` is the cluster side (None: a single broker).
+    """Group APIs of one broker over its metadata backend (alone or in a cluster).
 
     It owns the loaded partitions, the timers and the appends to ``__consumer_offsets``;
-    the APIs are answered by handler groups that receive only the callables they use."""
+    the APIs are answered by handler groups that receive only the callables they use:
+    ``authorizer`` (the broker's ACL authorizer now), ``respond`` (a response of the
+    request's version) and ``own_address`` (this broker's address on the listener of the
+    current request, for FindCoordinator)."""
 
-    def __init__(self, apis: KafkaApis, node: ClusterNode | None = None) -> None:
-        self.apis = apis
-        self.config = apis.config
-        self.replica_manager = apis.replica_manager
-        self.node = node
-        config = self.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        backend: MetadataBackend,
+        replica_manager: ReplicaManager,
+        *,
+        authorizer: AuthorizerOf,
+        respond: Respond,
+        own_address: Callable[[], tuple[str, int]],
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.replica_manager = replica_manager
+        self._own_address = own_address
         self.group_config = GroupConfig(
             min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
@@ -157,26 +185,13 @@ class GroupCoordinator:
         #: The coordinator's clock (ms): timestamps, timers and expiry; tests replace it.
         self.clock: Callable[[], int] = now_ms
         self._next_expiry_check_ms = -1
-        self._offsets_creator = InternalTopicCreator(
-            apis,
-            node,
-            OFFSETS_TOPIC,
-            partitions_key="offsets.topic.num.partitions",
-            replication_key="offsets.topic.replication.factor",
-            # compression.type: Kafka's offsetsTopicConfigs (the broker default does not apply).
-            config={
-                "cleanup.policy": "compact",
-                "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
-                "retention.ms": "-1",
-                "compression.type": "producer",
-            },
-        )
+        self._offsets_creator = _offsets_topic_creator(config, backend)
         #: The transaction coordinator (set by the broker): FindCoordinator key type 1.
         self.transactions: TransactionFinder | None = None
         self._task: asyncio.Task[None] | None = None
         self.partitions = GroupPartitions(
             self.replica_manager,
-            functools.partial(partition_count, apis, OFFSETS_TOPIC),
+            functools.partial(partition_count, backend, OFFSETS_TOPIC),
             self.group_config,
             self._now,
             self._apply,
@@ -190,8 +205,8 @@ class GroupCoordinator:
             apply=self._apply,
             parked=self.parked,
             clock=self._now,
-            authorizer=self._authorizer,
-            respond=self._respond,
+            authorizer=authorizer,
+            respond=respond,
         )
         self.offsets = OffsetApis(
             lookup=lookup,
@@ -199,23 +214,23 @@ class GroupCoordinator:
             append=self._append,
             partition_exists=self._partition_exists,
             clock=self._now,
-            authorizer=self._authorizer,
-            respond=self._respond,
+            authorizer=authorizer,
+            respond=respond,
         )
         self.admin = GroupAdminApis(
             lookup=lookup,
             managers=self._current_managers,
             append=self._append,
             clock=self._now,
-            authorizer=self._authorizer,
-            respond=self._respond,
+            authorizer=authorizer,
+            respond=respond,
         )
         self.find_coordinator = FindCoordinatorApis(
             ensure_offsets_topic=self.ensure_offsets_topic,
-            leader_of=functools.partial(leader_of, apis, node, for_client=True),
+            leader_of=self._leader_for_client,
             transactions=lambda: self.transactions,
-            authorizer=self._authorizer,
-            respond=self._respond,
+            authorizer=authorizer,
+            respond=respond,
         )
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
@@ -308,14 +323,12 @@ class GroupCoordinator:
         """The clock as it is now (tests replace ``clock`` after construction)."""
         return self.clock()
 
-    def _authorizer(self) -> AclAuthorizer | None:
-        return self.apis.authorizer
-
-    def _respond(self, header: RequestHeader, data: Mapping[str, Any]) -> Any:
-        return self.apis._respond(header, data)
+    def _leader_for_client(self, tp: TopicPartition) -> tuple[int, str, int] | None:
+        """``tp``'s leader on the listener the current request came in on."""
+        return self.backend.partition_leader(tp, self._own_address())
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
-        info = self.apis.metadata.topics.get(topic)
+        info = self.backend.topics.get(topic)
         return info is not None and 0 <= partition < info.num_partitions
 
     def _current_managers(self) -> list[GroupManager]:

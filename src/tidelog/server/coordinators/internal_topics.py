@@ -1,5 +1,5 @@
 """What the coordinators share about the internal topics they own (``__consumer_offsets``,
-``__transaction_state``): where a partition's leader is, creating the topic on first use,
+``__transaction_state``): their partition count, creating the topic on first use,
 and appending a batch that is answered only once replicated.
 
 Rules:
@@ -22,20 +22,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
 
 from tidelog.aio import wait_for
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import BatchHeader, iter_batches
-from tidelog.server.network.request_context import current_request
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.replica.manager import ProduceResult, ReplicaManager
 from tidelog.storage.log import Log
 from tidelog.storage.producer_state import AppendOrigin
-
-if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
-    from tidelog.server.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -106,38 +102,11 @@ def replay_batches(the_log: Log) -> Iterator[tuple[BatchHeader, bytes, int]]:
         position = next_position
 
 
-def leader_of(
-    apis: KafkaApis, node: ClusterNode | None, tp: TopicPartition, *, for_client: bool = False
-) -> tuple[int, str, int] | None:
-    """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it, or None.
-
-    The address is on the inter-broker listener (the broker's own connections), or with
-    ``for_client`` on the listener the current request came in on (FindCoordinator: a
-    client on the SASL_SSL port must be sent to the coordinator's SASL_SSL port)."""
-    if node is None:
-        if tp not in apis.replica_manager.partitions:
-            return None
-        host, port = apis.own_address() if for_client else (apis.host, apis.port)
-        return apis.broker_id, host, port
-    state = node.metadata.partitions.get(tp)
-    if state is None or state.leader < 0:
-        return None
-    broker = node.metadata.brokers.get(state.leader)
-    if broker is None:
-        return None
-    if for_client:
-        address = broker.address_on(current_request().listener_name)
-        if address is None:  # the leader has no such listener: no coordinator for this client
-            return None
-        return broker.broker_id, address[0], address[1]
-    return broker.broker_id, broker.host, broker.port
-
-
-def partition_count(apis: KafkaApis, topic: str) -> int:
+def partition_count(backend: MetadataBackend, topic: str) -> int:
     """How many partitions ``topic`` has, 0 while this broker does not know (a broker that
     replicates some partitions knows those before it knows the count, and a key hashed over
     the wrong count would live in the wrong partition)."""
-    info = apis.metadata.topics.get(topic)
+    info = backend.topics.get(topic)
     return 0 if info is None else info.num_partitions
 
 
@@ -146,16 +115,16 @@ class InternalTopicCreator:
 
     def __init__(
         self,
-        apis: KafkaApis,
-        node: ClusterNode | None,
+        settings: BrokerConfig,
+        backend: MetadataBackend,
         name: str,
         *,
         partitions_key: str,
         replication_key: str,
         config: Mapping[str, str],
     ) -> None:
-        self.apis = apis
-        self.node = node
+        self.settings = settings
+        self.backend = backend
         self.name = name
         self.partitions_key = partitions_key
         self.replication_key = replication_key
@@ -165,7 +134,7 @@ class InternalTopicCreator:
 
     async def ensure(self, timeout_s: float = 5.0) -> int:
         """The topic's partition count, creating it first if needed; 0 if not there yet."""
-        count = partition_count(self.apis, self.name)
+        count = partition_count(self.backend, self.name)
         if count:
             return count
         if self._creating is None or self._creating.done():
@@ -174,28 +143,27 @@ class InternalTopicCreator:
             await wait_for(asyncio.shield(self._creating), timeout_s)
         except TimeoutError:
             return 0
-        return partition_count(self.apis, self.name)
+        return partition_count(self.backend, self.name)
 
     async def _create(self) -> None:
-        settings = self.apis.config
+        settings = self.settings
         n = settings.get_int(self.partitions_key)
-        live = 1 if self.node is None else max(1, len(self.node.metadata.brokers))
+        live = max(1, len(self.backend.live_broker_ids()))
         rf = min(settings.get_int(self.replication_key), live)
         config = dict(self.config)
         if "min.insync.replicas" in config:  # never above the replication factor chosen
             config["min.insync.replicas"] = str(min(int(config["min.insync.replicas"]), rf))
-        if self.node is None:
-            # Alone, topic configs are typed values (what validation would have parsed).
-            typed: dict[str, object] = {
-                k: int(v) if v.lstrip("-").isdigit() else v for k, v in config.items()
-            }
-            self.apis.create_topic(self.name, n, typed)
-            return
-        error, message, _topic_id = await self.node.create_topic(
+        # The raw configs go to the controller; a lone broker stores the typed values
+        # (what validation would have parsed).
+        typed: dict[str, object] = {
+            k: int(v) if v.lstrip("-").isdigit() else v for k, v in config.items()
+        }
+        error, message, _topic_id = await self.backend.create_topic(
             self.name,
             num_partitions=n,
             replication_factor=rf,
-            config=config,
+            raw_configs=config,
+            overrides=typed,
             assignment=None,
             validate_only=False,
         )
@@ -204,7 +172,7 @@ class InternalTopicCreator:
         elif error != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("creating %s failed: %s %s", self.name, error.name, message or "")
             return
-        await self.node.wait_for_leaders([self.name], 5.0)
+        await self.backend.wait_for_leaders([self.name], 5.0)
 
 
 __all__ = [
@@ -212,7 +180,6 @@ __all__ = [
     "OFFSETS_TOPIC",
     "InternalTopicCreator",
     "append_replicated",
-    "leader_of",
     "partition_count",
     "replay_batches",
 ]

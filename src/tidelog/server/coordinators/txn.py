@@ -43,7 +43,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from tidelog.aio import wait_for
 from tidelog.client.records import Record, build_batch, decode_records
@@ -68,20 +68,18 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server.auth import authz
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.coordinators.group_common import AuthorizerOf, Respond
 from tidelog.server.coordinators.internal_topics import (
     OFFSETS_TOPIC,
     InternalTopicCreator,
     append_replicated,
-    leader_of,
     partition_count,
     replay_batches,
 )
 from tidelog.server.coordinators.txn_markers import Marker, MarkerSender, MarkerWriter
-from tidelog.server.replica.manager import now_ms
-
-if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
-    from tidelog.server.cluster.node import ClusterNode
+from tidelog.server.metadata.backend import MetadataBackend
+from tidelog.server.replica.manager import ReplicaManager, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -135,21 +133,34 @@ def fenced_error(header: RequestHeader, error: ErrorCode) -> ErrorCode:
 
 
 class TransactionCoordinator:
-    """Transactional APIs of one broker; ``node`` is the cluster side (None: alone)."""
+    """Transactional APIs of one broker over its metadata backend (alone or in a cluster).
+
+    Besides the backend and the replica manager it receives what its answers need:
+    ``authorizer`` (the broker's ACL authorizer now), ``respond`` (a response of the
+    request's version), ``own_address`` (this broker's address on the current request's
+    listener, for FindCoordinator), the producer id allocator and the InitProducerId of
+    idempotent producers."""
 
     def __init__(
         self,
-        apis: KafkaApis,
-        node: ClusterNode | None,
+        config: BrokerConfig,
+        backend: MetadataBackend,
+        replica_manager: ReplicaManager,
+        *,
         groups: GroupOffsets,
         allocate_producer_id: Callable[[], Awaitable[int]],
         non_transactional_init: Callable[[RequestHeader, Any], Any],
+        authorizer: AuthorizerOf,
+        respond: Respond,
+        own_address: Callable[[], tuple[str, int]],
     ) -> None:
-        self.apis = apis
-        self.node = node
+        self.backend = backend
         self.groups = groups
-        self.replica_manager = apis.replica_manager
-        self.config = apis.config
+        self.replica_manager = replica_manager
+        self.config = config
+        self._authorizer = authorizer
+        self._respond = respond
+        self._own_address = own_address
         self.txn_config = TxnConfig(
             max_timeout_ms=self.config.get_int("transaction.max.timeout.ms")
         )
@@ -159,11 +170,13 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._non_transactional_init = non_transactional_init
         self.loaded: dict[int, _Loaded] = {}
-        self.writer = MarkerWriter(apis, groups.complete_txn)
-        self.sender = MarkerSender(apis, node, self.writer)
+        self.writer = MarkerWriter(
+            replica_manager, groups.complete_txn, authorizer=authorizer, respond=respond
+        )
+        self.sender = MarkerSender(config, backend, self.writer)
         self.creator = InternalTopicCreator(
-            apis,
-            node,
+            config,
+            backend,
             TXN_TOPIC,
             partitions_key="transaction.state.log.num.partitions",
             replication_key="transaction.state.log.replication.factor",
@@ -281,7 +294,7 @@ class TransactionCoordinator:
         return state
 
     def _lookup(self, txn_id: str) -> tuple[int, _Loaded | None, ErrorCode]:
-        count = partition_count(self.apis, TXN_TOPIC)
+        count = partition_count(self.backend, TXN_TOPIC)
         if count == 0:
             return -1, None, ErrorCode.NOT_COORDINATOR
         p = partition_for(txn_id, count)
@@ -367,7 +380,7 @@ class TransactionCoordinator:
     def _txn_id_refused(self, header: RequestHeader, txn_id: str) -> bool:
         """WRITE on the transactional id (InitProducerId, AddPartitionsToTxn,
         AddOffsetsToTxn, EndTxn): else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
-        authorizer = self.apis.authorizer
+        authorizer = self._authorizer()
         return authorizer is not None and not authorizer.authorize(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id, api_key=header.api_key
         )
@@ -379,11 +392,8 @@ class TransactionCoordinator:
         count = await self.creator.ensure()
         if count == 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TXN_TOPIC}", None
-        found = leader_of(
-            self.apis,
-            self.node,
-            TopicPartition(TXN_TOPIC, partition_for(key, count)),
-            for_client=True,
+        found = self.backend.partition_leader(
+            TopicPartition(TXN_TOPIC, partition_for(key, count)), self._own_address()
         )
         if found is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader for its partition", None
@@ -406,7 +416,7 @@ class TransactionCoordinator:
         expected_epoch = int(getattr(body, "producer_epoch", -1))
 
         def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
-            return self.apis._respond(
+            return self._respond(
                 header,
                 {
                     "error_code": fenced_error(header, error),
@@ -476,17 +486,18 @@ class TransactionCoordinator:
             results = [
                 {"name": name, "results_by_partition": parts} for name, parts in by_topic.items()
             ]
-            return self.apis._respond(header, {"results_by_topic_v3_and_below": results})
+            return self._respond(header, {"results_by_topic_v3_and_below": results})
 
         # Kafka's handleAddPartitionsToTxnRequest: WRITE on the transactional id (every
         # partition refused), then WRITE on each topic; an internal topic is always refused.
         if self._txn_id_refused(header, txn_id):
             return answer(dict.fromkeys(requested, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         refused: frozenset[str] = frozenset()
-        if self.apis.authorizer is not None:
+        authorizer = self._authorizer()
+        if authorizer is not None:
             names = [tp.topic for tp in requested]
             refused = authz.INTERNAL_TOPICS.intersection(names) | authz.denied_names(
-                self.apis.authorizer,
+                authorizer,
                 AclOperation.WRITE,
                 ResourceType.TOPIC,
                 [n for n in names if n not in authz.INTERNAL_TOPICS],
@@ -515,7 +526,7 @@ class TransactionCoordinator:
         return asyncio.ensure_future(run())
 
     def _partition_exists(self, tp: TopicPartition) -> bool:
-        info = self.apis.metadata.topics.get(tp.topic)
+        info = self.backend.topics.get(tp.topic)
         return info is not None and 0 <= tp.partition < info.num_partitions
 
     async def _add(
@@ -537,7 +548,7 @@ class TransactionCoordinator:
         if self._txn_id_refused(header, str(body.transactional_id)):
             denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif not authz.allowed(
-            self.apis.authorizer,
+            self._authorizer(),
             AclOperation.READ,
             ResourceType.GROUP,
             str(body.group_id),
@@ -545,11 +556,11 @@ class TransactionCoordinator:
         ):
             denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
         if denied is not None:
-            return self.apis._respond(header, {"error_code": denied})
+            return self._respond(header, {"error_code": denied})
 
         async def run() -> Any:
             group_id = str(body.group_id)
-            count = partition_count(self.apis, OFFSETS_TOPIC)
+            count = partition_count(self.backend, OFFSETS_TOPIC)
             if count == 0:
                 count = await self.groups.ensure_offsets_topic()
             if count == 0:
@@ -562,7 +573,7 @@ class TransactionCoordinator:
                     int(body.producer_epoch),
                     [tp],
                 )
-            return self.apis._respond(header, {"error_code": fenced_error(header, error)})
+            return self._respond(header, {"error_code": fenced_error(header, error)})
 
         return asyncio.ensure_future(run())
 
@@ -572,7 +583,7 @@ class TransactionCoordinator:
         txn_id = str(body.transactional_id)
         pid, epoch, commit = int(body.producer_id), int(body.producer_epoch), bool(body.committed)
         if self._txn_id_refused(header, txn_id):
-            return self.apis._respond(
+            return self._respond(
                 header,
                 {
                     "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -596,7 +607,7 @@ class TransactionCoordinator:
                         completing = self._complete_later(p, loaded, result.after)
                         with contextlib.suppress(TimeoutError):
                             await wait_for(asyncio.shield(completing), END_TXN_WAIT_S)
-            return self.apis._respond(
+            return self._respond(
                 header,
                 {
                     "error_code": fenced_error(header, error),

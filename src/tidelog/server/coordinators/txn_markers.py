@@ -31,7 +31,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1 import request as wtm
@@ -44,14 +44,12 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation
-from tidelog.security.client_config import PLAINTEXT
 from tidelog.server.auth import authz
-from tidelog.server.coordinators.internal_topics import OFFSETS_TOPIC, append_replicated, leader_of
-from tidelog.server.replica.manager import now_ms
-
-if TYPE_CHECKING:
-    from tidelog.server.apis.kafka_apis import KafkaApis
-    from tidelog.server.cluster.node import ClusterNode
+from tidelog.server.config.broker_config import BrokerConfig
+from tidelog.server.coordinators.group_common import AuthorizerOf, Respond
+from tidelog.server.coordinators.internal_topics import OFFSETS_TOPIC, append_replicated
+from tidelog.server.metadata.backend import MetadataBackend
+from tidelog.server.replica.manager import ReplicaManager, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +76,18 @@ class Marker:
 class MarkerWriter:
     """The partition leader's side: appends markers (rule 1) and completes offsets (rule 2)."""
 
-    def __init__(self, apis: KafkaApis, complete_txn: CompleteTxn | None) -> None:
-        self.apis = apis
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        complete_txn: CompleteTxn | None,
+        *,
+        authorizer: AuthorizerOf,
+        respond: Respond,
+    ) -> None:
+        self.replica_manager = replica_manager
         self.complete_txn = complete_txn
+        self._authorizer = authorizer
+        self._respond = respond
 
     async def write(self, tp: TopicPartition, marker: Marker) -> ErrorCode:
         batch = build_control_batch(
@@ -91,7 +98,7 @@ class MarkerWriter:
             now_ms(),
         )
         _, pending = append_replicated(
-            self.apis.replica_manager, tp, batch, MARKER_ACK_TIMEOUT_MS, error_map={}
+            self.replica_manager, tp, batch, MARKER_ACK_TIMEOUT_MS, error_map={}
         )
         error = await pending
         if error == ErrorCode.NONE and tp.topic == OFFSETS_TOPIC and self.complete_txn is not None:
@@ -103,8 +110,9 @@ class MarkerWriter:
         replication); the answer lists them in request order. Only brokers may: CLUSTER_ACTION
         on the cluster, else every partition is CLUSTER_AUTHORIZATION_FAILED and nothing is
         written (Kafka's handleWriteTxnMarkersRequest)."""
-        refused = self.apis.authorizer is not None and not authz.cluster_allowed(
-            self.apis.authorizer, AclOperation.CLUSTER_ACTION, header.api_key
+        authorizer = self._authorizer()
+        refused = authorizer is not None and not authz.cluster_allowed(
+            authorizer, AclOperation.CLUSTER_ACTION, header.api_key
         )
         work: list[tuple[Marker, list[tuple[str, list[TopicPartition]]]]] = []
         for entry in body.markers:
@@ -150,7 +158,7 @@ class MarkerWriter:
                 }
                 for marker, topics in work
             ]
-            return self.apis._respond(header, {"markers": results})
+            return self._respond(header, {"markers": results})
 
         return asyncio.ensure_future(run())
 
@@ -159,9 +167,11 @@ class MarkerSender:
     """The coordinator's side (rule 4): one connection per peer broker, shared by every
     transaction being completed."""
 
-    def __init__(self, apis: KafkaApis, node: ClusterNode | None, writer: MarkerWriter) -> None:
-        self.apis = apis
-        self.node = node
+    def __init__(
+        self, config: BrokerConfig, backend: MetadataBackend, writer: MarkerWriter
+    ) -> None:
+        self.config = config
+        self.backend = backend
         self.writer = writer
         self._conns: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -180,10 +190,10 @@ class MarkerSender:
                 return False
             by_leader: dict[tuple[int, str, int], list[TopicPartition]] = {}
             for tp in list(remaining):
-                if tp.topic not in self.apis.metadata.topics:
+                if tp.topic not in self.backend.topics:
                     remaining.discard(tp)  # deleted: nothing to mark
                     continue
-                leader = leader_of(self.apis, self.node, tp)
+                leader = self.backend.partition_leader(tp)
                 if leader is not None:
                     by_leader.setdefault(leader, []).append(tp)
             rounds = [self._send_to(leader, tps, marker) for leader, tps in by_leader.items()]
@@ -202,7 +212,7 @@ class MarkerSender:
         self, leader: tuple[int, str, int], tps: list[TopicPartition], marker: Marker
     ) -> dict[TopicPartition, ErrorCode]:
         broker_id, host, port = leader
-        if broker_id == self.apis.broker_id:
+        if broker_id == self.config.broker_id:
             errors = await asyncio.gather(*(self.writer.write(tp, marker) for tp in tps))
             return dict(zip(tps, errors, strict=True))
         by_topic: dict[str, list[int]] = {}
@@ -247,13 +257,13 @@ class MarkerSender:
             conn = self._conns.get(broker_id)
             if conn is not None and not conn.is_closed:
                 return conn
-            address = self.apis.config.peer_address(broker_id, host, port)
+            address = self.config.peer_address(broker_id, host, port)
             # The inter-broker listener's protocol and login: the peer checks CLUSTER_ACTION.
             conn = await BrokerConnection.connect(
                 address[0],
                 address[1],
-                client_id=f"txn-markers-{self.apis.broker_id}",
-                security=self.node.peer_security if self.node is not None else PLAINTEXT,
+                client_id=f"txn-markers-{self.config.broker_id}",
+                security=self.backend.peer_security,
             )
             self._conns[broker_id] = conn
             return conn

@@ -1,3 +1,3 @@
-"""The broker's metadata: the topic image and the backend the handlers ask where a lone
-broker (its own controller, ``MetadataStore`` on disk) and a ZooKeeper cluster broker
-differ."""
+"""The broker's metadata: the topic image, the backend interface the handlers ask where a
+lone broker and a ZooKeeper cluster broker differ, and the lone broker's backend (its own
+controller, ``MetadataStore`` on disk; the cluster broker's is ``cluster.backend``)."""

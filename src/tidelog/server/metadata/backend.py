@@ -2,7 +2,7 @@
 interface the request handlers ask (Kafka's ``MetadataSupport`` beside one ``KafkaApis``).
 
 Two implementations: ``tidelog.server.metadata.local_backend`` (the broker is its own
-controller, over ``MetadataStore``) and ``tidelog.server.metadata.zk`` (over ``ClusterNode``
+controller, over ``MetadataStore``) and ``tidelog.server.cluster.backend`` (over ``ClusterNode``
 and its ``ClusterMetadataCache``). Reads are plain methods; what a cluster broker has to ask
 the controller or ZooKeeper for is a coroutine, which the single broker's finishes without
 waiting (the handlers run them with ``tidelog.server.apis.eager``, so its answers stay
@@ -16,15 +16,15 @@ is one a cluster broker knows from LeaderAndIsr before UpdateMetadata described 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
-from tidelog.model import BrokerId
+from tidelog.model import BrokerId, TopicPartition
+from tidelog.security.client_config import ClientSecurity
 from tidelog.server.metadata.local import TopicInfo
 
 if TYPE_CHECKING:
-    from tidelog.server.cluster.readiness import ReadinessGate
     from tidelog.zk import ZkClient
 
 #: An error code and Kafka's message for it (None: no message).
@@ -34,6 +34,31 @@ Outcome = tuple[ErrorCode, str | None]
 class ProducerIdUnavailableError(Exception):
     """No producer id can be handed out now (ZooKeeper unreachable, blocks exhausted):
     retriable, InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS (Kafka 3.x)."""
+
+
+class RequestGate(Protocol):
+    """What the dispatcher asks of a broker's readiness gate (a cluster broker's is
+    ``tidelog.server.cluster.readiness.ReadinessGate``): whether a request waits, and to hold
+    one until it may run."""
+
+    def must_hold(self, conn: object, api_key: int, body: Any) -> bool:
+        """Whether the request must wait (the broker lacks what it needs, or an earlier
+        request of ``conn`` is held)."""
+        ...
+
+    def hold(
+        self,
+        conn: object,
+        api_key: int,
+        body: Any,
+        *,
+        run: Callable[[], None],
+        fail: Callable[[BaseException], None],
+        done: Callable[[], bool],
+    ) -> None:
+        """Run ``run`` once the request may run, or ``fail`` when it waited too long;
+        ``done`` says it no longer needs either (its connection closed)."""
+        ...
 
 
 class MetadataBackend(Protocol):
@@ -66,6 +91,23 @@ class MetadataBackend(Protocol):
 
     def partition_metadata(self, info: TopicInfo) -> list[dict[str, Any]]:
         """Metadata's partitions of ``info`` (leader, epoch, replicas, ISR, offline)."""
+        ...
+
+    def partition_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int] | None = None
+    ) -> tuple[int, str, int] | None:
+        """``(broker id, host, port)`` of ``tp``'s leader as this broker knows it (None: no
+        live leader known). Without ``own_address`` the address is on the inter-broker
+        listener (this broker's own connections); with it, on the listener the current
+        request came in on, where ``own_address`` is this broker's (FindCoordinator: a client
+        on the SASL_SSL port must be sent to the coordinator's SASL_SSL port). A lone broker
+        answers as a one-broker cluster: the leader of every partition it hosts."""
+        ...
+
+    @property
+    def peer_security(self) -> ClientSecurity:
+        """How this broker connects to its peers (the inter-broker listener's protocol and
+        login; a lone broker has no peers: PLAINTEXT)."""
         ...
 
     # --- topic admin --------------------------------------------------------------------------
@@ -138,7 +180,7 @@ class MetadataBackend(Protocol):
         ...
 
     @property
-    def readiness(self) -> ReadinessGate | None:
+    def readiness(self) -> RequestGate | None:
         """Holds client requests until the broker has the cluster's metadata (None: a lone
         broker is ready once it listens)."""
         ...
@@ -174,4 +216,4 @@ class MetadataBackend(Protocol):
         ...
 
 
-__all__ = ["MetadataBackend", "Outcome", "ProducerIdUnavailableError"]
+__all__ = ["MetadataBackend", "Outcome", "ProducerIdUnavailableError", "RequestGate"]

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
-from tidelog.server.metadata.backend import Outcome
+from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.metadata.backend import Outcome, RequestGate
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
-from tidelog.server.replica.manager import ReplicaManager, effective_topic_config
+from tidelog.server.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
-    from tidelog.server.cluster.readiness import ReadinessGate
     from tidelog.zk import ZkClient
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,20 @@ class LocalBackend:
                 }
             )
         return partitions
+
+    def partition_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int] | None = None
+    ) -> tuple[int, str, int] | None:
+        if tp not in self.replica_manager.partitions:
+            return None
+        if own_address is None:
+            endpoint = self.config.advertised_listener
+            own_address = endpoint.host, endpoint.port
+        return self.broker_id, own_address[0], own_address[1]
+
+    @property
+    def peer_security(self) -> ClientSecurity:
+        return PLAINTEXT
 
     # --- topic admin --------------------------------------------------------------------------
 
@@ -217,7 +232,7 @@ class LocalBackend:
         return None
 
     @property
-    def readiness(self) -> ReadinessGate | None:
+    def readiness(self) -> RequestGate | None:
         return None
 
     def is_ready(self) -> bool:

@@ -1,6 +1,6 @@
 """Who sent the request being handled: Kafka's ``RequestContext``, as a context variable.
 
-The dispatcher sets it before each handler runs (``tidelog.server.broker.Dispatcher``);
+The dispatcher sets it before each handler runs (``tidelog.server.apis.dispatcher.Dispatcher``);
 handlers and the authorizer read it with ``current_request()``. Coroutines a handler starts
 inherit it (asyncio copies the context into each task), so a delayed answer still knows
 its principal.

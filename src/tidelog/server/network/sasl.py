@@ -43,11 +43,11 @@ from kio.index import load_response_schema
 
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.messages import build
 from tidelog.security import plain
 from tidelog.security.errors import AuthenticationError, SecurityConfigError
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.security.scram import ScramCredential, ScramMechanism, ScramServer
-from tidelog.server.apis.messages import build
 from tidelog.server.network.connection import CloseConnection
 
 log = logging.getLogger(__name__)

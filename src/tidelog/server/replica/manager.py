@@ -52,7 +52,6 @@ from tidelog.server.config.throttles import (
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
 )
-from tidelog.server.config.values import LONG_MAX
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.topic_stats import BrokerTopicStats
@@ -426,77 +425,75 @@ class ReplicaManager:
         """Rule 1. Returns per partition (result, required offset for acks=all or -1).
         ``origin`` COORDINATOR: the broker's own write (a coordinator's batch, a transaction
         marker); a client's Produce may not carry control batches."""
-        results: dict[TopicPartition, tuple[ProduceResult, int]] = {}
         now = now_ms()
-        topic_stats = self.topic_stats
-        for tp, records in entries.items():
-            hosted = self.partitions.get(tp)
-            if hosted is None:
-                results[tp] = (ProduceResult(self.not_hosted_error(tp)), -1)
-                continue
-            stats = topic_stats[tp.topic]
-            stats.produced += 1
-            error = hosted.partition.check_append(acks)
-            if error != ErrorCode.NONE:
-                results[tp] = (ProduceResult(error), -1)
-                continue
-            if self.is_offline(tp):
-                results[tp] = (
-                    ProduceResult(
-                        ErrorCode.KAFKA_STORAGE_ERROR,
-                        message=f"log dir {self.log_dir_of(hosted)} is offline",
-                    ),
-                    -1,
-                )
-                continue
-            try:
-                info = hosted.log.append_as_leader(
-                    records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
-                )
-            except KafkaError as exc:
-                log.info("produce to %s refused: %s", tp, exc)
-                if exc.code in _TOO_LARGE:
-                    stats.bytes_rejected += len(records)
-                results[tp] = (ProduceResult(exc.code, message=str(exc)), -1)
-                continue
-            except OSError as exc:
-                # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
-                # (56, retriable) for this partition, not a dropped connection. Nothing of
-                # the batch is published or left in the file (``tidelog.storage.log``), and
-                # the dir goes offline (rule 5).
-                log.warning("produce to %s failed on its log dir: %s", tp, exc)
-                self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
-                results[tp] = (
-                    ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
-                    -1,
-                )
-                continue
-            if info.error != ErrorCode.NONE:
-                # An idempotent producer's batch refused by its sequence/epoch checks: nothing
-                # was written, so the answer must be the error (never a success with offsets).
-                log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
-                results[tp] = (ProduceResult(info.error, message=info.error_message), -1)
-                continue
-            if info.duplicate:
-                # A retry of a batch this log already holds (maybe written under a previous
-                # leader): answered with its original offsets, nothing written (issue #9).
-                log.info(
-                    "duplicate batch to %s answered with its original offsets %d..%d",
-                    tp,
-                    info.first_offset,
-                    info.last_offset,
-                )
-            stats.appended += 1
-            stats.bytes_in += len(records)
-            stats.messages_in += info.num_records
-            if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
-                self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
-            results[tp] = (
-                ProduceResult(ErrorCode.NONE, info.first_offset, hosted.log.log_start_offset),
-                info.last_offset + 1,
+        return {
+            tp: self._append_one(tp, records, acks, now, origin) for tp, records in entries.items()
+        }
+
+    def _append_one(
+        self, tp: TopicPartition, records: bytes, acks: int, now: int, origin: AppendOrigin
+    ) -> tuple[ProduceResult, int]:
+        """``append_records`` for one partition: (result, required offset or -1)."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            return ProduceResult(self.not_hosted_error(tp)), -1
+        stats = self.topic_stats[tp.topic]
+        stats.produced += 1
+        error = hosted.partition.check_append(acks)
+        if error != ErrorCode.NONE:
+            return ProduceResult(error), -1
+        if self.is_offline(tp):
+            return (
+                ProduceResult(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    message=f"log dir {self.log_dir_of(hosted)} is offline",
+                ),
+                -1,
             )
-        return results
+        try:
+            info = hosted.log.append_as_leader(
+                records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
+            )
+        except KafkaError as exc:
+            log.info("produce to %s refused: %s", tp, exc)
+            if exc.code in _TOO_LARGE:
+                stats.bytes_rejected += len(records)
+            return ProduceResult(exc.code, message=str(exc)), -1
+        except OSError as exc:
+            # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
+            # (56, retriable) for this partition, not a dropped connection. Nothing of
+            # the batch is published or left in the file (``tidelog.storage.log``), and
+            # the dir goes offline (rule 5).
+            log.warning("produce to %s failed on its log dir: %s", tp, exc)
+            self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
+            return (
+                ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
+                -1,
+            )
+        if info.error != ErrorCode.NONE:
+            # An idempotent producer's batch refused by its sequence/epoch checks: nothing
+            # was written, so the answer must be the error (never a success with offsets).
+            log.info("produce to %s refused: %s", tp, info.error_message or info.error.name)
+            return ProduceResult(info.error, message=info.error_message), -1
+        if info.duplicate:
+            # A retry of a batch this log already holds (maybe written under a previous
+            # leader): answered with its original offsets, nothing written (issue #9).
+            log.info(
+                "duplicate batch to %s answered with its original offsets %d..%d",
+                tp,
+                info.first_offset,
+                info.last_offset,
+            )
+        stats.appended += 1
+        stats.bytes_in += len(records)
+        stats.messages_in += info.num_records
+        if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
+            self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        return (
+            ProduceResult(ErrorCode.NONE, info.first_offset, hosted.log.log_start_offset),
+            info.last_offset + 1,
+        )
 
     def wait_for_acks(
         self,
@@ -771,13 +768,3 @@ class DelayedFetch(DelayedOperation):
                 self._requests, self._max_bytes, self._replica_id, self._isolation_level
             )
         )
-
-
-def effective_topic_config(
-    config: BrokerConfig, overrides: Mapping[str, object]
-) -> dict[str, object]:
-    merged = config.topic_defaults()
-    merged.update({k: v for k, v in overrides.items() if v is not None})
-    if merged.get("flush.ms") == -1:
-        merged["flush.ms"] = LONG_MAX
-    return merged

@@ -27,8 +27,8 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis.handler_table import Routes
-from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.coordinators.group import client_host
+from tidelog.server.metadata.backend import RequestGate
 from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
 from tidelog.server.network.request_context import set_request
 from tidelog.server.network.sasl import SaslServerAuthenticator
@@ -67,7 +67,7 @@ class Dispatcher:
         self,
         apis: Routes,
         supported: Mapping[ApiKey, tuple[int, int]],
-        gate: ReadinessGate | None = None,
+        gate: RequestGate | None = None,
         request_metrics: RequestMetrics | None = None,
     ) -> None:
         self._apis = apis
@@ -179,7 +179,7 @@ class Dispatcher:
 
     def _hold(
         self,
-        gate: ReadinessGate,
+        gate: RequestGate,
         conn: Connection,
         header: RequestHeader,
         body: Any,

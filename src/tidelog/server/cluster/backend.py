@@ -18,6 +18,7 @@ from typing import Any
 
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.security.client_config import ClientSecurity
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.cluster.readiness import ReadinessGate
@@ -105,6 +106,28 @@ class ZkBackend:
                 }
             )
         return partitions
+
+    def partition_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int] | None = None
+    ) -> tuple[int, str, int] | None:
+        """The cached leader, at its registered endpoint (``own_address`` given: on the
+        current request's listener; None when the leader has no such listener)."""
+        state = self.cache.partitions.get(tp)
+        if state is None or state.leader < 0:
+            return None
+        broker = self.cache.brokers.get(state.leader)
+        if broker is None:
+            return None
+        if own_address is None:
+            return broker.broker_id, broker.host, broker.port
+        address = broker.address_on(current_request().listener_name)
+        if address is None:
+            return None
+        return broker.broker_id, address[0], address[1]
+
+    @property
+    def peer_security(self) -> ClientSecurity:
+        return self.node.peer_security
 
     # --- topic admin through ZooKeeper --------------------------------------------------------
 

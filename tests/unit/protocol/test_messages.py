@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, decode_response, encode_response
-from tidelog.server.apis.messages import build
+from tidelog.protocol.messages import build
 
 TOPIC_ID = uuid.UUID(int=42)
 DATA = {
