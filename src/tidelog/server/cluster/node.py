@@ -126,6 +126,21 @@ class ClusterNode:
             security=self.peer_security,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._build_parts(config, replica_manager, metadata)
+        #: The registration (broker epoch) whose first UpdateMetadata was checked for logs of
+        #: unknown topics (``tidelog.server.replica.stray_replicas`` rule 2).
+        self._unknown_logs_checked_for = -1
+        replica_manager.alter_partition_sink = self.propose
+        replica_manager.partition_known = lambda tp: tp in metadata.partitions
+        replica_manager.log_dir_failure_sink = self.log_dirs.on_log_dir_offline
+        replica_manager.log_dir_recovery_sink = self.log_dirs.on_log_dir_online
+        metadata.on_configs_changed = self.topic_configs.write
+
+    def _build_parts(
+        self, config: BrokerConfig, replica_manager: ReplicaManager, metadata: ClusterMetadataCache
+    ) -> None:
+        """The node's parts, each given the collaborators it uses (the ZooKeeper client, the
+        broker epoch and the controller as getters: they change over the node's life)."""
         self.controller_connection = ControllerConnection(
             broker_id=self.broker_id,
             metadata=metadata,
@@ -166,14 +181,6 @@ class ClusterNode:
             zookeeper=lambda: self.zk,
             broker_epoch=lambda: self.broker_epoch,
         )
-        #: The registration (broker epoch) whose first UpdateMetadata was checked for logs of
-        #: unknown topics (``tidelog.server.replica.stray_replicas`` rule 2).
-        self._unknown_logs_checked_for = -1
-        replica_manager.alter_partition_sink = self.propose
-        replica_manager.partition_known = lambda tp: tp in metadata.partitions
-        replica_manager.log_dir_failure_sink = self.log_dirs.on_log_dir_offline
-        replica_manager.log_dir_recovery_sink = self.log_dirs.on_log_dir_online
-        metadata.on_configs_changed = self.topic_configs.write
 
     # -- lifecycle ----------------------------------------------------------------------
 
