@@ -76,8 +76,9 @@ def draw_stack(ax: plt.Axes, layers: list[str], prefix: str, title: str) -> None
                     edgecolor="#4a6fa5",
                 )
             )
-            short = name.removeprefix(prefix)
-            label = textwrap.shorten(job(name), width=int(230 * width), placeholder=" ...")
+            full = name if name.startswith(prefix) else prefix + name
+            short = full.removeprefix(prefix)
+            label = textwrap.shorten(job(full), width=int(190 * width), placeholder=" ...")
             label = textwrap.fill(label, width=int(100 * width))
             ax.text(x + 0.03, y + 0.72, short, fontsize=9, weight="bold", va="top")
             ax.text(x + 0.03, y + 0.5, label, fontsize=6.5, va="top", color="#333333")
