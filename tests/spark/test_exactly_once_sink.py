@@ -44,9 +44,9 @@ from tests.harness import BrokerCluster, BrokerProcess, wait_until
 from tests.integration.cluster.helpers import create_topic
 from tests.spark.conftest import unique
 from tidelog.client import READ_COMMITTED, READ_UNCOMMITTED, BlockingClient
-from tidelog.client.client import LATEST_TIMESTAMP
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.list_offsets import LATEST_TIMESTAMP
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pytest.importorskip("pyspark")

@@ -34,9 +34,9 @@ from tidelog.client import BlockingClient
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.list_offsets import LATEST_TIMESTAMP
 from tidelog.protocol.messages import build
 
-LATEST_TIMESTAMP = -1
 FIND_COORDINATOR_V = 3
 DESCRIBE_GROUPS_V = 5
 LIST_GROUPS_V = 4

@@ -10,9 +10,6 @@ controller RPCs and the Spark source.
 
 from tidelog.client.blocking import BlockingClient
 from tidelog.client.client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     Client,
@@ -30,6 +27,7 @@ from tidelog.client.errors import (
     NoCompatibleVersionError,
 )
 from tidelog.client.records import ConsumerRecord, Record, build_batch, decode_records
+from tidelog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

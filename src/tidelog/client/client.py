@@ -43,9 +43,6 @@ from tidelog.client.metadata import (
     read_metadata,
 )
 from tidelog.client.offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     EpochEndOffset,
     ListOffsetsResult,
     list_offsets_request,
@@ -82,6 +79,7 @@ from tidelog.client.wire import error_code
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 
 __all__ = [

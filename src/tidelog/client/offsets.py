@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from tidelog.client.wire import error_code, make, schema_module
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-
-#: ListOffsets timestamps with a special meaning (Kafka's ListOffsetsRequest).
-LATEST_TIMESTAMP: Final = -1
-EARLIEST_TIMESTAMP: Final = -2
-MAX_TIMESTAMP: Final = -3
 
 
 @dataclass(frozen=True, slots=True)

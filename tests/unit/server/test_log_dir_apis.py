@@ -41,7 +41,7 @@ from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.request_context import RequestContext, set_request
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
-    FetchRequestPartition,
+    PartitionRead,
     ReplicaManager,
     log_config_for,
     now_ms,
@@ -72,7 +72,7 @@ class Node:
         out: list[bytes] = []
         offset = 0
         while True:
-            got = self.rm.read([FetchRequestPartition(tp, offset, 1 << 20)], 1 << 20)[0]
+            got = self.rm.read([PartitionRead(tp, offset, 1 << 20)], 1 << 20)[0]
             if got.records is None:
                 return out
             for rec in decode_records(got.records.read_bytes()):

@@ -18,7 +18,7 @@ from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_FILE,
-    FetchRequestPartition,
+    PartitionRead,
     ReplicaManager,
     log_config_for,
     now_ms,
@@ -68,7 +68,7 @@ def test_write_error_takes_the_dir_offline_until_it_has_room(
     assert answer.message == f"log dir {tmp_path} is offline"
     assert hosted.log.log_end_offset == 1
     # Reads go on: the data is intact.
-    [read] = rm.read([FetchRequestPartition(TP, 0, 1 << 20)], 1 << 20)
+    [read] = rm.read([PartitionRead(TP, 0, 1 << 20)], 1 << 20)
     assert read.error == ErrorCode.NONE
     assert read.records is not None
     assert read.records.length > 0

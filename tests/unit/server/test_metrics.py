@@ -48,7 +48,7 @@ from tidelog.server.observability.metrics.broker_collector import (
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.server.replica.manager import (
-    FetchRequestPartition,
+    PartitionRead,
     ReplicaManager,
     log_config_for,
     now_ms,
@@ -509,7 +509,7 @@ def rm_with_partitions(tmp_path: Path) -> ReplicaManager:
 
 
 def read_now(rm: ReplicaManager, tp: TopicPartition, offset: int, replica_id: int = -1) -> None:
-    rm.read([FetchRequestPartition(tp, offset, 1 << 20)], 1 << 20, replica_id=replica_id)
+    rm.read([PartitionRead(tp, offset, 1 << 20)], 1 << 20, replica_id=replica_id)
 
 
 def test_topic_counters_count_appends_and_reads_where_they_happen(tmp_path: Path) -> None:

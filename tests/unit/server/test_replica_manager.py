@@ -13,8 +13,8 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.replica.manager import (
-    FetchRequestPartition,
     FetchResult,
+    PartitionRead,
     ProduceResult,
     ReplicaManager,
     log_config_for,
@@ -51,7 +51,7 @@ def test_acks_all_waits_for_every_isr_follower(tmp_path: Path) -> None:
 
         consumer: list[list[FetchResult]] = []
         rm.fetch(
-            [FetchRequestPartition(TP, 0, 1 << 20)],
+            [PartitionRead(TP, 0, 1 << 20)],
             max_bytes=1 << 20,
             min_bytes=1,
             max_wait_ms=10_000,
@@ -62,7 +62,7 @@ def test_acks_all_waits_for_every_isr_follower(tmp_path: Path) -> None:
         def follower_fetch(replica: int) -> list[FetchResult]:
             got: list[list[FetchResult]] = []
             rm.fetch(
-                [FetchRequestPartition(TP, 1, 1 << 20, current_leader_epoch=3)],
+                [PartitionRead(TP, 1, 1 << 20, current_leader_epoch=3)],
                 max_bytes=1 << 20,
                 min_bytes=0,
                 max_wait_ms=0,
@@ -91,10 +91,10 @@ def test_fenced_and_unknown_leader_epochs(tmp_path: Path) -> None:
         rm.append_records({TP: batch(b"a")}, acks=1)
         results = rm.read(
             [
-                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=4),
-                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=6),
-                FetchRequestPartition(TP, 0, 1000, current_leader_epoch=5),
-                FetchRequestPartition(TP, 0, 1000),
+                PartitionRead(TP, 0, 1000, current_leader_epoch=4),
+                PartitionRead(TP, 0, 1000, current_leader_epoch=6),
+                PartitionRead(TP, 0, 1000, current_leader_epoch=5),
+                PartitionRead(TP, 0, 1000),
             ],
             1 << 20,
         )

@@ -29,8 +29,8 @@ from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.replica.manager import (
-    FetchRequestPartition,
     FetchResult,
+    PartitionRead,
     ReplicaManager,
     log_config_for,
     now_ms,
@@ -230,7 +230,7 @@ def manager(tmp_path: Path, **overrides: str) -> ReplicaManager:
 def follower_fetch(rm: ReplicaManager, replica: int, offset: int = 0) -> FetchResult:
     got: list[list[FetchResult]] = []
     rm.fetch(
-        [FetchRequestPartition(TP, offset, 1 << 20, current_leader_epoch=0)],
+        [PartitionRead(TP, offset, 1 << 20, current_leader_epoch=0)],
         max_bytes=1 << 20,
         min_bytes=0,
         max_wait_ms=0,
@@ -280,7 +280,7 @@ def test_leader_rate_is_read_live(tmp_path: Path) -> None:
     # A consumer is never throttled.
     got: list[list[FetchResult]] = []
     rm.fetch(
-        [FetchRequestPartition(TP, 0, 1 << 20)],
+        [PartitionRead(TP, 0, 1 << 20)],
         max_bytes=1 << 20,
         min_bytes=0,
         max_wait_ms=0,

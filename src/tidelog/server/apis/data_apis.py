@@ -19,6 +19,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
+from tidelog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tidelog.protocol.records import Compression, uses_codec
 from tidelog.protocol.responses import (
     FetchPartitionResponse,
@@ -38,19 +39,14 @@ from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.replica.manager import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
-    FetchRequestPartition,
     FetchResult,
+    PartitionRead,
     ProduceResult,
     ReplicaManager,
 )
 from tidelog.storage.log import FetchSlice
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
-
-# ListOffsets special timestamps.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 
 
 def _holds_zstd(records: FetchSlice | None) -> bool:
@@ -82,7 +78,7 @@ class _FetchPlan:
 
     replica_id: int
     #: The partitions to read, and their (name, topic id) as asked, in request order.
-    requests: list[FetchRequestPartition] = field(default_factory=list)
+    requests: list[PartitionRead] = field(default_factory=list)
     keys: list[tuple[str, Any]] = field(default_factory=list)
     #: (topic id, partition, error) of partitions of unknown topic ids.
     unknown: list[tuple[Any, int, ErrorCode]] = field(default_factory=list)
@@ -281,7 +277,7 @@ class DataApis:
                     unknown.append((topic_id, int(part.partition), ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
                 requests.append(
-                    FetchRequestPartition(
+                    PartitionRead(
                         TopicPartition(name, int(part.partition)),
                         int(part.fetch_offset),
                         int(part.partition_max_bytes),

@@ -162,7 +162,10 @@ class ProduceResult:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
+class PartitionRead:
+    """One partition of a Fetch, as the replica manager reads it from the local log (the
+    client's side of the same request is ``tidelog.client.fetch.FetchRequestPartition``)."""
+
     tp: TopicPartition
     fetch_offset: int
     max_bytes: int
@@ -510,7 +513,7 @@ class ReplicaManager:
 
     def read(
         self,
-        requests: Sequence[FetchRequestPartition],
+        requests: Sequence[PartitionRead],
         max_bytes: int,
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
@@ -586,7 +589,7 @@ class ReplicaManager:
 
     def fetch(
         self,
-        requests: Sequence[FetchRequestPartition],
+        requests: Sequence[PartitionRead],
         *,
         max_bytes: int,
         min_bytes: int,
@@ -609,7 +612,7 @@ class ReplicaManager:
         self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
 
     def update_follower_fetch_state(
-        self, replica_id: BrokerId, requests: Sequence[FetchRequestPartition]
+        self, replica_id: BrokerId, requests: Sequence[PartitionRead]
     ) -> None:
         now = now_ms()
         for request in requests:
@@ -709,7 +712,7 @@ class DelayedFetch(DelayedOperation):
     def __init__(  # noqa: PLR0917
         self,
         manager: ReplicaManager,
-        requests: Sequence[FetchRequestPartition],
+        requests: Sequence[PartitionRead],
         max_bytes: int,
         min_bytes: int,
         max_wait_ms: int,
