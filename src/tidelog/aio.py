@@ -18,16 +18,16 @@ async def cancel_and_wait(task: asyncio.Task[object] | asyncio.Future[object]) -
 
     ``with suppress(CancelledError): await task`` is the usual idiom and it is wrong in a
     coroutine that may itself be cancelled meanwhile: the caller's own cancellation arrives
-    as a CancelledError at that ``await`` and is swallowed, so the caller runs on. A replica
-    fetcher closing its connection when its stop came swallowed the stop and ran until the
-    shutdown's 5 s bound (found by the fault harness: SIGTERM stops of 6-30 s). Here the
-    task's outcome is consumed, but a cancellation of the caller propagates.
+    as a CancelledError at that ``await`` and is swallowed, so the caller runs on (a replica
+    fetcher closing its connection when its stop came would run until the shutdown's 5 s
+    bound). Here the task's outcome is consumed, but a cancellation of the caller
+    propagates.
     """
     # Python 3.11's asyncio.wait_for swallows a cancellation that arrives when the awaited
     # future is already done (it returns the result instead), so one cancel() can be lost:
-    # a replica fetcher whose fetch response came in with its stop ran into its next long
-    # poll and held the shutdown for the 5 s bound (seen in rolling restarts after the fix
-    # above). So cancel again until the task has ended.
+    # a replica fetcher whose fetch response came in with its stop would run into its next
+    # long poll and hold the shutdown for the 5 s bound. So cancel again until the task has
+    # ended.
     while not task.done():
         task.cancel()
         await asyncio.wait([task], timeout=_RECANCEL_S)
