@@ -12,10 +12,11 @@ venv:
 	@bash scripts/bootstrap.sh spark bench
 
 lint: venv
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check --quiet src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples scripts
+	$(BIN)/ruff format --check --quiet src tests benchmarks examples scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_circles.py
 
 # The contract: static checks, then every test not marked slow (unit, simulator seeds,
 # integration against real processes).
