@@ -354,7 +354,7 @@ class Broker:
             zk.add_session_listener(zk_session)
         registry = broker_registry(
             self.replica_manager,
-            self.node,
+            self.backend,
             requests=self.request_metrics,
             state=self._broker_state,
             zk_session=zk_session,
