@@ -354,13 +354,15 @@ class Broker:
             zk.add_session_listener(zk_session)
         registry = broker_registry(
             self.replica_manager,
-            self.node,
+            self.backend,
             requests=self.request_metrics,
             state=self._broker_state,
             zk_session=zk_session,
         )
         self.metrics_endpoint = MetricsEndpoint(registry)
-        self.console = Console(self.config.broker_id, self.replica_manager, self.node, zk_session)
+        self.console = Console(
+            self.config.broker_id, self.replica_manager, self.backend, self.node, zk_session
+        )
         for prefix in (b"/console", b"/api/"):
             self.metrics_endpoint.routes[prefix] = self.console.route
         try:

@@ -135,3 +135,12 @@ def test_an_internal_topic_is_created_at_once_with_typed_configs(backend: LocalB
         "min.insync.replicas": 1,
     }
     assert backend.partition_leader(TopicPartition("__internal", count - 1)) is not None
+
+
+def test_a_lone_broker_is_its_own_active_controller_with_no_candidate_or_fetchers(
+    backend: LocalBackend,
+) -> None:
+    assert backend.controller() is None
+    assert backend.is_active_controller()
+    assert list(backend.fetchers()) == []
+    assert backend.zk is None

@@ -33,6 +33,7 @@ from tidelog.model import NO_BROKER, BrokerId, ControllerEpoch, LeaderEpoch, Top
 from tidelog.protocol.apis import ApiKey
 from tidelog.replication.partition import LeaderAndIsr
 from tidelog.server.broker import Broker
+from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.fetcher import FetchState
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
@@ -70,9 +71,36 @@ class Parked(DelayedOperation):
 # --- the exposition ----------------------------------------------------------------------
 
 
+def zk_backend(node: Any) -> ZkBackend:
+    """The cluster side as a ZooKeeper broker's backend answers it, over a fake node."""
+    node.metadata = None
+    return ZkBackend(None, node)  # type: ignore[arg-type]
+
+
+class Getters:
+    """A cluster side whose controller candidate and ZooKeeper client a test sets later."""
+
+    def __init__(self, controller: list[Any], zookeeper: list[Any]) -> None:
+        self._controller, self._zookeeper = controller, zookeeper
+
+    def controller(self) -> Any:
+        return self._controller[0] if self._controller else None
+
+    def is_active_controller(self) -> bool:
+        controller = self.controller()
+        return controller is not None and bool(controller.is_active)
+
+    def fetchers(self) -> tuple[()]:
+        return ()
+
+    @property
+    def zk(self) -> Any:
+        return self._zookeeper[0] if self._zookeeper else None
+
+
 def test_gauges_are_read_from_the_state_at_scrape_time() -> None:
     rm = fake_replica_manager()
-    registry = broker_registry(rm, fake_node(), process=False)  # type: ignore[arg-type]
+    registry = broker_registry(rm, zk_backend(fake_node()), process=False)
     got = scrape(registry)
     assert got["kafka_server_replicamanager_partitioncount"] == 4
     assert got["kafka_server_replicamanager_leadercount"] == 3
@@ -136,7 +164,7 @@ def test_purgatory_sizes_count_parked_operations() -> None:
 
 
 def test_a_broker_alone_is_its_own_controller_and_has_no_zookeeper_metrics() -> None:
-    got = scrape(broker_registry(fake_replica_manager(), None, process=False))  # type: ignore[arg-type]
+    got = scrape(broker_registry(fake_replica_manager(), process=False))  # type: ignore[arg-type]
     assert got["kafka_controller_kafkacontroller_activecontrollercount"] == 1
     assert got["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0
     assert not [k for k in got if "sessionexpirelistener" in k]
@@ -147,7 +175,7 @@ def test_an_inactive_controller_reports_zero_and_the_session_state_follows_zooke
     node = fake_node(active=False, connected=False)
     registry = broker_registry(
         fake_replica_manager(),  # type: ignore[arg-type]
-        node,  # type: ignore[arg-type]
+        zk_backend(node),
         zk_session=tracker,
         state=lambda: BrokerState.STARTING,
         process=False,
@@ -175,7 +203,7 @@ def test_every_metric_has_help_naming_its_kafka_mbean_and_a_kafka_style_name() -
     requests = RequestMetrics([ApiKey.PRODUCE, ApiKey.FETCH])
     registry = broker_registry(
         fake_replica_manager(),  # type: ignore[arg-type]
-        fake_node(),  # type: ignore[arg-type]
+        zk_backend(fake_node()),
         requests=requests,
         zk_session=ZkSessionTracker(),
     )
@@ -583,7 +611,7 @@ def test_follower_lag_is_the_leaders_high_watermark_minus_our_log_end() -> None:
         partitions={TopicPartition("v", 0): FetchState(leader_epoch=1)},  # not fetched yet
     )
     node.fetchers.fetchers = {1: from_1, 2: from_2}
-    registry = broker_registry(rm, node, process=False)  # type: ignore[arg-type]
+    registry = broker_registry(rm, zk_backend(node), process=False)
     got = scrape(registry)
     lag = (
         "kafka_server_fetcherlagmetrics_consumerlag"
@@ -601,7 +629,7 @@ def test_follower_lag_is_the_leaders_high_watermark_minus_our_log_end() -> None:
 
 
 def test_a_broker_alone_has_no_fetcher_lag() -> None:
-    got = scrape(broker_registry(fake_replica_manager(), None, process=False))  # type: ignore[arg-type]
+    got = scrape(broker_registry(fake_replica_manager(), process=False))  # type: ignore[arg-type]
     assert got['kafka_server_replicafetchermanager_maxlag{clientid="Replica"}'] == 0
     assert not [k for k in got if k.startswith("kafka_server_fetcherlagmetrics_consumerlag")]
 
@@ -658,8 +686,7 @@ def test_the_collector_reads_what_its_getters_give_at_each_scrape() -> None:
     registry.register(
         BrokerCollector(
             fake_replica_manager(),  # type: ignore[arg-type]
-            controller=lambda: controller[0] if controller else None,
-            zookeeper=lambda: zookeeper[0] if zookeeper else None,
+            cluster=Getters(controller, zookeeper),
         )
     )
     active = "kafka_controller_kafkacontroller_activecontrollercount"

@@ -63,3 +63,20 @@ def test_init_producer_id_answers_retriable_then_an_id() -> None:
         5000,
         0,
     )
+
+
+def test_the_controller_and_fetchers_are_the_nodes_read_at_each_call() -> None:
+    zk = backend(None)
+    zk.node.controller = None  # type: ignore[misc]
+    zk.node.fetchers = SimpleNamespace(fetchers={})  # type: ignore[misc]
+    assert zk.controller() is None
+    assert not zk.is_active_controller()  # no candidate yet
+    candidate = SimpleNamespace(is_active=False)
+    zk.node.controller = candidate  # type: ignore[misc]
+    assert zk.controller() is candidate
+    assert not zk.is_active_controller()
+    candidate.is_active = True
+    assert zk.is_active_controller()
+    fetcher = SimpleNamespace(leader_id=1, partitions={})
+    zk.node.fetchers.fetchers = {1: fetcher}
+    assert list(zk.fetchers()) == [fetcher]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tidelog.controller.controller import Controller
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.security.client_config import ClientSecurity
@@ -23,7 +24,7 @@ from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.metadata.backend import Outcome, ProducerIdUnavailableError
+from tidelog.server.metadata.backend import FollowerFetcher, Outcome, ProducerIdUnavailableError
 from tidelog.server.metadata.local import TopicInfo
 from tidelog.server.network.request_context import current_request
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
@@ -128,6 +129,17 @@ class ZkBackend:
     @property
     def peer_security(self) -> ClientSecurity:
         return self.node.peer_security
+
+    def controller(self) -> Controller | None:
+        return self.node.controller
+
+    def is_active_controller(self) -> bool:
+        controller = self.node.controller
+        return controller is not None and controller.is_active
+
+    def fetchers(self) -> Iterable[FollowerFetcher]:
+        # Looked up at each call: the fetchers' dict is the manager's to replace.
+        return self.node.fetchers.fetchers.values()
 
     # --- topic admin through ZooKeeper --------------------------------------------------------
 

@@ -16,7 +16,7 @@ is one a cluster broker knows from LeaderAndIsr before UpdateMetadata described 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
@@ -25,6 +25,7 @@ from tidelog.security.client_config import ClientSecurity
 from tidelog.server.metadata.local import TopicInfo
 
 if TYPE_CHECKING:
+    from tidelog.controller.controller import Controller
     from tidelog.zk import ZkClient
 
 #: An error code and Kafka's message for it (None: no message).
@@ -59,6 +60,24 @@ class RequestGate(Protocol):
         """Run ``run`` once the request may run, or ``fail`` when it waited too long;
         ``done`` says it no longer needs either (its connection closed)."""
         ...
+
+
+class FetchedPartition(Protocol):
+    """One partition a follower fetches: the leader's HW its last fetch answer carried."""
+
+    @property
+    def leader_high_watermark(self) -> int: ...
+
+
+class FollowerFetcher(Protocol):
+    """The partitions this broker follows from one leader (a cluster broker's
+    ``tidelog.server.cluster.fetcher.LeaderFetcher``)."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, FetchedPartition]: ...
 
 
 class MetadataBackend(Protocol):
@@ -108,6 +127,19 @@ class MetadataBackend(Protocol):
     def peer_security(self) -> ClientSecurity:
         """How this broker connects to its peers (the inter-broker listener's protocol and
         login; a lone broker has no peers: PLAINTEXT)."""
+        ...
+
+    def controller(self) -> Controller | None:
+        """This broker's controller candidate, with its decision history (None alone: the
+        broker is its own controller, with no candidate and no history)."""
+        ...
+
+    def is_active_controller(self) -> bool:
+        """Whether this broker is the cluster's active controller (alone: always)."""
+        ...
+
+    def fetchers(self) -> Iterable[FollowerFetcher]:
+        """The fetchers of the partitions this broker follows (alone: none)."""
         ...
 
     # --- topic admin --------------------------------------------------------------------------
@@ -216,4 +248,11 @@ class MetadataBackend(Protocol):
         ...
 
 
-__all__ = ["MetadataBackend", "Outcome", "ProducerIdUnavailableError", "RequestGate"]
+__all__ = [
+    "FetchedPartition",
+    "FollowerFetcher",
+    "MetadataBackend",
+    "Outcome",
+    "ProducerIdUnavailableError",
+    "RequestGate",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tidelog.errors import ErrorCode, KafkaError
@@ -19,11 +19,12 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.metadata.backend import Outcome, RequestGate
+from tidelog.server.metadata.backend import FollowerFetcher, Outcome, RequestGate
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
 from tidelog.server.replica.manager import ReplicaManager
 
 if TYPE_CHECKING:
+    from tidelog.controller.controller import Controller
     from tidelog.zk import ZkClient
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,15 @@ class LocalBackend:
     @property
     def peer_security(self) -> ClientSecurity:
         return PLAINTEXT
+
+    def controller(self) -> Controller | None:
+        return None
+
+    def is_active_controller(self) -> bool:
+        return True
+
+    def fetchers(self) -> Iterable[FollowerFetcher]:
+        return ()
 
     # --- topic admin --------------------------------------------------------------------------
 

@@ -64,6 +64,7 @@ from kio.static.primitive import i32
 from tidelog.client import Client
 from tidelog.controller.history import read_history
 from tidelog.model import TopicPartition
+from tidelog.server.observability.metrics.broker_collector import ClusterSide
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.zk import ZkError
 
@@ -151,11 +152,13 @@ class Console:
         self,
         broker_id: int,
         replica_manager: ReplicaManager,
+        cluster: ClusterSide,
         node: ClusterNode | None,
         zk_session: ZkSessionTracker | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
+        self.cluster = cluster
         self.node = node
         self.zk_session = zk_session
         self._client: Client | None = None
@@ -169,11 +172,10 @@ class Console:
         self._groups_task: asyncio.Task[None] | None = None
         self._streams: set[asyncio.Event] = set()
         self._unsubscribe: Callable[[], None] | None = None
-        if node is not None and node.controller is not None:
-            self._watch_history()
+        self._watch_history()
 
     def _watch_history(self) -> None:
-        controller = self.node.controller if self.node is not None else None
+        controller = self.cluster.controller()
         if controller is None or self._unsubscribe is not None:
             return
         self._unsubscribe = controller.history.subscribe(lambda _e: self._wake_streams())
@@ -242,8 +244,8 @@ class Console:
                     # The snapshot carries the newest history: all of it is sent now.
                     sent = {e.get("id", "") for e in snap["history"]}
                     writer.write(self._encoded(snap))
-                elif self.node is not None and self.node.controller is not None:
-                    events = list(self.node.controller.history.events)[-SNAPSHOT_HISTORY:]
+                elif (controller := self.cluster.controller()) is not None:
+                    events = list(controller.history.events)[-SNAPSHOT_HISTORY:]
                     fresh = [e for e in events if e.get("id") not in sent]
                     sent.update(e.get("id", "") for e in fresh)
                     if fresh:
@@ -358,11 +360,10 @@ class Console:
                     "rack": info.rack if info else None,
                 }
             )
-        zk = node.zk
+        zk = self.cluster.zk
         zk_state = (
             "NONE" if zk is None else session_state(connected=zk.connected, tracker=self.zk_session)
         )
-        controller = node.controller
         return {
             "broker": self.broker_id,
             "cluster_id": cache.cluster_id,
@@ -370,7 +371,7 @@ class Console:
             "controller": {
                 "id": cache.controller_id,
                 "epoch": cache.controller_epoch,
-                "active_here": bool(controller is not None and controller.is_active),
+                "active_here": self.cluster.is_active_controller(),
             },
             "zookeeper": {
                 "state": zk_state,
@@ -520,18 +521,17 @@ class Console:
     # -- history and groups ---------------------------------------------------------------
 
     async def _refresh_history(self) -> None:
-        node = self.node
-        if node is None:
-            return
-        controller = node.controller
+        # A lone broker has neither a controller candidate nor ZooKeeper: no history.
+        controller = self.cluster.controller()
         if controller is not None and controller.is_active:
             self._history = list(controller.history.events)
             return
-        if node.zk is None:
+        zk = self.cluster.zk
+        if zk is None:
             return
         try:
             async with asyncio.timeout(HISTORY_TIMEOUT_S):
-                self._history = await read_history(node.zk)
+                self._history = await read_history(zk)
         except (ZkError, TimeoutError):
             pass  # the last good read stays
 

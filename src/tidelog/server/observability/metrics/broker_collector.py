@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import (
@@ -34,8 +34,7 @@ from tidelog.server.observability.metrics.zk_session import (
 
 if TYPE_CHECKING:
     from tidelog.controller.controller import Controller
-    from tidelog.server.cluster.fetcher import LeaderFetcher
-    from tidelog.server.cluster.node import ClusterNode
+    from tidelog.server.metadata.backend import FollowerFetcher
     from tidelog.server.observability.metrics.request_metrics import RequestMetrics
     from tidelog.server.replica.manager import HostedPartition, ReplicaManager
     from tidelog.zk import ZkClient
@@ -175,15 +174,49 @@ def count_partitions(
     return PartitionCounts(leaders, under_replicated, under_min_isr, at_min_isr, offline)
 
 
+class ClusterSide(Protocol):
+    """What the collector asks of the cluster side (``MetadataBackend`` answers it)."""
+
+    def controller(self) -> Controller | None: ...
+
+    def is_active_controller(self) -> bool: ...
+
+    def fetchers(self) -> Iterable[FollowerFetcher]: ...
+
+    @property
+    def zk(self) -> ZkClient | None: ...
+
+
+class _Alone:
+    """``ClusterSide`` of a broker on its own, answering as ``LocalBackend`` does: its own
+    active controller, with no candidate, no fetchers and no ZooKeeper."""
+
+    def controller(self) -> Controller | None:
+        return None
+
+    def is_active_controller(self) -> bool:
+        return True
+
+    def fetchers(self) -> Iterable[FollowerFetcher]:
+        return ()
+
+    @property
+    def zk(self) -> ZkClient | None:
+        return None
+
+
+#: The cluster side of a broker on its own.
+ALONE: Final[ClusterSide] = _Alone()
+
+
 class BrokerCollector(Collector):
     """The gauges and counters read from broker state at scrape time (package rules 2, 3).
 
     What it reads besides the ``replica_manager``, each looked up at every scrape:
-    ``fetchers``, this follower's fetchers (none given: nothing followed); ``controller``,
-    the getter of this broker's controller candidate (None: a broker on its own, which is
-    its own active controller); ``zookeeper``, the getter of the ZooKeeper client (None
-    while there is none: no session figures); ``state``, the broker's ``BrokerState``;
-    ``zk_session``, the session losses counted."""
+    ``cluster``, what differs alone and in a cluster (the broker's ``MetadataBackend``:
+    its fetchers, controller candidate, whether it is the active controller, its ZooKeeper
+    client; none given: a broker on its own, ``ALONE``); ``state``, the broker's
+    ``BrokerState``; ``zk_session``, the session losses counted."""
 
     def __init__(
         self,
@@ -191,16 +224,12 @@ class BrokerCollector(Collector):
         *,
         state: Callable[[], BrokerState] = lambda: BrokerState.RUNNING,
         zk_session: ZkSessionTracker | None = None,
-        fetchers: Callable[[], Iterable[LeaderFetcher]] = lambda: (),
-        controller: Callable[[], Controller | None] | None = None,
-        zookeeper: Callable[[], ZkClient | None] = lambda: None,
+        cluster: ClusterSide = ALONE,
     ) -> None:
         self.replica_manager = replica_manager
         self.state = state
         self.zk_session = zk_session
-        self.fetchers = fetchers
-        self.controller = controller
-        self.zookeeper = zookeeper
+        self.cluster = cluster
         #: Made on the loop's thread (rule 6).
         self.loop_idle = LoopIdleProbe()
 
@@ -288,7 +317,7 @@ class BrokerCollector(Collector):
         )
         max_lag = 0
         partitions = self.replica_manager.partitions
-        for fetcher in self.fetchers():
+        for fetcher in self.cluster.fetchers():
             client_id = f"ReplicaFetcherThread-0-{fetcher.leader_id}"
             for tp, state in fetcher.partitions.items():
                 hosted = partitions.get(tp)
@@ -416,10 +445,9 @@ class BrokerCollector(Collector):
         yield delayed
 
     def _controller(self) -> Iterator[Metric]:
-        # A broker on its own (no controller getter) is its own controller, with every
-        # partition led.
-        controller = self.controller() if self.controller is not None else None
-        active = controller.is_active if controller is not None else self.controller is None
+        # A broker on its own is its own active controller, with every partition led.
+        controller = self.cluster.controller()
+        active = self.cluster.is_active_controller()
         offline = imbalance = topics = partitions = 0
         elections = unclean = 0
         election_times = Histogram()
@@ -480,7 +508,7 @@ class BrokerCollector(Collector):
         )
 
     def _zookeeper(self) -> Iterator[Metric]:
-        zk = self.zookeeper()
+        zk = self.cluster.zk
         if zk is None:
             return
         tracker = self.zk_session
@@ -509,7 +537,7 @@ class BrokerCollector(Collector):
 
 def broker_registry(
     replica_manager: ReplicaManager,
-    node: ClusterNode | None = None,
+    cluster: ClusterSide = ALONE,
     *,
     requests: RequestMetrics | None = None,
     state: Callable[[], BrokerState] = lambda: BrokerState.RUNNING,
@@ -517,21 +545,12 @@ def broker_registry(
     process: bool = True,
 ) -> CollectorRegistry:
     """One broker's registry: its state collector, its request metrics, the process.
-    ``node`` is the cluster side: its fetchers, controller candidate and ZooKeeper client
-    are what the collector reads (None: a broker on its own)."""
+    ``cluster`` is what the collector asks about the cluster side (the broker's
+    ``MetadataBackend``; none given: ``ALONE``)."""
     registry = CollectorRegistry(auto_describe=False)
-    if node is None:
-        collector = BrokerCollector(replica_manager, state=state, zk_session=zk_session)
-    else:
-        collector = BrokerCollector(
-            replica_manager,
-            state=state,
-            zk_session=zk_session,
-            # Looked up at each scrape: the fetchers' dict is the manager's to replace.
-            fetchers=lambda: node.fetchers.fetchers.values(),  # noqa: PLW0108
-            controller=lambda: node.controller,
-            zookeeper=lambda: node.zk,
-        )
+    collector = BrokerCollector(
+        replica_manager, state=state, zk_session=zk_session, cluster=cluster
+    )
     registry.register(collector)
     if requests is not None:
         registry.register(requests)
@@ -541,10 +560,12 @@ def broker_registry(
 
 
 __all__ = [
+    "ALONE",
     "LOG_GAUGES",
     "TOPIC_COUNTERS",
     "BrokerCollector",
     "BrokerState",
+    "ClusterSide",
     "LoopIdleProbe",
     "PartitionCounts",
     "broker_registry",
