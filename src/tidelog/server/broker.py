@@ -26,6 +26,7 @@ from tidelog.protocol.codec import warm_up_steps
 from tidelog.server.apis.acl_apis import AclApis
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.dispatcher import Dispatcher
+from tidelog.server.apis.find_coordinator import FindCoordinatorApis
 from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
@@ -213,7 +214,6 @@ class Broker:
             respond=helper.respond,
             own_address=helper.own_address,
         )
-        self.groups.transactions = self.transactions
         #: DescribeLogDirs and AlterReplicaLogDirs: replicas moving between log dirs.
         self.log_dir_mover = ReplicaAlterLogDirsManager(self.config, self.replica_manager)
         # The handler table: every API of this broker, each answered by one group.
@@ -221,6 +221,7 @@ class Broker:
             [
                 *self.apis.groups,
                 self.groups,
+                FindCoordinatorApis.serving(self.groups, self.transactions, helper),
                 self.transactions,  # and idempotent producers' InitProducerId
                 TxnAdmin(helper, self.replica_manager, self.transactions),
                 self.security,  # SaslHandshake/SaslAuthenticate after the login

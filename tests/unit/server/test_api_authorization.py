@@ -36,6 +36,7 @@ from tidelog.security.acls import (
 )
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.find_coordinator import FindCoordinatorApis
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.authorizer import AclAuthorizer, InMemoryAclStore
@@ -156,7 +157,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     )
     apis.handlers.update(transactions.handlers())
     apis.handlers.update(TxnAdmin(apis.helper, apis.replica_manager, transactions).handlers())
-    groups.transactions = transactions
+    apis.handlers.update(FindCoordinatorApis.serving(groups, transactions, apis.helper).handlers())
     authorizer = AclAuthorizer(super_users=frozenset({"User:admin"}))
     asyncio.run(authorizer.attach(InMemoryAclStore(ACLS)))
     apis.authorizer = authorizer

@@ -23,8 +23,8 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server.apis.find_coordinator import FindCoordinatorApis, Leader
 from tidelog.server.auth.authorizer import AclAuthorizer
-from tidelog.server.coordinators.find_coordinator import FindCoordinatorApis, Leader
 from tidelog.server.coordinators.group_common import group_refused, topics_refused
 from tidelog.server.coordinators.group_membership import ParkedRequests
 from tidelog.server.coordinators.group_offsets import OffsetApis

@@ -58,7 +58,7 @@ the APIs are handler groups that receive only the callables they use:
 ``group_partitions`` (load and unload, rule 2), ``group_membership`` (JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup; rule 4), ``group_offsets`` (OffsetCommit, TxnOffsetCommit,
 OffsetFetch, OffsetDelete; rules 3 and 5), ``group_admin`` (ListGroups, DescribeGroups,
-DeleteGroups) and ``find_coordinator`` (FindCoordinator for groups and transactions).
+DeleteGroups); FindCoordinator is the request layer's (``tidelog.server.apis.find_coordinator``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,6 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.coordinators.find_coordinator import FindCoordinatorApis, TransactionFinder
 from tidelog.server.coordinators.group_admin import GroupAdminApis
 from tidelog.server.coordinators.group_common import AuthorizerOf, Entries, Respond
 from tidelog.server.coordinators.group_membership import (
@@ -186,8 +185,6 @@ class GroupCoordinator:
         self.clock: Callable[[], int] = now_ms
         self._next_expiry_check_ms = -1
         self._offsets_creator = _offsets_topic_creator(config, backend)
-        #: The transaction coordinator (set by the broker): FindCoordinator key type 1.
-        self.transactions: TransactionFinder | None = None
         self._task: asyncio.Task[None] | None = None
         self.partitions = GroupPartitions(
             self.replica_manager,
@@ -225,17 +222,9 @@ class GroupCoordinator:
             authorizer=authorizer,
             respond=respond,
         )
-        self.find_coordinator = FindCoordinatorApis(
-            ensure_offsets_topic=self.ensure_offsets_topic,
-            leader_of=self._leader_for_client,
-            transactions=lambda: self.transactions,
-            authorizer=authorizer,
-            respond=respond,
-        )
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
         return {
-            ApiKey.FIND_COORDINATOR: self.find_coordinator.handle_find_coordinator,
             ApiKey.JOIN_GROUP: self.membership.handle_join_group,
             ApiKey.SYNC_GROUP: self.membership.handle_sync_group,
             ApiKey.HEARTBEAT: self.membership.handle_heartbeat,
@@ -323,7 +312,7 @@ class GroupCoordinator:
         """The clock as it is now (tests replace ``clock`` after construction)."""
         return self.clock()
 
-    def _leader_for_client(self, tp: TopicPartition) -> tuple[int, str, int] | None:
+    def leader_for_client(self, tp: TopicPartition) -> tuple[int, str, int] | None:
         """``tp``'s leader on the listener the current request came in on."""
         return self.backend.partition_leader(tp, self._own_address())
 

@@ -13,9 +13,12 @@ from tidelog.client.transactions import COORDINATOR_GROUP, COORDINATOR_TRANSACTI
 from tidelog.coordinator import partition_for
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.auth import authz
+from tidelog.server.coordinators.group import GroupCoordinator
 from tidelog.server.coordinators.group_common import AuthorizerOf, Respond
 from tidelog.server.coordinators.internal_topics import OFFSETS_TOPIC
 
@@ -49,6 +52,22 @@ class FindCoordinatorApis:
         self._transactions = transactions
         self._authorizer = authorizer
         self._respond = respond
+
+    @classmethod
+    def serving(
+        cls, groups: GroupCoordinator, transactions: TransactionFinder, helper: RequestHelper
+    ) -> FindCoordinatorApis:
+        """FindCoordinator for ``groups`` (key type 0) and ``transactions`` (key type 1)."""
+        return cls(
+            ensure_offsets_topic=groups.ensure_offsets_topic,
+            leader_of=groups.leader_for_client,
+            transactions=lambda: transactions,
+            authorizer=lambda: helper.authorizer,
+            respond=helper.respond,
+        )
+
+    def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
+        return {ApiKey.FIND_COORDINATOR: self.handle_find_coordinator}
 
     def handle_find_coordinator(self, header: RequestHeader, body: Any) -> Any:
         keys = list(body.coordinator_keys) if header.api_version >= 4 else [body.key]
