@@ -46,7 +46,7 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.connection import Connection
 from tidelog.server.network.listeners import ListenerSecurity
-from tidelog.server.observability.console import Console
+from tidelog.server.observability.console import Console, snapshot_source
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
@@ -362,7 +362,8 @@ class Broker:
         )
         self.metrics_endpoint = MetricsEndpoint(registry)
         self.console = Console(
-            self.config.broker_id, self.replica_manager, self.backend, self.node, zk_session
+            self.backend,
+            snapshot_source(self.config.broker_id, self.replica_manager, self.backend, zk_session),
         )
         for prefix in (b"/console", b"/api/"):
             self.metrics_endpoint.routes[prefix] = self.console.route

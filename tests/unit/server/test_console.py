@@ -20,6 +20,7 @@ from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import CachedBroker, CachedPartition
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
+from tidelog.server.observability.console_sources import LocalSource, snapshot_source
 from tidelog.server.observability.metrics.broker_collector import ALONE
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 
@@ -44,7 +45,7 @@ def fake_replica_manager(now_ms: int) -> SimpleNamespace:
 
 def with_console(test: Callable[[int], Awaitable[None]]) -> None:
     async def body() -> None:
-        console = Console(0, fake_replica_manager(int(time.time() * 1000)), ALONE, None)  # type: ignore[arg-type]
+        console = Console(ALONE, LocalSource(0, fake_replica_manager(int(time.time() * 1000))))  # type: ignore[arg-type]
         endpoint = MetricsEndpoint(CollectorRegistry())
         endpoint.routes[b"/console"] = console.route
         endpoint.routes[b"/api/"] = console.route
@@ -206,11 +207,10 @@ def test_a_silent_or_dead_leader_shows_unreachable_without_holding_up_the_snapsh
             peer_security=PLAINTEXT,
             client=SimpleNamespace(bootstrap=[("127.0.0.1", 1)]),
         )
+        backend = ZkBackend(None, node)  # type: ignore[arg-type]
         console = Console(
-            0,
-            fake_replica_manager(int(time.time() * 1000)),  # type: ignore[arg-type]
-            ZkBackend(None, node),  # type: ignore[arg-type]
-            node,  # type: ignore[arg-type]
+            backend,
+            snapshot_source(0, fake_replica_manager(int(time.time() * 1000)), backend),  # type: ignore[arg-type]
         )
         try:
             started = time.monotonic()

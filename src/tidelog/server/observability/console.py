@@ -12,7 +12,9 @@ endpoint routes ``/console`` and ``/api/`` here,
   (default 1,000, 100..60,000) and a ``history`` event with each batch of new decisions,
   at once when this broker is the active controller, otherwise with the next snapshot.
 
-Where the data comes from (theory of operation):
+Where the data comes from (theory of operation; rules 1, 2 and 5 are carried out by the
+``SnapshotSource`` the broker is composed with, ``console_sources``: its cache and peers in
+a cluster, its replica manager alone):
 
 1. Brokers, topics, partitions, leaders, leader epochs, ISRs and the controller's id and
    epoch: this broker's metadata cache (what the controller last sent it in UpdateMetadata,
@@ -50,32 +52,22 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
-from kio.schema.describe_quorum.v2 import request as dq_request
-from kio.schema.list_groups.v4 import request as lg_request
-from kio.schema.offset_fetch.v7 import request as of_request
-from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32
-
-from tidelog.client import Client
 from tidelog.controller.history import read_history
-from tidelog.model import TopicPartition
+from tidelog.server.observability.console_sources import (
+    QUORUM_TIMEOUT_S,
+    SnapshotSource,
+    snapshot_source,
+)
 from tidelog.server.observability.metrics.broker_collector import ClusterSide
-from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.zk import ZkError
-
-if TYPE_CHECKING:
-    from tidelog.server.cluster.node import ClusterNode
-    from tidelog.server.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-#: How long the console waits for one leader's DescribeQuorum.
-QUORUM_TIMEOUT_S: Final = 2.0
 #: How long it waits for ZooKeeper (the history znode).
 HISTORY_TIMEOUT_S: Final = 1.0
 #: A snapshot this young is served again instead of building another.
@@ -118,50 +110,14 @@ def page() -> bytes:
     return resources.files("tidelog.server.observability").joinpath("console.html").read_bytes()
 
 
-def _replica_row(
-    broker: int,
-    leo: int,
-    caught_up_ms: int,
-    *,
-    leader_leo: int,
-    now_ms: int,
-    in_isr: bool,
-    is_leader: bool,
-) -> dict[str, Any]:
-    lag = None if leo < 0 else max(0, leader_leo - leo)
-    if is_leader:
-        lag_ms: int | None = 0
-    elif caught_up_ms > 0:
-        lag_ms = max(0, now_ms - caught_up_ms)
-    else:
-        lag_ms = None
-    return {
-        "id": broker,
-        "leo": leo,
-        "lag": lag,
-        "lag_ms": lag_ms,
-        "in_isr": in_isr,
-        "leader": is_leader,
-    }
-
-
 class Console:
     """Serves the console's paths for one broker (module docstring)."""
 
-    def __init__(
-        self,
-        broker_id: int,
-        replica_manager: ReplicaManager,
-        cluster: ClusterSide,
-        node: ClusterNode | None,
-        zk_session: ZkSessionTracker | None = None,
-    ) -> None:
-        self.broker_id = broker_id
-        self.replica_manager = replica_manager
+    def __init__(self, cluster: ClusterSide, source: SnapshotSource) -> None:
+        #: The controller candidate and ZooKeeper client, for the decision history.
         self.cluster = cluster
-        self.node = node
-        self.zk_session = zk_session
-        self._client: Client | None = None
+        #: The snapshot's topology and the consumer groups (``console_sources``).
+        self.source = source
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_at = 0.0
         self._encoded_snapshot: tuple[dict[str, Any], bytes] | None = None
@@ -190,9 +146,7 @@ class Console:
         for task in (self._building, self._groups_task):
             if task is not None and not task.done():
                 task.cancel()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self.source.close()
 
     # -- routing (called by MetricsEndpoint) -----------------------------------------------
 
@@ -284,239 +238,17 @@ class Console:
     async def _build(self) -> dict[str, Any]:
         started = time.perf_counter()
         now_ms = int(time.time() * 1000)
-        node = self.node
-        if node is None:
-            snap = self._single_node(now_ms)
-        else:
-            self._watch_history()
-            quorum, _ = await asyncio.gather(self._quorums(node), self._refresh_history())
-            snap = self._cluster(node, quorum, now_ms)
-            self._maybe_refresh_groups()
+        # A lone broker has no controller candidate nor ZooKeeper: no history to watch or
+        # read, and its source keeps the (empty) groups list.
+        self._watch_history()
+        snap: dict[str, Any]
+        snap, _ = await asyncio.gather(self.source.topology(now_ms), self._refresh_history())
+        self._maybe_refresh_groups()
         snap["groups"] = _with_lag(self._groups, snap["topics"])
         snap["history"] = self._history[-SNAPSHOT_HISTORY:]
         snap["time_ms"] = now_ms
         snap["build_ms"] = round((time.perf_counter() - started) * 1000.0, 2)
         return snap
-
-    def _single_node(self, now_ms: int) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, hosted in sorted(self.replica_manager.partitions.items()):
-            q = self._local_quorum(tp, now_ms)
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "leader": self.broker_id,
-                    "leader_epoch": hosted.partition.leader_epoch,
-                    "isr": [self.broker_id],
-                    "replicas": [self.broker_id],
-                    **(q or {"hw": None, "replica_states": [], "status": "unknown"}),
-                }
-            )
-        return {
-            "broker": self.broker_id,
-            "cluster_id": "",
-            "brokers": [{"id": self.broker_id, "alive": True, "host": "", "port": 0}],
-            "controller": {"id": self.broker_id, "epoch": -1, "active_here": True},
-            "zookeeper": {"state": "NONE"},
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
-
-    def _cluster(
-        self, node: ClusterNode, quorum: Mapping[TopicPartition, dict[str, Any]], now_ms: int
-    ) -> dict[str, Any]:
-        cache = node.metadata
-        live = cache.brokers
-        replica_ids: set[int] = set()
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, state in sorted(cache.partitions.items()):
-            replica_ids.update(state.replicas)
-            found = quorum.get(tp)
-            row: dict[str, Any] = {
-                "partition": tp.partition,
-                "leader": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "isr": list(state.isr),
-                "replicas": list(state.replicas),
-                "hw": None,
-                "replica_states": [
-                    {"id": r, "leo": None, "lag": None, "lag_ms": None, "in_isr": r in state.isr}
-                    for r in state.replicas
-                ],
-                "status": "offline" if state.leader < 0 else "unreachable",
-            }
-            if found is not None:
-                row.update(found)
-            topics.setdefault(tp.topic, []).append(row)
-        ids = sorted(set(live) | replica_ids)
-        brokers = []
-        for b in ids:
-            info = live.get(b)
-            brokers.append(
-                {
-                    "id": b,
-                    "alive": info is not None,
-                    "host": info.host if info else "",
-                    "port": info.port if info else 0,
-                    "rack": info.rack if info else None,
-                }
-            )
-        zk = self.cluster.zk
-        zk_state = (
-            "NONE" if zk is None else session_state(connected=zk.connected, tracker=self.zk_session)
-        )
-        return {
-            "broker": self.broker_id,
-            "cluster_id": cache.cluster_id,
-            "brokers": brokers,
-            "controller": {
-                "id": cache.controller_id,
-                "epoch": cache.controller_epoch,
-                "active_here": self.cluster.is_active_controller(),
-            },
-            "zookeeper": {
-                "state": zk_state,
-                "connect": zk.connect_string if zk is not None else "",
-                "session_id": f"0x{zk.session_id:x}" if zk and zk.session_id else None,
-            },
-            "topics": [{"name": t, "partitions": ps} for t, ps in sorted(topics.items())],
-        }
-
-    def _local_quorum(self, tp: TopicPartition, now_ms: int) -> dict[str, Any] | None:
-        """What DescribeQuorum would answer for ``tp`` if this broker leads it."""
-        hosted = self.replica_manager.partitions.get(tp)
-        if hosted is None or not hosted.partition.is_leader:
-            return None
-        p = hosted.partition
-        leader_leo = hosted.log.log_end_offset
-        rows = []
-        for r in p.replicas:
-            if r == p.local_broker_id:
-                rows.append(
-                    _replica_row(
-                        r,
-                        leader_leo,
-                        now_ms,
-                        leader_leo=leader_leo,
-                        now_ms=now_ms,
-                        in_isr=r in p.isr,
-                        is_leader=True,
-                    )
-                )
-            else:
-                rs = p.replica_states.get(r)
-                rows.append(
-                    _replica_row(
-                        r,
-                        -1 if rs is None else rs.log_end_offset,
-                        0 if rs is None else rs.last_caught_up_time_ms,
-                        leader_leo=leader_leo,
-                        now_ms=now_ms,
-                        in_isr=r in p.isr,
-                        is_leader=False,
-                    )
-                )
-        return {
-            "hw": p.high_watermark,
-            "leo": leader_leo,
-            "replica_states": rows,
-            "status": "ok",
-            "source": "local",
-        }
-
-    async def _quorums(self, node: ClusterNode) -> dict[TopicPartition, dict[str, Any]]:
-        """Rule 2: one DescribeQuorum per leader, all at once, each with a timeout."""
-        now_ms = int(time.time() * 1000)
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp, state in node.metadata.partitions.items():
-            if state.leader >= 0:
-                by_leader.setdefault(state.leader, []).append(tp)
-        out: dict[TopicPartition, dict[str, Any]] = {}
-        remote = []
-        for leader, tps in by_leader.items():
-            if leader == self.broker_id:
-                for tp in tps:
-                    q = self._local_quorum(tp, now_ms)
-                    if q is not None:
-                        out[tp] = q
-            else:
-                remote.append(self._remote_quorum(node, leader, tps, now_ms))
-        for found in await asyncio.gather(*remote):
-            out.update(found)
-        return out
-
-    def _peer_client(self, node: ClusterNode) -> Client:
-        if self._client is None:
-            self._client = Client(
-                [f"{host}:{port}" for host, port in node.client.bootstrap],
-                client_id=f"console-{self.broker_id}",
-                request_timeout_s=QUORUM_TIMEOUT_S,
-                connect_timeout_s=QUORUM_TIMEOUT_S,
-                security=node.peer_security,
-            )
-        return self._client
-
-    async def _remote_quorum(
-        self, node: ClusterNode, leader: int, tps: Iterable[TopicPartition], now_ms: int
-    ) -> dict[TopicPartition, dict[str, Any]]:
-        broker = node.metadata.brokers.get(leader)
-        address = None if broker is None else broker.address_on(node.listener_name)
-        if address is None:
-            return {}
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = dq_request.DescribeQuorumRequest(
-            topics=tuple(
-                dq_request.TopicData(
-                    topic_name=TopicName(t),
-                    partitions=tuple(dq_request.PartitionData(partition_index=i32(p)) for p in ps),
-                )
-                for t, ps in sorted(by_topic.items())
-            )
-        )
-        try:
-            async with asyncio.timeout(QUORUM_TIMEOUT_S):
-                conn = await self._peer_client(node).connection_to(*address)
-                response = await conn.send(request, timeout_s=QUORUM_TIMEOUT_S)
-        except Exception as exc:  # any failure: its partitions show unreachable
-            log.debug("console: DescribeQuorum to broker %s failed: %r", leader, exc)
-            return {}
-        out: dict[TopicPartition, dict[str, Any]] = {}
-        for topic in response.topics:
-            for part in topic.partitions:
-                if int(part.error_code) != 0:
-                    continue
-                replicas = [(r, True) for r in part.current_voters] + [
-                    (r, False) for r in part.observers
-                ]
-                leader_leo = next(
-                    (int(r.log_end_offset) for r, _ in replicas if int(r.replica_id) == leader),
-                    -1,
-                )
-                rows = [
-                    _replica_row(
-                        int(r.replica_id),
-                        int(r.log_end_offset),
-                        int(r.last_caught_up_timestamp),
-                        leader_leo=leader_leo,
-                        now_ms=now_ms,
-                        in_isr=in_isr,
-                        is_leader=int(r.replica_id) == leader,
-                    )
-                    for r, in_isr in replicas
-                ]
-                tp = TopicPartition(topic.topic_name, int(part.partition_index))
-                cached = node.metadata.partitions.get(tp)
-                order = {b: i for i, b in enumerate(cached.replicas if cached else ())}
-                rows.sort(key=lambda row: order.get(row["id"], len(order)))
-                out[tp] = {
-                    "hw": int(part.high_watermark),
-                    "leo": leader_leo,
-                    "replica_states": rows,
-                    "status": "ok",
-                    "source": f"DescribeQuorum from broker {leader}",
-                }
-        return out
 
     # -- history and groups ---------------------------------------------------------------
 
@@ -544,77 +276,11 @@ class Console:
         self._groups_task = asyncio.get_running_loop().create_task(self._refresh_groups())
 
     async def _refresh_groups(self) -> None:
-        node = self.node
-        if node is None:
-            return
         try:
             async with asyncio.timeout(GROUPS_TIMEOUT_S):
-                self._groups = await _describe_groups(self._peer_client(node), node, self._groups)
+                self._groups = await self.source.groups(self._groups)
         except Exception as exc:
             log.debug("console: consumer groups failed: %r", exc)
-
-
-async def _ask(client: Client, address: tuple[str, int], request: Any) -> Any:
-    """``request`` to ``address``; None when it fails or takes over ``QUORUM_TIMEOUT_S``."""
-    try:
-        async with asyncio.timeout(QUORUM_TIMEOUT_S):
-            conn = await client.connection_to(*address)
-            return await conn.send(request)
-    except Exception:
-        return None
-
-
-async def _describe_groups(
-    client: Client, node: ClusterNode, previous: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Module rule 5. A group of a coordinator that did not answer keeps its last known
-    offsets, marked ``stale``."""
-    cache = node.metadata
-    names: dict[str, int] = {}
-    addresses = {
-        b: address
-        for b, broker in list(cache.brokers.items())
-        if (address := broker.address_on(node.listener_name)) is not None
-    }
-    answers = await asyncio.gather(
-        *(
-            _ask(client, address, lg_request.ListGroupsRequest(states_filter=()))
-            for address in addresses.values()
-        )
-    )
-    silent = {b for b, answer in zip(addresses, answers, strict=True) if answer is None}
-    for broker_id, answer in zip(addresses, answers, strict=True):
-        for g in answer.groups if answer is not None else ():
-            names[str(g.group_id)] = broker_id
-    groups = [
-        {**g, "stale": True}
-        for g in previous
-        if g["group"] not in names
-        and (g["coordinator"] in silent or g["coordinator"] not in addresses)
-    ]
-    for group, coordinator in sorted(names.items()):
-        response = await _ask(
-            client,
-            addresses[coordinator],
-            of_request.OffsetFetchRequest(
-                group_id=GroupId(group), topics=None, require_stable=False
-            ),
-        )
-        if response is None:
-            continue
-        rows = []
-        for topic in response.topics:
-            for part in topic.partitions:
-                tp = TopicPartition(str(topic.name), int(part.partition_index))
-                rows.append(
-                    {
-                        "topic": tp.topic,
-                        "partition": tp.partition,
-                        "committed": int(part.committed_offset),
-                    }
-                )
-        groups.append({"group": group, "coordinator": coordinator, "partitions": rows})
-    return sorted(groups, key=lambda g: str(g["group"]))
 
 
 def _with_lag(groups: list[dict[str, Any]], topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -646,4 +312,4 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-__all__ = ["QUORUM_TIMEOUT_S", "Console", "page"]
+__all__ = ["QUORUM_TIMEOUT_S", "Console", "page", "snapshot_source"]
