@@ -93,13 +93,31 @@ def table(a: list[dict[tuple[str, str], float]], b: list[dict[tuple[str, str], f
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--a", type=Path, required=True, help="the tree measured first (old)")
-    parser.add_argument("--b", type=Path, required=True, help="the tree measured second (new)")
+    parser.add_argument("--a", type=Path, help="the tree measured first (old)")
+    parser.add_argument("--b", type=Path, help="the tree measured second (new)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each tree")
     parser.add_argument("--bench-args", default="--only produce,e2e --no-charts")
     parser.add_argument("--pause", type=float, default=20.0, help="seconds between runs")
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument(
+        "--tabulate",
+        action="store_true",
+        help="run nothing: tabulate every a*/ and b*/ results.json below --output",
+    )
     args = parser.parse_args()
+    if args.tabulate:
+        found = {
+            side: [
+                rows_of(json.loads(p.read_text()))
+                for p in sorted(args.output.rglob(f"{side}[0-9]*/results.json"))
+            ]
+            for side in ("a", "b")
+        }
+        print(f"{len(found['a'])} A runs, {len(found['b'])} B runs below {args.output}\n")
+        print(table(found["a"], found["b"]))
+        return 0
+    if args.a is None or args.b is None:
+        parser.error("--a and --b name the two trees")
     bench_args = shlex.split(args.bench_args)
     results: dict[str, list[dict[tuple[str, str], float]]] = {"a": [], "b": []}
     for i in range(args.runs):
