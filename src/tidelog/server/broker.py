@@ -19,6 +19,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
@@ -46,7 +47,8 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.connection import Connection
 from tidelog.server.network.listeners import ListenerSecurity
-from tidelog.server.observability.console import Console, snapshot_source
+from tidelog.server.observability.console import Console
+from tidelog.server.observability.console_sources import ClusterSource, LocalSource, SnapshotSource
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
@@ -167,6 +169,9 @@ class Broker:
         self.freeze_gc_when_warm = False
         #: The cluster side (ZooKeeper, controller, fetchers) when ``zookeeper.connect`` is set.
         self.node: ClusterNode | None = None
+        #: The web console's view of the cluster, given the ZooKeeper session tracker: chosen
+        #: with the metadata backend (``_open_alone`` / ``_open_cluster``).
+        self._console_source: Callable[[ZkSessionTracker | None], SnapshotSource]
         #: What differs alone and in a cluster (``tidelog.server.metadata.backend``).
         self.backend: MetadataBackend
         #: Prometheus endpoint when ``metrics.listener`` is set
@@ -255,6 +260,9 @@ class Broker:
                 log.warning("removing log %s of a deleted topic", tp)
                 self.log_manager.delete_log(tp)
         backend.load_topics(self.log_manager.high_watermarks())
+        self._console_source = lambda _zk_session: LocalSource(
+            config.broker_id, self.replica_manager
+        )
         return []
 
     def _open_cluster(self) -> list[HandlerGroup]:
@@ -273,7 +281,10 @@ class Broker:
         self.node = node = ClusterNode(
             self.config, self.replica_manager, cache, self.log_manager.high_watermarks()
         )
-        self.backend = ZkBackend(self.config, node)
+        self.backend = backend = ZkBackend(self.config, node)
+        self._console_source = lambda zk_session: ClusterSource(
+            self.config.broker_id, node, self.replica_manager, backend, zk_session
+        )
         self.apis = KafkaApis(self.config, self.backend, self.replica_manager, self.supported)
         helper = self.apis.helper
         return [
@@ -363,7 +374,7 @@ class Broker:
         self.metrics_endpoint = MetricsEndpoint(registry)
         self.console = Console(
             self.backend,
-            snapshot_source(self.config.broker_id, self.replica_manager, self.backend, zk_session),
+            self._console_source(zk_session),
         )
         for prefix in (b"/console", b"/api/"):
             self.metrics_endpoint.routes[prefix] = self.console.route

@@ -20,7 +20,7 @@ from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import CachedBroker, CachedPartition
 from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
-from tidelog.server.observability.console_sources import LocalSource, snapshot_source
+from tidelog.server.observability.console_sources import ClusterSource, LocalSource
 from tidelog.server.observability.metrics.broker_collector import ALONE
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 
@@ -210,7 +210,7 @@ def test_a_silent_or_dead_leader_shows_unreachable_without_holding_up_the_snapsh
         backend = ZkBackend(None, node)  # type: ignore[arg-type]
         console = Console(
             backend,
-            snapshot_source(0, fake_replica_manager(int(time.time() * 1000)), backend),  # type: ignore[arg-type]
+            ClusterSource(0, node, fake_replica_manager(int(time.time() * 1000)), backend, None),  # type: ignore[arg-type]
         )
         try:
             started = time.monotonic()

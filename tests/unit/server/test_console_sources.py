@@ -8,13 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.observability.console_sources import (
-    ClusterSource,
     LocalSource,
-    snapshot_source,
 )
-from tidelog.server.observability.metrics.broker_collector import ALONE
 
 
 def lone_replica_manager() -> Any:
@@ -29,18 +25,6 @@ def lone_replica_manager() -> Any:
     )
     hosted = SimpleNamespace(partition=partition, log=SimpleNamespace(log_end_offset=6))
     return SimpleNamespace(partitions={TopicPartition("t", 0): hosted})
-
-
-def test_a_lone_broker_gets_the_local_source() -> None:
-    assert isinstance(snapshot_source(7, lone_replica_manager(), ALONE), LocalSource)
-
-
-def test_a_cluster_member_gets_the_cluster_source_of_its_node() -> None:
-    node = SimpleNamespace(metadata=SimpleNamespace(), controller=None, zk=None)
-    backend = ZkBackend(None, node)  # type: ignore[arg-type]
-    source = snapshot_source(7, lone_replica_manager(), backend)
-    assert isinstance(source, ClusterSource)
-    assert source.node is node
 
 
 def test_the_local_source_shows_the_broker_alone_and_keeps_the_groups() -> None:

@@ -61,7 +61,6 @@ from tidelog.controller.history import read_history
 from tidelog.server.observability.console_sources import (
     QUORUM_TIMEOUT_S,
     SnapshotSource,
-    snapshot_source,
 )
 from tidelog.server.observability.metrics.broker_collector import ClusterSide
 from tidelog.zk import ZkError
@@ -312,4 +311,4 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-__all__ = ["QUORUM_TIMEOUT_S", "Console", "page", "snapshot_source"]
+__all__ = ["QUORUM_TIMEOUT_S", "Console", "page"]

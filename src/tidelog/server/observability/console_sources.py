@@ -28,7 +28,6 @@ from kio.static.primitive import i32
 
 from tidelog.client import Client
 from tidelog.model import TopicPartition
-from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.observability.metrics.broker_collector import ClusterSide
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 
@@ -54,18 +53,6 @@ class SnapshotSource(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-def snapshot_source(
-    broker_id: int,
-    replica_manager: ReplicaManager,
-    cluster: ClusterSide,
-    zk_session: ZkSessionTracker | None = None,
-) -> SnapshotSource:
-    """The source for the broker's metadata backend: a ``ZkBackend`` is a cluster member."""
-    if isinstance(cluster, ZkBackend):
-        return ClusterSource(broker_id, cluster.node, replica_manager, cluster, zk_session)
-    return LocalSource(broker_id, replica_manager)
 
 
 def _replica_row(
@@ -432,5 +419,4 @@ __all__ = [
     "LocalSource",
     "SnapshotSource",
     "local_quorum",
-    "snapshot_source",
 ]
