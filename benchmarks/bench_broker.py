@@ -128,7 +128,7 @@ def request_rate(host: str, port: int, topic: str, seconds: float) -> float:
 
     from tidelog.protocol.codec import RequestHeader, encode_request
     from tidelog.protocol.framing import FrameDecoder
-    from tidelog.server.apis.messages import build
+    from tidelog.protocol.messages import build
 
     records = build_batch([Record(value=b"x" * 100)], base_timestamp_ms=1)
     body = build(
