@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from tidelog.server.config.keys import ConfigKey, T, _key
+from tidelog.server.config.keys import COMPRESSION_LEVEL_KEYS, ConfigKey, T, _key
 from tidelog.server.config.values import (
     DEFAULT_PROTOCOL_MAP,
     INT_MAX,
@@ -21,7 +21,6 @@ from tidelog.server.config.values import (
     _enum_value,
     _metrics_listener_value,
     _minus_one_or_at_least,
-    _minus_one_or_between,
     _parse_bool,
     _parse_double,
     _parse_int,
@@ -143,19 +142,7 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
         dynamic=True,
     ),
     # KIP-390: the levels the broker compresses with when it recompresses.
-    "compression.gzip.level": _key(
-        T.INT,
-        "The gzip level when the broker compresses.",
-        _parse_int,
-        -1,
-        _minus_one_or_between(1, 9),
-    ),
-    "compression.lz4.level": _key(
-        T.INT, "The lz4 level when the broker compresses.", _parse_int, 9, _between(1, 17)
-    ),
-    "compression.zstd.level": _key(
-        T.INT, "The zstd level when the broker compresses.", _parse_int, 3, _between(-131072, 22)
-    ),
+    **COMPRESSION_LEVEL_KEYS,
     "socket.request.max.bytes": _key(
         T.INT, "The largest request the broker reads.", _parse_int, 104857600, _at_least(1)
     ),

@@ -122,6 +122,23 @@ IGNORED_KEYS: Final[Mapping[str, ConfigKey]] = {
     "queued.max.requests": _ignored(T.INT, "Accepted for compatibility; not used."),
 }
 
+#: KIP-390: the levels the broker compresses with, the same keys at broker and topic level.
+COMPRESSION_LEVEL_KEYS: Final[Mapping[str, ConfigKey]] = {
+    "compression.gzip.level": _key(
+        T.INT,
+        "The gzip level when the broker compresses.",
+        _parse_int,
+        -1,
+        _minus_one_or_between(1, 9),
+    ),
+    "compression.lz4.level": _key(
+        T.INT, "The lz4 level when the broker compresses.", _parse_int, 9, _between(1, 17)
+    ),
+    "compression.zstd.level": _key(
+        T.INT, "The zstd level when the broker compresses.", _parse_int, 3, _between(-131072, 22)
+    ),
+}
+
 #: Topic configs tidelog applies, by Kafka's topic-level name. Values Kafka knows but
 #: tidelog cannot honour (LogAppendTime) are
 #: refused with INVALID_CONFIG rather than silently ignored.
@@ -155,19 +172,7 @@ TOPIC_KEYS: Final[Mapping[str, ConfigKey]] = {
     "compression.type": _key(
         T.STRING, "Compression of the topic's stored batches.", _compression_type, "producer"
     ),
-    "compression.gzip.level": _key(
-        T.INT,
-        "The gzip level when the broker compresses.",
-        _parse_int,
-        -1,
-        _minus_one_or_between(1, 9),
-    ),
-    "compression.lz4.level": _key(
-        T.INT, "The lz4 level when the broker compresses.", _parse_int, 9, _between(1, 17)
-    ),
-    "compression.zstd.level": _key(
-        T.INT, "The zstd level when the broker compresses.", _parse_int, 3, _between(-131072, 22)
-    ),
+    **COMPRESSION_LEVEL_KEYS,
     "retention.ms": _key(
         T.LONG,
         "Segments older than this are deleted (-1: never).",
