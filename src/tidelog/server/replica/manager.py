@@ -290,21 +290,12 @@ class ReplicaManager:
 
     # --- partition lifecycle ---------------------------------------------------------
 
-    def make_leader(
-        self,
-        tp: TopicPartition,
-        topic_id: uuid.UUID,
-        topic_config: Mapping[str, object],
-        high_watermark: int | None = None,
-        *,
-        leader_epoch: int | None = None,
-        partition_epoch: int = 0,
-        replicas: Sequence[BrokerId] | None = None,
-        isr: Sequence[BrokerId] | None = None,
-    ) -> HostedPartition:
-        """Host ``tp`` as leader. Alone (the defaults) this broker is the only replica and the
-        ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
-        a controller passes the epochs, replicas and ISR it decided."""
+    def _hosting(
+        self, tp: TopicPartition, topic_id: uuid.UUID, topic_config: Mapping[str, object]
+    ) -> tuple[HostedPartition | None, Log, Partition]:
+        """What becoming leader or follower of ``tp`` starts from: the hosted partition if
+        any, its log (created if absent) and its replication state (new if not hosted), with
+        the topic's ``min.insync.replicas`` and throttles applied."""
         existing = self.partitions.get(tp)
         the_log = self.log_manager.get_or_create_log(
             tp, log_config_for(topic_config, self.config), topic_id
@@ -322,6 +313,24 @@ class ReplicaManager:
                 replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
                 min_insync_replicas=min_isr,
             )
+        return existing, the_log, partition
+
+    def make_leader(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        topic_config: Mapping[str, object],
+        high_watermark: int | None = None,
+        *,
+        leader_epoch: int | None = None,
+        partition_epoch: int = 0,
+        replicas: Sequence[BrokerId] | None = None,
+        isr: Sequence[BrokerId] | None = None,
+    ) -> HostedPartition:
+        """Host ``tp`` as leader. Alone (the defaults) this broker is the only replica and the
+        ISR, and the leader epoch is the latest in the log's epoch cache (0 for a new log);
+        a controller passes the epochs, replicas and ISR it decided."""
+        _existing, the_log, partition = self._hosting(tp, topic_id, topic_config)
         cache = the_log.leader_epoch_cache
         if leader_epoch is None:
             latest = cache.latest_epoch()
@@ -360,23 +369,8 @@ class ReplicaManager:
         """Host ``tp`` as a follower of ``leader`` (-1: the partition is offline); return
         whether the leader or leader epoch changed (the fetcher must truncate again, rule 7).
         Parked produces and fetches on ``tp`` answer now (NOT_LEADER_OR_FOLLOWER)."""
-        existing = self.partitions.get(tp)
-        the_log = self.log_manager.get_or_create_log(
-            tp, log_config_for(topic_config, self.config), topic_id
-        )
-        min_isr = topic_config["min.insync.replicas"]
-        assert isinstance(min_isr, int)
-        self.replication_quotas.apply_topic_config(tp.topic, topic_config)
-        if existing is not None:
-            partition = existing.partition
-            partition.min_insync_replicas = min_isr
-        else:
-            partition = Partition(
-                tp,
-                self.broker_id,
-                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
-                min_insync_replicas=min_isr,
-            )
+        existing, the_log, partition = self._hosting(tp, topic_id, topic_config)
+        if existing is None:
             partition.high_watermark = min(high_watermark, the_log.log_end_offset)
         changed = partition.make_follower(
             leader_id=leader,
