@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from tests.unit.server.metrics_fakes import (
     exchange,
@@ -41,11 +42,13 @@ from tidelog.server.config.values import MetricsListener
 from tidelog.server.observability.metrics.broker_collector import (
     BrokerCollector,
     BrokerState,
+    LazyFamily,
     LoopIdleProbe,
     PartitionCounts,
     broker_registry,
     count_partitions,
 )
+from tidelog.server.observability.metrics.endpoint import scrape_text as collect_then_format
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
 from tidelog.server.replica.manager import (
@@ -511,6 +514,40 @@ def test_log_gauges_per_hosted_partition() -> None:
     again = scrape(broker_registry(rm, process=False))  # type: ignore[arg-type]
     assert f"kafka_log_log_size{{{u3}}}" not in again
     assert again[f"kafka_log_log_size{{{t0}}}"] == 4096
+
+
+def test_a_scrape_reads_the_state_when_collected_and_formats_it_later() -> None:
+    """Package rule 4: ``scrape_text`` reads the partitions when called (on the loop); the
+    call it returns formats only what was read, so it may run in a worker thread while the
+    loop changes the partitions."""
+    rm = fake_replica_manager()
+    rm.partitions = {TopicPartition("t", 0): hosted(leader=True, isr={0}, log_end=120, size=10)}
+    registry = broker_registry(rm, process=False)  # type: ignore[arg-type]
+    format_later = collect_then_format(registry)
+    # The loop moves on: the partition goes away before the text is formatted.
+    rm.partitions = {}
+    got = {
+        sample.name + str(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(format_later().decode())
+        for sample in family.samples
+    }
+    assert got["kafka_log_log_logendoffset[('partition', '0'), ('topic', 't')]"] == 120
+    assert got["kafka_log_log_size[('partition', '0'), ('topic', 't')]"] == 10
+    assert generate_latest(registry).count(b"kafka_log_log_size{") == 0
+
+
+def test_a_lazy_family_builds_its_samples_once_when_first_read() -> None:
+    calls: list[int] = []
+
+    def build() -> list[Sample]:
+        calls.append(1)
+        return [Sample("x_y", {"a": "b"}, 1.0)]
+
+    family = LazyFamily("x_y", "help", "gauge", build)
+    assert calls == []
+    assert [s.value for s in family.samples] == [1.0]
+    assert [s.value for s in family.samples] == [1.0]
+    assert calls == [1]
 
 
 def rm_with_partitions(tmp_path: Path) -> ReplicaManager:

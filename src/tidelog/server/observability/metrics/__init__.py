@@ -30,11 +30,14 @@ one process). docs/metrics.md lists every metric.
    the fetcher) minus this replica's log end offset, not below 0.
 4. The endpoint is an asyncio server on the broker's loop (``MetricsEndpoint``), not
    ``prometheus_client``'s thread server: the collectors read state that belongs to the
-   loop. One request per connection: ``GET /metrics`` (or ``HEAD``) answers 200, another
-   path 404, another method 405, a request line that is not HTTP/1.x (or a line over
-   8 KiB) 400; the connection closes after each answer (after an error answer, once the
-   client has closed its side or 1 s has passed, so that it reads the answer), and without
-   an answer when the client sends nothing for 10 s.
+   loop, so they run on it, reading plain values; the samples of the per-partition
+   families are made from those values (``LazyFamily``) and the text is formatted in a
+   worker thread, so the loop is held only while the values are read. One request per
+   connection: ``GET /metrics`` (or ``HEAD``) answers 200, another path 404, another
+   method 405, a request line that is not HTTP/1.x (or a line over 8 KiB) 400; the
+   connection closes after each answer (after an error answer, once the client has closed
+   its side or 1 s has passed, so that it reads the answer), and without an answer when
+   the client sends nothing for 10 s.
 5. Request times (Kafka's RequestMetrics), per API name, one ``RequestStats`` each made up
    front (no label lookup, no lock: everything runs on the event loop). A request is
    marked with ``time.monotonic()``: *received* (the connection's read that brought it),

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Final
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 
 from tidelog.server.config.values import MetricsListener
 
@@ -47,6 +48,28 @@ def _answer(
         lines.append("Allow: GET, HEAD")
     header = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
     return header if head else header + body
+
+
+class _Collected:
+    """Families already collected, in the shape ``generate_latest`` reads (a registry)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def scrape_text(registry: CollectorRegistry) -> Callable[[], bytes]:
+    """Collect ``registry`` now and return the formatting of what was collected.
+
+    The collectors read state that belongs to the event loop, so they run here, on it; the
+    text (three quarters of a scrape: 80 of 110 ms with 5,000 hosted partitions on the 2-CPU
+    VM) is formatted by the returned call, which reads only the collected families and so
+    may run in a worker thread.
+    """
+    collected = _Collected(list(registry.collect()))
+    return lambda: generate_latest(collected)
 
 
 class MetricsEndpoint:
@@ -153,8 +176,8 @@ class MetricsEndpoint:
             return await route(head, target, writer)
         if path != b"/metrics":
             return _answer(404, b"not found: the metrics are at /metrics\n", head=head)
-        body = generate_latest(self.registry)
+        body = await asyncio.to_thread(scrape_text(self.registry))
         return _answer(200, body, content_type=CONTENT_TYPE, head=head)
 
 
-__all__ = ["CONTENT_TYPE", "MAX_HEADER_LINES", "MAX_LINE_BYTES", "MetricsEndpoint"]
+__all__ = ["CONTENT_TYPE", "MAX_HEADER_LINES", "MAX_LINE_BYTES", "MetricsEndpoint", "scrape_text"]
