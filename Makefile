@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn bench bench-micro bench-storage clean
+.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn bench bench-micro bench-storage bench-scrape clean
 
 all: test
 
@@ -75,6 +75,10 @@ bench-micro: venv
 
 bench-storage: venv
 	$(BIN)/python benchmarks/bench_storage.py
+
+# What a /metrics scrape costs the event loop with 1,000 and 5,000 hosted partitions.
+bench-scrape: venv
+	$(BIN)/python benchmarks/bench_scrape.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis build src/*.egg-info
