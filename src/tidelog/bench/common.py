@@ -99,6 +99,46 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def code_version() -> dict[str, Any]:
+    """The code measured: the commit of the tree ``tidelog`` is imported from and whether
+    it had uncommitted changes (``commit`` None when it is not a git checkout, e.g. an
+    installed wheel), and the Kafka client library the load generators use."""
+    root = Path(__file__).resolve().parents[3]
+    commit: str | None = None
+    dirty: bool | None = None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        if head.returncode == 0:
+            commit = head.stdout.strip()
+            status = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+            dirty = bool(status.stdout.strip())
+    except OSError:
+        pass
+    clients: dict[str, Any] = {}
+    try:
+        import confluent_kafka  # noqa: PLC0415 - the bench extra, optional
+
+        clients = {
+            "confluent_kafka": str(getattr(confluent_kafka, "__version__", "")),
+            "librdkafka": confluent_kafka.libversion()[0],
+        }
+    except ImportError:
+        pass
+    return {"commit": commit, "uncommitted_changes": dirty, "code_tree": str(root), **clients}
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     cpu_model = ""
@@ -123,6 +163,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         disk = ""
     return {
+        **code_version(),
         "cpu_model": cpu_model,
         "cpus": os.cpu_count(),
         "memory_bytes": mem_total,

@@ -91,7 +91,19 @@ def _header(data: dict[str, Any]) -> list[str]:
         f"{' '.join(f'{x:.2f}' for x in data['load_at_end'])}; every row carries the load "
         "when it finished.",
         "",
+        f"Code: {_code(m)}.",
+        "",
     ]
+
+
+def _code(m: dict[str, Any]) -> str:
+    """The commit measured, as the machine section records it (older runs have none)."""
+    commit = m.get("commit")
+    if not commit:
+        return "commit not recorded"
+    changes = " with uncommitted changes" if m.get("uncommitted_changes") else ""
+    client = f", librdkafka {m['librdkafka']}" if m.get("librdkafka") else ""
+    return f"tidelog `{commit[:10]}`{changes}{client}"
 
 
 def _targets_table(rows: list[dict[str, Any]]) -> list[str]:
