@@ -65,6 +65,19 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_files(paths: list[Path]) -> None:
+    """fsync each file that still exists (retention may have deleted one meanwhile)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _read_entries(path: Path, fields: int) -> list[list[str]] | None:
     """The entry lines of a checkpoint file split into ``fields`` words; None if absent."""
     try:

@@ -109,7 +109,7 @@ from tidelog.storage.batch_validation import (
     validate_follower_append,
     validate_leader_append,
 )
-from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory
+from tidelog.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, fsync_directory, fsync_files
 from tidelog.storage.crc_helper import can_check_beside, write_checking_crcs
 from tidelog.storage.epoch_cache import LeaderEpochFileCache
 from tidelog.storage.errors import OffsetOutOfRangeError
@@ -429,9 +429,8 @@ class Log:
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
         self._local.seal_active()
-        # The state now covers exactly the offsets below the new segment (Kafka snapshots
-        # on every roll), so a restart replays at most the newer segments.
-        self.producer_state.take_snapshot(base_offset)
+        # Kafka snapshots at every roll: a restart replays at most the newer segments.
+        self.producer_state.take_snapshot_at_roll(base_offset)
         return self._local.add_segment(base_offset, now_ms)
 
     def roll(self, now_ms: int) -> None:
@@ -704,13 +703,15 @@ class Log:
             if self._closed:
                 return  # closed or deleted meanwhile (a flush thread racing with close)
             segments = self._local.segments_to_flush(target, self._recovery_point.offset)
-            dir_dirty = self._local.take_dir_dirty()
+            snapshots = self.producer_state.take_unsynced()
+            dir_dirty = self._local.take_dir_dirty() or bool(snapshots)
             generation = self._truncations.generation
             if target >= self.log_end_offset:
                 self._flush_schedule.flushed(now_ms)
         try:
             for seg in dict.fromkeys(segments):
                 seg.flush()
+            fsync_files(snapshots)
             if dir_dirty:
                 fsync_directory(self.directory)
         except OSError:
@@ -727,8 +728,7 @@ class Log:
             if self._closed:
                 return
             self._local.segments[-1].on_become_inactive()
-            # Only a new snapshot makes the directory worth an fsync: at ~1 ms each, one per
-            # log would be most of the stop of a broker with thousands of fresh partitions.
+            # Only a new snapshot makes the directory worth an fsync (~1 ms each per log).
             leo = self.log_end_offset
             empty = leo == self._local.segments[0].base_offset
             if self.producer_state.snapshot_at_close(leo, nothing_to_replay=empty):

@@ -187,6 +187,8 @@ class ProducerStateManager:
         self._max_evicted = max_evicted_remembered
         #: Ongoing / unreplicated transactions, derived from the entries (rule 6).
         self._txns = TxnTracker()
+        #: Snapshots written without fsync at a roll, for the next flush to fsync.
+        self._unsynced: list[Path] = []
 
     # ------------------------------------------------------------------ queries
 
@@ -428,6 +430,19 @@ class ProducerStateManager:
             os.close(fd)
         os.replace(tmp, path)
         return path
+
+    def take_snapshot_at_roll(self, end_offset: int) -> None:
+        """Kafka's roll: the snapshot is written at once and fsynced later, in the
+        background (``take_unsynced`` hands it to the log's next flush). Until then a power
+        loss may tear or lose it, which fails its CRC-32C at the next open and only means a
+        longer replay; on the append path the fsync held the event loop 4-60 ms under write
+        load on the 2-CPU VM."""
+        self._unsynced.append(self.take_snapshot(end_offset, durable=False))
+
+    def take_unsynced(self) -> list[Path]:
+        """The snapshots written at rolls since the last call, for the caller to fsync."""
+        unsynced, self._unsynced = self._unsynced, []
+        return unsynced
 
     def load_latest_snapshot(self, *, min_offset: int, max_offset: int) -> int | None:
         """Replace the state by the newest sound snapshot with offset in

@@ -352,6 +352,24 @@ def test_maybe_flush_makes_rolled_segments_durable(tmp_path: Path) -> None:
     assert not log.maybe_flush(0)
 
 
+def test_a_roll_snapshots_at_once_and_the_next_flush_fsyncs_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr("tidelog.storage.log.fsync_files", synced.extend)
+    log = new_log(tmp_path, segment_bytes=700)
+    fill(log, 6)
+    rolled_at = log.segment_base_offsets[1:]
+    snapshots = [log.producer_state.snapshot_path(offset) for offset in rolled_at]
+    assert rolled_at
+    assert all(path.exists() for path in snapshots)
+    assert synced == []  # not on the append path
+    assert log.maybe_flush(0)
+    assert synced == snapshots
+    log.flush()
+    assert synced == snapshots  # each once
+
+
 # ---------------------------------------------------------------------- timestamps
 
 
