@@ -53,7 +53,7 @@ from tidelog.server.observability.metrics.broker_collector import BrokerState, b
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker
-from tidelog.server.process import keep_freed_memory
+from tidelog.server.process import HeapFreezer, keep_freed_memory
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
@@ -111,6 +111,8 @@ SECURITY_APIS = frozenset(
 )
 #: Log dirs (``tidelog.server.apis.log_dir_apis``, KIP-113), alone and in a cluster.
 LOG_DIR_APIS = frozenset({ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ALTER_REPLICA_LOG_DIRS})
+#: How often a broker that owns its process checks whether its heap is due a new freeze.
+REFREEZE_CHECK_S = 10.0
 #: Versions this broker serves: the protocol table narrowed to the APIs handled here.
 #: Fetch stops at v16 (v17+ adds KIP-853 replica directory fields nobody here sends),
 #: CreateTopics/DeleteTopics/DescribeConfigs as the protocol table has them.
@@ -408,6 +410,19 @@ class Broker:
             # process such as a test's.
             gc.collect()
             gc.freeze()
+            self._tasks.append(asyncio.create_task(self._refreeze_loop()))
+
+    async def _refreeze_loop(self) -> None:
+        """Freeze the heap again after a large change of the hosted partitions
+        (``tidelog.server.process.HeapFreezer``)."""
+        freezer = HeapFreezer(len(self.replica_manager.partitions))
+        while True:
+            await asyncio.sleep(REFREEZE_CHECK_S)
+            hosted = len(self.replica_manager.partitions)
+            started = time.monotonic()
+            if freezer.check(hosted):
+                took = time.monotonic() - started
+                log.info("heap frozen again at %d hosted partitions (%.0f ms)", hosted, took * 1e3)
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.get_int("replica.high.watermark.checkpoint.interval.ms") / 1000

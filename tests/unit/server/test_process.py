@@ -1,4 +1,5 @@
-"""keep_freed_memory: freed buffers stay in the process instead of being faulted in again.
+"""keep_freed_memory: freed buffers stay in the process instead of being faulted in again;
+HeapFreezer: when the heap is frozen again.
 
 Each case runs in a fresh interpreter: the setting is for a process the broker owns, never
 for the test runner's own.
@@ -11,6 +12,8 @@ import sys
 import textwrap
 
 import pytest
+
+from tidelog.server.process import REFREEZE_MIN_CHANGE, HeapFreezer
 
 _CHURN = textwrap.dedent(
     """
@@ -54,3 +57,18 @@ def test_freed_buffers_are_reused_instead_of_faulted_in_again() -> None:
     # every round (measured 163,230 faults); kept, they are reused (measured 0).
     assert faults_default > 100_000
     assert faults_kept < 1_000
+
+
+def test_the_heap_is_frozen_again_only_after_a_large_change_of_hosted_partitions() -> None:
+    freezes: list[int] = []
+    freezer = HeapFreezer(100, freeze=lambda: freezes.append(1))
+    assert not freezer.check(100 + REFREEZE_MIN_CHANGE - 1)
+    assert freezer.check(100 + REFREEZE_MIN_CHANGE)  # a LeaderAndIsr of 500 more
+    assert freezer.frozen_at == 600
+    assert not freezer.check(1000)
+    assert freezer.check(1100)
+    # Above 5,000 hosted, a tenth of them is the step; removals count as well.
+    freezer = HeapFreezer(10_000, freeze=lambda: freezes.append(1))
+    assert not freezer.check(10_999)
+    assert freezer.check(8_999)
+    assert freezes == [1, 1, 1]
