@@ -195,6 +195,58 @@ def test_file_regions_are_sent_exactly() -> None:
     asyncio.run(scenario())
 
 
+def test_small_regions_leave_with_the_bytes_around_them_in_one_write() -> None:
+    """Rule 5: regions up to SENDFILE_MIN_BYTES are copied into one write; a larger one is
+    sent by sendfile between the writes of what comes before and after it."""
+    from tidelog.server.network.connection import SENDFILE_MIN_BYTES
+
+    class CountingTransport(FakeTransport):
+        def __init__(self, sock: socket.socket | None = None) -> None:
+            super().__init__(sock)
+            self.writes: list[bytes] = []
+
+        def write(self, data: Any) -> None:
+            self.writes.append(bytes(data))
+            super().write(data)
+
+    async def scenario() -> None:
+        left, right = socket.socketpair()
+        left.setblocking(False)
+        right.setblocking(False)
+        with tempfile.TemporaryFile() as f:
+            payload = os.urandom(200_000)
+            f.write(payload)
+            f.flush()
+            conn = Connection(Dispatcher(), 1 << 20)
+            transport = CountingTransport(left)
+            conn.connection_made(transport)
+            small = [b"head", Region(f.fileno(), 0, 100), b"mid", Region(f.fileno(), 500, 0)]
+            conn._write(Response([*small, Region(f.fileno(), 1000, 3000), b"tail"]))
+            assert transport.writes == [
+                b"head" + payload[:100] + b"mid" + payload[1000:4000] + b"tail"
+            ]
+            transport.writes.clear()
+            big = SENDFILE_MIN_BYTES + 1
+            conn._write(Response([b"a", Region(f.fileno(), 7, big), b"z"]))
+            # The region went out by sendfile (as far as the socket took it; the rest is
+            # copied into the transport), between the two writes.
+            assert transport.writes[0] == b"a"
+            assert transport.writes[-1] == b"z"
+            received = bytearray()
+            while True:
+                try:
+                    received += right.recv(1 << 20)
+                except BlockingIOError:
+                    break
+            assert received
+            copied = b"".join(transport.writes[1:-1])
+            assert bytes(received) + copied == payload[7 : 7 + big]
+        left.close()
+        right.close()
+
+    asyncio.run(scenario())
+
+
 def test_frame_assembler_splits_any_chunking_like_the_decoder() -> None:
     import random
 
