@@ -7,7 +7,8 @@ Rules:
 
 1. The cluster answers a Metadata request (``AdminClient.list_topics``) within
    ``PROBE_TIMEOUT_S`` before anything else; its cluster id, the brokers it reports and its
-   controller go into ``results.json`` and every row. No answer: ``ExternalClusterError``.
+   controller go into ``results.json`` and every row. No answer: ``ExternalClusterError``,
+   SASL_AUTHENTICATION_FAILED when librdkafka saw the login refused.
 2. Every topic of the run is created up front, in one CreateTopics request, named
    ``<prefix><run id>-<row>`` (``topic_names``). A topic the cluster refuses
    (INVALID_REPLICATION_FACTOR when the factor exceeds its brokers,
@@ -73,6 +74,8 @@ E2E_RATES: Final = (1000, 10_000)
 E2E_RECORD_BYTES: Final = 100
 #: Kafka's error code for a topic a DeleteTopics did not find (already gone).
 _UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+#: Kafka's error code for a refused SASL login.
+SASL_AUTHENTICATION_FAILED: Final = 58
 
 
 class ExternalClusterError(Exception):
@@ -157,29 +160,64 @@ def _quiet_logger() -> logging.Logger:
     return logger
 
 
-def admin_client(target: Target) -> Any:
-    """An AdminClient with the target's settings; ExternalClusterError when librdkafka
-    refuses them (a file it cannot read, a value it does not know)."""
+class ClientErrors:
+    """The errors librdkafka reported to a client's ``error_cb`` (served by ``poll``): the
+    last text of each code, so a Metadata request that got no answer can say why."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, str] = {}
+
+    def __call__(self, err: Any) -> None:
+        self.last[int(err.code())] = str(err.str())
+
+
+def admin_client(target: Target, errors: ClientErrors | None = None) -> Any:
+    """An AdminClient with the target's settings, its log silenced and its errors to
+    ``errors``; ExternalClusterError when librdkafka refuses the settings (a file it cannot
+    read, a value it does not know)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     try:
         return AdminClient(
-            {**target.settings, "bootstrap.servers": target.bootstrap}, logger=_quiet_logger()
+            {**target.settings, "bootstrap.servers": target.bootstrap},
+            logger=_quiet_logger(),
+            error_cb=errors or ClientErrors(),
         )
     except (KafkaException, ValueError, TypeError) as exc:
         raise ExternalClusterError(f"the client settings were refused: {exc}") from None
 
 
-def describe_cluster(admin: Any, bootstrap: str, timeout_s: float = PROBE_TIMEOUT_S) -> ClusterInfo:
-    """Rule 1: the cluster's Metadata, or ExternalClusterError within ``timeout_s``."""
+#: librdkafka's local error codes that say why no broker answered.
+_AUTHENTICATION: Final = -169
+_NOT_WHY: Final = frozenset({-187, -195})  # _ALL_BROKERS_DOWN, _TRANSPORT: no more than "no"
+
+
+def describe_cluster(
+    admin: Any,
+    bootstrap: str,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    errors: ClientErrors | None = None,
+) -> ClusterInfo:
+    """Rule 1: the cluster's Metadata, or ExternalClusterError within ``timeout_s``: a
+    refused login is Kafka's SASL_AUTHENTICATION_FAILED with the broker's reason; otherwise
+    the last error librdkafka reported (a TLS failure, ...) follows "cannot reach"."""
     from confluent_kafka import KafkaException
 
     try:
         md = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
+        admin.poll(0)  # serves the error callbacks
+        seen = errors.last if errors is not None else {}
+        if login := seen.get(_AUTHENTICATION):
+            raise ExternalClusterError(
+                f"the cluster at {bootstrap} refused the login: {login}",
+                code=SASL_AUTHENTICATION_FAILED,
+            ) from None
+        why = [text for code, text in seen.items() if code not in _NOT_WHY]
         raise ExternalClusterError(
             f"cannot reach the cluster at {bootstrap} within {timeout_s:.0f} s: {_reason(exc)}"
+            + (f" (last error: {why[-1]})" if why else "")
         ) from None
     if not md.brokers:
         raise ExternalClusterError(f"the cluster at {bootstrap} reports no brokers")
@@ -507,8 +545,9 @@ def prepared(
 ) -> Iterator[ExternalCluster]:
     """Rules 1-3: the cluster described and every topic of the run created; on leaving,
     whatever this run created and did not delete yet is deleted."""
-    admin = admin_client(target)
-    info = describe_cluster(admin, target.bootstrap)
+    errors = ClientErrors()
+    admin = admin_client(target, errors)
+    info = describe_cluster(admin, target.bootstrap, errors=errors)
     say(
         f"cluster {info.cluster_id} at {info.bootstrap_servers}: {info.brokers} broker(s), "
         f"controller {info.controller_id}"

@@ -155,15 +155,37 @@ def test_a_refused_topic_is_kafkas_error_and_the_created_ones_are_deleted() -> N
 
 def test_an_unanswered_metadata_request_is_one_error_naming_the_servers() -> None:
     class Unreachable:
+        """Metadata gets no answer; ``poll`` serves the errors librdkafka saw meanwhile."""
+
+        def __init__(self, errors: external.ClientErrors, seen: list[KafkaError]) -> None:
+            self.errors, self.seen = errors, seen
+
         def list_topics(self, timeout: float) -> Any:
             raise KafkaException(KafkaError(-195, "Failed to get metadata: transport failure"))
 
-    with pytest.raises(external.ExternalClusterError) as caught:
-        external.describe_cluster(Unreachable(), "h:1", timeout_s=2)
-    assert str(caught.value) == (
+        def poll(self, timeout: float) -> None:
+            for err in self.seen:
+                self.errors(err)
+
+    def refusal(seen: list[KafkaError]) -> external.ExternalClusterError:
+        errors = external.ClientErrors()
+        with pytest.raises(external.ExternalClusterError) as caught:
+            external.describe_cluster(Unreachable(errors, seen), "h:1", 2, errors)
+        return caught.value
+
+    down = KafkaError(-187, "1/1 brokers are down")
+    nobody = refusal([down])
+    assert str(nobody) == (
         "cannot reach the cluster at h:1 within 2 s: Failed to get metadata: transport failure"
     )
-    assert caught.value.code is None  # a local error: no Kafka error code
+    assert nobody.code is None  # a local error: no Kafka error code
+    tls = refusal([KafkaError(-181, "h:1/bootstrap: SSL handshake failed"), down])
+    assert str(tls).endswith("transport failure (last error: h:1/bootstrap: SSL handshake failed)")
+    login = refusal([down, KafkaError(-169, "h:1/bootstrap: SASL authentication error: bad")])
+    assert str(login) == (
+        "the cluster at h:1 refused the login: h:1/bootstrap: SASL authentication error: bad"
+    )
+    assert login.code == 58  # SASL_AUTHENTICATION_FAILED
 
 
 def test_e2e_values_leave_out_the_first_second() -> None:
