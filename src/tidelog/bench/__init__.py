@@ -15,6 +15,10 @@ One run measures, on this machine and in this order (so every ratio comes from o
 5. failover of 1,000 partitions (SIGKILL and SIGTERM of a broker) and the brokers' RSS and
    idle CPU with 1,000 and 5,000 partition replicas each.
 
+With ``--bootstrap-server`` nothing is started: the produce, catch-up and end-to-end rows
+(and the limits, when asked for) are measured on that cluster instead
+(:mod:`tidelog.bench.external`).
+
 Results go to ``benchmarks/results/`` (``results.json``, ``results.md``, PNG charts; see
 :mod:`tidelog.bench.report`). Every process started is stopped by its PID. Nothing here
 is imported by the broker: this package is a load generator and a reporter.

@@ -141,13 +141,13 @@ def draw(data: dict[str, Any], directory: Path) -> list[Chart]:
 
 def _grouped_by_size(ax: Axes, prod: Sequence[dict[str, Any]], key: str) -> None:
     """One group of bars per record size; one bar per system (tidelog's RF=3 and RF=1 rows
-    are two systems)."""
+    are two systems, and so are an external cluster's acks=all and acks=1 rows)."""
     sizes = sorted({int(r["values"]["record_bytes"]) for r in prod})
     series: dict[str, dict[int, float]] = {}
     for r in prod:
         label = r["system"]
-        if label == "tidelog":
-            label = "tidelog " + " ".join(r["workload"].split()[:2])  # "tidelog RF=3 acks=all"
+        if label in ("tidelog", "external"):
+            label += " " + " ".join(r["workload"].split()[:2])  # "tidelog RF=3 acks=all"
         series.setdefault(label, {})[int(r["values"]["record_bytes"])] = float(r["values"][key])
     width = 0.8 / max(1, len(series))
     for i, (label, by_size) in enumerate(series.items()):

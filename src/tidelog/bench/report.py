@@ -93,6 +93,23 @@ def _header(data: dict[str, Any]) -> list[str]:
         "",
         f"Code: {_code(m)}.",
         "",
+        *_external_cluster(data.get("external_cluster")),
+    ]
+
+
+def _external_cluster(cluster: dict[str, Any] | None) -> list[str]:
+    """What ``--bootstrap-server`` measured (``tidelog.bench.external``): the rows of system
+    ``external`` ran there, with load generators on this machine."""
+    if not cluster:
+        return []
+    return [
+        f"Cluster measured (system `external`, nothing started by the bench): "
+        f"`{cluster['bootstrap_servers']}`, cluster id `{cluster['cluster_id']}`, "
+        f"{cluster['brokers']} broker(s) in Metadata, replication factor "
+        f"{cluster['replication_factor']} (acks=1 rows: 1), {cluster['partitions']} "
+        f"partitions per topic, {cluster['security_protocol']}; the load generators ran on "
+        "the machine above.",
+        "",
     ]
 
 
@@ -240,7 +257,7 @@ def _e2e_table(e2e: list[dict[str, Any]]) -> list[str]:
         return []
     out: list[str] = []
     out += [
-        "## End-to-end latency produce → consume (acks=all, RF=3)",
+        "## End-to-end latency produce → consume (acks=all)",
         "",
         "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms | load |",
         "|---|---|---|---:|---:|---:|---:|---|",

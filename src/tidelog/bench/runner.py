@@ -15,12 +15,15 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.bench import limits
 from tidelog.bench.common import Row, load_average, machine, remove_data
 from tidelog.bench.launch import Launcher
 from tidelog.storage import page_cache
+
+if TYPE_CHECKING:
+    from tidelog.bench.external import ExternalCluster
 
 SECTIONS = (
     "limits",
@@ -51,6 +54,9 @@ class Options:
     charts: bool
     #: The CLI's cluster launcher (this package does not import tidelog.cli).
     launcher: Launcher
+    #: ``--bootstrap-server``: the cluster measured instead of starting any
+    #: (:mod:`tidelog.bench.external`; only its limits, produce and e2e sections run).
+    external: ExternalCluster | None = None
 
 
 class Run:
@@ -110,8 +116,13 @@ def run(options: Options) -> int:
     work.mkdir(parents=True, exist_ok=True)
     # The RabbitMQ nodes run as user rabbitmq and must reach their directories below.
     work.chmod(0o755)
+    steps: tuple[Callable[[Run, Path, bool], None], ...] = (
+        (_limits, _external)
+        if options.external is not None
+        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _security)
+    )
     try:
-        for step in (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _security):
+        for step in steps:
             step(r, work, own_tmp)
     finally:
         r.write()
@@ -189,6 +200,23 @@ def _one_cluster(r: Run, work: Path, own_tmp: bool) -> None:
         cluster.stop()
         if own_tmp:
             remove_data(work / "cluster")
+
+
+def _external(r: Run, work: Path, own_tmp: bool) -> None:
+    """produce (with catch-up) and e2e on the cluster the user named."""
+    from tidelog.bench.external import E2E_RATES
+
+    options = r.options
+    cluster = options.external
+    assert cluster is not None
+    r.info["external_cluster"] = cluster.to_json()
+    if "produce" in options.sections:
+        r.section(
+            "produce",
+            lambda: cluster.produce_rows(options.sizes, options.seconds, options.producers, r.say),
+        )
+    if "e2e" in options.sections:
+        r.section("e2e", lambda: cluster.e2e_rows(E2E_RATES, 5.0 if options.quick else 15.0, r.say))
 
 
 def _transactions(r: Run, bootstrap: str) -> None:

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tidelog.bench.client_conf import librdkafka_settings
 from tidelog.bench.common import MB, Latency, Row, cpu_seconds, remove_data, settle
 from tidelog.bench.kafka import (
     catch_up_worker,
@@ -78,27 +79,6 @@ WHAT_RAN: Final = (
     "plaintext connections only: under TLS every fetched byte is read into memory and "
     "encrypted, and every byte either way goes through the cipher."
 )
-
-#: client.properties (Java's names) → librdkafka's names; values as they are.
-_LIBRDKAFKA_NAMES: Final = {
-    "security.protocol": "security.protocol",
-    "sasl.mechanism": "sasl.mechanisms",
-    "sasl.username": "sasl.username",
-    "sasl.password": "sasl.password",
-    "ssl.truststore.location": "ssl.ca.location",
-}
-
-
-def librdkafka_settings(props: Mapping[str, str]) -> dict[str, str]:
-    """The librdkafka settings of a local cluster's ``client.properties`` (the admin's):
-    security.protocol, SASL mechanism and credentials, and the CA (a PEM truststore is
-    what librdkafka's ``ssl.ca.location`` reads). Plaintext: nothing."""
-    if props.get("ssl.truststore.type", "PEM").upper() != "PEM":
-        raise ValueError("only a PEM truststore maps to librdkafka's ssl.ca.location")
-    out = {_LIBRDKAFKA_NAMES[k]: v for k, v in props.items() if k in _LIBRDKAFKA_NAMES}
-    if out.get("security.protocol", PLAINTEXT).upper() == PLAINTEXT:
-        return {}
-    return out
 
 
 def cluster_settings(cluster: Cluster, client_properties: str) -> dict[str, str]:

@@ -296,3 +296,82 @@ def test_report_shows_the_cost_of_transactions_and_the_read_committed_row() -> N
     assert "| tidelog | RF=3 read_committed, transactions of 10, 1000 rec/s | 10/10 |" in text
     assert "librdkafka's default isolation.level, read_committed" in text
     assert "- tidelog transactions: commit latency is the time commit_transaction() took" in text
+
+
+# --- --bootstrap-server: options refused before anything is sent -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--command-config", "c.properties"], "--command-config: only with --bootstrap-server"),
+        (
+            ["--replication-factor", "2", "--topic-prefix", "x-"],
+            "--replication-factor, --topic-prefix: only with --bootstrap-server",
+        ),
+    ],
+)
+def test_cluster_options_need_a_bootstrap_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["bench", "--only", "limits", "--output", str(tmp_path), *extra]) == 2
+    assert capsys.readouterr().err == f"tidelog bench: error: {message}\n"
+    assert not (tmp_path / "results.json").exists()
+
+
+# Port 1 on loopback: nothing listens, and none of these cases may get as far as trying.
+_EXTERNAL = ["bench", "--bootstrap-server", "127.0.0.1:1"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "lines"),
+    [
+        (
+            ["--only", "produce,peers,failover"],
+            [
+                "tidelog bench: error: --only peers,failover: not with --bootstrap-server "
+                "(these sections start clusters of their own)",
+                "hint: with --bootstrap-server: limits, produce, e2e",
+            ],
+        ),
+        (
+            ["--replication-factor", "0"],
+            ["tidelog bench: error: --replication-factor 0: must be at least 1"],
+        ),
+        (["--partitions", "-1"], ["tidelog bench: error: --partitions -1: must be at least 1"]),
+        (
+            ["--topic-prefix", "bench/"],
+            [
+                "tidelog bench: error: INVALID_TOPIC_EXCEPTION: --topic-prefix 'bench/': Topic "
+                'name "bench/00000000-produce-acks-all-100" is illegal, it contains a '
+                "character other than ASCII alphanumerics, '.', '_' and '-'",
+                "hint: topic names use ASCII letters, digits, '.', '_' and '-', at most 249 "
+                "characters",
+            ],
+        ),
+    ],
+)
+def test_bad_bench_options_are_refused_before_the_cluster_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], lines: list[str]
+) -> None:
+    argv = [*_EXTERNAL, "--sizes", "100", "--output", str(tmp_path), *extra]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == lines
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_bad_command_config_is_one_line_naming_the_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    missing = tmp_path / "nope.properties"
+    assert main([*_EXTERNAL, "--output", str(out), "--command-config", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"tidelog bench: error: --command-config {missing}: no such file\n"
+    )
+    no_login = tmp_path / "client.properties"
+    no_login.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    assert main([*_EXTERNAL, "--output", str(out), "--command-config", str(no_login)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith(f"tidelog bench: error: --command-config {no_login}: sasl.username: ")
+    assert not out.exists()
