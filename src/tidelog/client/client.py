@@ -34,6 +34,7 @@ from tidelog.client.fetch import (
     fetch_request,
     read_fetch,
 )
+from tidelog.client.fetch_session import FetchSessionHandler
 from tidelog.client.metadata import (
     BrokerMetadata,
     ClusterMetadata,
@@ -373,6 +374,63 @@ class Client:
             request, timeout_s=max(self.request_timeout_s, max_wait_ms / 1000 + 5)
         )
         return read_fetch(response)
+
+    async def session_fetch(
+        self,
+        session: FetchSessionHandler[FetchRequestPartition],
+        partitions: Mapping[TopicPartition, FetchRequestPartition],
+        *,
+        conn: BrokerConnection,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        replica_id: int = -1,
+        isolation_level: int = 0,
+    ) -> tuple[ErrorCode, dict[TopicPartition, FetchResult]]:
+        """Fetch ``partitions`` from ``conn``'s broker in ``session`` (KIP-227,
+        ``tidelog.client.fetch_session``): only what changed since the last call goes out,
+        and only the partitions with news come back (the others are as last answered).
+
+        Returns the top-level error (a session error makes the next call a full fetch;
+        UNKNOWN_SERVER_ERROR for an answer that breaks the session) and each answered
+        partition's result. Below Fetch v7 (no sessions) every call is a full fetch.
+        """
+        version = self._version(conn, ApiKey.FETCH)
+        if version < 7:
+            return ErrorCode.NONE, await self.fetch(
+                partitions,
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                replica_id=replica_id,
+                isolation_level=isolation_level,
+                conn=conn,
+            )
+        step = session.build(partitions)
+        request = fetch_request(
+            version,
+            step.to_send,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            replica_id=replica_id,
+            isolation_level=isolation_level,
+            session_id=step.session_id,
+            session_epoch=step.epoch,
+            forgotten=step.to_forget,
+        )
+        try:
+            response = await conn.send(
+                request, timeout_s=max(self.request_timeout_s, max_wait_ms / 1000 + 5)
+            )
+        except BaseException:
+            session.handle_error()
+            raise
+        error = error_code(response.error_code)
+        results = read_fetch(response)
+        if not session.handle_response(error, int(response.session_id), results):
+            return (error if error != ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR), {}
+        return ErrorCode.NONE, results
 
     async def list_offsets(
         self,

@@ -6,7 +6,7 @@ only, and each result carries the aborted transactions overlapping what was retu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -57,8 +57,13 @@ def fetch_request(
     max_bytes: int,
     replica_id: int,
     isolation_level: int,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Iterable[TopicPartition] = (),
 ) -> Any:
-    """Fetch request ``version`` for ``partitions`` (no fetch session)."""
+    """Fetch request ``version`` (by topic name: below v13) for ``partitions``; without a
+    fetch session unless ``session_id`` / ``session_epoch`` say otherwise (KIP-227, with the
+    partitions the session forgets)."""
     m = schema_module(ApiKey.FETCH, version)
     by_topic: dict[str, list[Any]] = {}
     for tp, spec in partitions.items():
@@ -73,6 +78,9 @@ def fetch_request(
                 partition_max_bytes=spec.partition_max_bytes,
             )
         )
+    forgotten_by_topic: dict[str, list[int]] = {}
+    for tp in forgotten:
+        forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
     return make(
         m.FetchRequest,
         replica_id=replica_id,
@@ -80,12 +88,15 @@ def fetch_request(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
         isolation_level=isolation_level,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=tuple(
             m.FetchTopic(topic=topic, partitions=tuple(parts)) for topic, parts in by_topic.items()
         ),
-        forgotten_topics_data=(),
+        forgotten_topics_data=tuple(
+            m.ForgottenTopic(topic=topic, partitions=tuple(parts))
+            for topic, parts in forgotten_by_topic.items()
+        ),
         rack_id="",
     )
 

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tidelog.histogram import Histogram
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.server.replica.fetch_session import FetchSessionCache
 from tidelog.server.replica.purgatory import Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.topic_stats import BrokerTopicStats
@@ -60,6 +61,7 @@ def fake_replica_manager() -> SimpleNamespace:
         offline_log_dirs={},
         produce_purgatory=Purgatory("Produce"),
         fetch_purgatory=Purgatory("Fetch"),
+        fetch_sessions=FetchSessionCache(10, 120_000),
         isr_shrinks=4,
         isr_expands=3,
         failed_isr_updates=1,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from tidelog.server.replica.quota import ReplicationQuota, ReplicationQuotas, Wi
 from tidelog.storage.log_manager import LogManager
 
 from .nodes import cluster_node
+from .session_leader import SessionLeader
 
 LEADER_LIST = "leader.replication.throttled.replicas"
 FOLLOWER_LIST = "follower.replication.throttled.replicas"
@@ -292,33 +292,28 @@ def test_leader_rate_is_read_live(tmp_path: Path) -> None:
 # --- the follower side in the cluster's fetcher --------------------------------------------------
 
 
-class FakeLeader:
-    """The leader's side of a fetcher's Fetch: which partitions were asked, and one record
-    batch per partition at the asked offset, with a given high watermark."""
+class FakeLeader(SessionLeader):
+    """The leader's side of a fetcher's Fetch session (``asked``: the partitions the
+    session held), one record batch per partition at the asked offset, with a given high
+    watermark."""
 
     def __init__(self) -> None:
-        self.asked: list[set[TopicPartition]] = []
+        super().__init__(self._batch)
         self.high_watermark: dict[TopicPartition, int] = {}
 
-    async def fetch(
-        self, partitions: Mapping[TopicPartition, ClientFetchPartition], **_kw: Any
-    ) -> dict[TopicPartition, ClientFetchResult]:
-        self.asked.append(set(partitions))
-        return {
-            tp: ClientFetchResult(
-                error_code=ErrorCode.NONE,
-                high_watermark=self.high_watermark[tp],
-                last_stable_offset=-1,
-                log_start_offset=0,
-                records=build_batch(
-                    [Record(value=b"y" * 500)],
-                    base_offset=request.fetch_offset,
-                    base_timestamp_ms=1,
-                    partition_leader_epoch=0,
-                ),
-            )
-            for tp, request in partitions.items()
-        }
+    def _batch(self, tp: TopicPartition, request: ClientFetchPartition) -> ClientFetchResult:
+        return ClientFetchResult(
+            error_code=ErrorCode.NONE,
+            high_watermark=self.high_watermark[tp],
+            last_stable_offset=-1,
+            log_start_offset=0,
+            records=build_batch(
+                [Record(value=b"y" * 500)],
+                base_offset=request.fetch_offset,
+                base_timestamp_ms=1,
+                partition_leader_epoch=0,
+            ),
+        )
 
 
 def test_follower_leaves_throttled_partitions_out_of_its_fetch(tmp_path: Path) -> None:
@@ -351,8 +346,9 @@ def test_follower_leaves_throttled_partitions_out_of_its_fetch(tmp_path: Path) -
         one_batch = len(build_batch([Record(value=b"y" * 500)], base_timestamp_ms=1))
         assert quota.total_bytes == 2 * one_batch  # t-0 and t-1; u-0 is not throttled
         assert quota.is_exceeded()
-        # Over the rate: the partition behind the leader's HW is left out; the caught-up
-        # one (Kafka's isReplicaInSync) and the unlisted topic are fetched.
+        # Over the rate: the partition behind the leader's HW is left out (forgotten by the
+        # leader's session: it would go on fetching it as last asked); the caught-up one
+        # (Kafka's isReplicaInSync) and the unlisted topic are fetched.
         await fetcher._round(conn)
         assert leader.asked[-1] == {caught_up, other}
         assert quota.total_bytes == 3 * one_batch  # t-1: throttled, recorded, not held

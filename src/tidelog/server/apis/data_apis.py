@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -36,6 +36,14 @@ from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.network.connection import CloseConnection, Response
+from tidelog.server.replica.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    PartitionNews,
+    SessionKey,
+    SessionPartition,
+)
 from tidelog.server.replica.manager import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -43,6 +51,7 @@ from tidelog.server.replica.manager import (
     PartitionRead,
     ProduceResult,
     ReplicaManager,
+    now_ms,
 )
 from tidelog.storage.log import FetchSlice
 
@@ -72,18 +81,48 @@ def _topic_name_of(item: Any, backend: MetadataBackend) -> str | None:
     return None
 
 
+def _replica_id(body: Any) -> int:
+    """A Fetch's replica id: top-level before v15, inside replica_state from v15 (KIP-903)."""
+    replica_state = getattr(body, "replica_state", None)
+    if replica_state is not None:
+        return int(replica_state.replica_id)
+    return int(getattr(body, "replica_id", -1))
+
+
 @dataclass(slots=True)
 class _FetchPlan:
-    """What a Fetch asks, split by how each partition is answered."""
+    """What a Fetch reads, split by how each partition is answered; the lists hold indexes
+    into the fetch context's partitions."""
 
     replica_id: int
-    #: The partitions to read, and their (name, topic id) as asked, in request order.
+    #: The partitions to read, and their indexes, in order.
     requests: list[PartitionRead] = field(default_factory=list)
-    keys: list[tuple[str, Any]] = field(default_factory=list)
-    #: (topic id, partition, error) of partitions of unknown topic ids.
-    unknown: list[tuple[Any, int, ErrorCode]] = field(default_factory=list)
-    #: (name, topic id, partition) of partitions refused by the authorizer.
-    refused: list[tuple[str, Any, int]] = field(default_factory=list)
+    read: list[int] = field(default_factory=list)
+    #: Partitions of unknown topic ids (UNKNOWN_TOPIC_ID).
+    unknown: list[int] = field(default_factory=list)
+    #: Partitions refused by the authorizer (TOPIC_AUTHORIZATION_FAILED).
+    refused: list[int] = field(default_factory=list)
+
+
+def _partition_answer(partition: int, result: FetchResult) -> FetchPartitionResponse:
+    """One read partition's answer."""
+    return FetchPartitionResponse(
+        partition_index=partition,
+        error_code=int(result.error),
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        # KIP-98: read_committed consumers drop these transactions' records.
+        aborted_transactions=result.aborted_transactions or (),
+        # Records go out with sendfile straight from the segment file; empty records are
+        # b"", never null (PROTOCOL_NOTES: kafka-python crashes, librdkafka stops reporting
+        # the end of the partition).
+        records=result.records if result.records is not None else b"",
+    )
+
+
+#: A partition not read (overwritten before use).
+_UNREAD: Final = PartitionNews(int(ErrorCode.UNKNOWN_SERVER_ERROR), 0, -1, -1, -1)
 
 
 class DataApis:
@@ -96,6 +135,8 @@ class DataApis:
         #: Resolves topic ids (Fetch v13+, Produce v13) to names.
         self.backend = backend
         self.replica_manager = replica_manager
+        #: KIP-227 incremental fetch sessions.
+        self.sessions = replica_manager.fetch_sessions
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], HandlerResult]]:
         return {
@@ -217,34 +258,52 @@ class DataApis:
     # --- Fetch (1) ----------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Any) -> HandlerResult:
-        """Fetch in three steps: the partitions asked (``_fetch_plan``), the replica
-        manager's read (at once, or parked until min_bytes or max_wait), the answer
-        (``_fetch_response``)."""
-        if int(getattr(body, "session_id", 0)) != 0:
-            # We never hand out sessions (a declined session is id 0, KIP-227), so any
-            # non-zero id is one we do not know.
+        """Fetch in four steps: the session (``fetch_session``, KIP-227) says which
+        partitions to read, ``_fetch_plan`` splits them by how each is answered, the replica
+        manager reads them (at once, or parked until min_bytes or max_wait), and
+        ``_fetch_response`` answers (an incremental fetch: only the partitions with news)."""
+        version = header.api_version
+        replica_id = _replica_id(body)
+        requested, forgotten = self._session_request(body, version)
+        context = self.sessions.new_context(
+            int(getattr(body, "session_id", INVALID_SESSION_ID)),
+            int(getattr(body, "session_epoch", FINAL_EPOCH)),
+            uses_topic_ids=version >= 13,
+            privileged=replica_id >= 0,
+            requested=requested,
+            forgotten=forgotten,
+            now_ms=now_ms(),
+        )
+        if context.error != ErrorCode.NONE:
+            # Kafka's SessionErrorContext: the error alone, no partitions, no session.
             return self.helper.respond(
                 header,
-                {
-                    "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                    "session_id": 0,
-                    "responses": [],
-                },
+                {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []},
             )
-        plan = self._fetch_plan(body)
+        plan = self._fetch_plan(context, replica_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
 
         def respond(results: list[FetchResult]) -> None:
             if not future.done():
-                future.set_result(self._fetch_response(header, plan, results))
+                future.set_result(self._fetch_response(header, context, plan, results))
 
+        # An unknown or refused partition the request lists is answered at once; one that
+        # only an incremental session holds was answered before and does not cut a long
+        # poll short (else such a session would spin).
+        asked = (
+            None if context.session is None else {p.key(context.uses_topic_ids) for p in requested}
+        )
+        urgent = any(
+            asked is None or context.partitions[i].key(context.uses_topic_ids) in asked
+            for i in (*plan.unknown, *plan.refused)
+        )
         min_bytes = int(body.min_bytes)
         self.replica_manager.fetch(
             plan.requests,
             replica_id=plan.replica_id,
             max_bytes=int(getattr(body, "max_bytes", 0x7FFFFFFF)),
-            min_bytes=min_bytes if not plan.unknown and not plan.refused else 0,
+            min_bytes=0 if urgent else min_bytes,
             max_wait_ms=int(body.max_wait.total_seconds() * 1000),
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
@@ -253,56 +312,85 @@ class DataApis:
             return future.result()
         return future
 
-    def _fetch_plan(self, body: Any) -> _FetchPlan:
-        """The partitions to read, with the asked topics' names, and those answered without
-        reading: unknown topic ids and refused topics."""
-        plan = _FetchPlan(
-            # replica_id: a top-level field before v15, inside replica_state from v15
-            # (KIP-903).
-            replica_id=int(
-                replica_state.replica_id
-                if (replica_state := getattr(body, "replica_state", None)) is not None
-                else getattr(body, "replica_id", -1)
-            )
-        )
-        topics_wanted = body.topics
-        if self.helper.authorizer is not None:
-            topics_wanted, plan.refused = self._fetch_refusals(body.topics, plan.replica_id)
-        requests, keys, unknown = plan.requests, plan.keys, plan.unknown
-        for topic in topics_wanted:
-            name = _topic_name_of(topic, self.backend)
+    def _session_request(
+        self, body: Any, version: int
+    ) -> tuple[list[SessionPartition], list[SessionKey]]:
+        """The partitions a Fetch lists, and those it forgets (KIP-227), keyed by topic id
+        from v13 (names resolved by ``_fetch_plan``) and by name below."""
+        requested: list[SessionPartition] = []
+        for topic in body.topics:
+            name = None if version >= 13 else _topic_name_of(topic, self.backend)
             topic_id = getattr(topic, "topic_id", None)
-            for part in topic.partitions:
-                if name is None:
-                    unknown.append((topic_id, int(part.partition), ErrorCode.UNKNOWN_TOPIC_ID))
-                    continue
-                requests.append(
+            requested.extend(
+                SessionPartition(
+                    name,
+                    topic_id,
+                    int(part.partition),
+                    int(part.fetch_offset),
+                    int(part.partition_max_bytes),
+                    int(getattr(part, "current_leader_epoch", -1)),
+                )
+                for part in topic.partitions
+            )
+        forgotten: list[SessionKey] = []
+        for topic in getattr(body, "forgotten_topics_data", None) or ():
+            key = topic.topic_id if version >= 13 else str(topic.topic)
+            forgotten.extend((key, int(p)) for p in topic.partitions)
+        return requested, forgotten
+
+    def _fetch_plan(self, context: FetchContext, replica_id: int) -> _FetchPlan:
+        """The partitions to read, and those answered without reading: unknown topic ids
+        and refused topics. With topic ids the names are resolved again at each fetch: a
+        session outlives the metadata it started with."""
+        plan = _FetchPlan(replica_id)
+        partitions = context.partitions
+        if context.uses_topic_ids:
+            names: dict[Any, str | None] = {}
+            for part in partitions:
+                topic_id = part.topic_id
+                if topic_id not in names:
+                    info = None
+                    if topic_id is not None and topic_id.int != 0:
+                        info = self.backend.by_id(topic_id)
+                    names[topic_id] = info.name if info is not None else None
+                part.topic = names[part.topic_id]
+        refused: set[int] = set()
+        if self.helper.authorizer is not None:
+            refused = self._fetch_refusals(partitions, replica_id)
+        for i, part in enumerate(partitions):
+            if part.topic is None:
+                plan.unknown.append(i)
+            elif i in refused:
+                plan.refused.append(i)
+            else:
+                plan.requests.append(
                     PartitionRead(
-                        TopicPartition(name, int(part.partition)),
-                        int(part.fetch_offset),
-                        int(part.partition_max_bytes),
-                        int(getattr(part, "current_leader_epoch", -1)),
+                        TopicPartition(part.topic, part.partition),
+                        part.fetch_offset,
+                        part.max_bytes,
+                        part.current_leader_epoch,
                     )
                 )
-                keys.append((name, topic_id))
+                plan.read.append(i)
         return plan
 
-    @staticmethod
     def _fetch_response(
-        header: RequestHeader, plan: _FetchPlan, results: list[FetchResult]
+        self,
+        header: RequestHeader,
+        context: FetchContext,
+        plan: _FetchPlan,
+        results: list[FetchResult],
     ) -> Response:
-        """The answer to ``plan`` once read: partitions grouped by topic (by topic id from
-        v13), encoded by the hand-written encoder."""
+        """The answer to ``plan`` once read: the partitions the session chooses (all but in
+        an incremental fetch, ``fetch_session`` rule 4), grouped by topic (by topic id from
+        v13), encoded by the hand-written encoder. Only the chosen partitions' answers are
+        built: an idle follower's incremental fetch over thousands of partitions encodes
+        none."""
         version = header.api_version
-        replica_id = plan.replica_id
-        by_topic: dict[Any, list[FetchPartitionResponse]] = {}
-        names: dict[Any, tuple[str, Any]] = {}
-        for request, (name, topic_id), result in zip(
-            plan.requests, plan.keys, results, strict=True
-        ):
-            k = topic_id if version >= 13 else name
-            names[k] = (name, topic_id)
-            if version < 10 and replica_id < 0 and _holds_zstd(result.records):
+        news = [_UNREAD] * len(context.partitions)
+        read: dict[int, FetchResult] = {}
+        for i, result in zip(plan.read, results, strict=True):
+            if version < 10 and plan.replica_id < 0 and _holds_zstd(result.records):
                 # KIP-110: consumers below Fetch v10 cannot read zstd batches.
                 result = FetchResult(  # noqa: PLW2901
                     ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -310,35 +398,31 @@ class DataApis:
                     result.log_start_offset,
                     last_stable_offset=result.last_stable_offset,
                 )
-            by_topic.setdefault(k, []).append(
-                FetchPartitionResponse(
-                    partition_index=request.tp.partition,
-                    error_code=int(result.error),
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.last_stable_offset,
-                    log_start_offset=result.log_start_offset,
-                    # KIP-98: read_committed consumers drop these transactions' records.
-                    aborted_transactions=result.aborted_transactions or (),
-                    # Records go out with sendfile straight from the segment file; empty
-                    # records are b"", never null (PROTOCOL_NOTES: kafka-python crashes,
-                    # librdkafka stops reporting the end of the partition).
-                    records=result.records if result.records is not None else b"",
-                )
+            read[i] = result
+            news[i] = PartitionNews(
+                int(result.error),
+                result.records.length if result.records is not None else 0,
+                result.high_watermark,
+                result.last_stable_offset,
+                result.log_start_offset,
             )
-        for topic_id, partition, error in plan.unknown:
-            names[topic_id] = ("", topic_id)
-            by_topic.setdefault(topic_id, []).append(
-                FetchPartitionResponse(
-                    partition_index=partition, error_code=int(error), aborted_transactions=()
-                )
-            )
-        for name, topic_id, partition in plan.refused:
-            k = topic_id if version >= 13 else name
-            names[k] = (name, topic_id)
+        errors = dict.fromkeys(plan.unknown, ErrorCode.UNKNOWN_TOPIC_ID)
+        errors.update(dict.fromkeys(plan.refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        for i, error in errors.items():
+            news[i] = PartitionNews(int(error), 0, -1, -1, -1)
+        session_id, chosen = self.sessions.respond(context, news, now_ms())
+        by_topic: dict[Any, list[FetchPartitionResponse]] = {}
+        names: dict[Any, tuple[str, Any]] = {}
+        for i in chosen:
+            part = context.partitions[i]
+            k = part.topic_id if version >= 13 else part.topic
+            names[k] = (part.topic or "", part.topic_id)
             by_topic.setdefault(k, []).append(
-                FetchPartitionResponse(
-                    partition_index=partition,
-                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                _partition_answer(part.partition, read[i])
+                if i in read
+                else FetchPartitionResponse(
+                    partition_index=part.partition,
+                    error_code=int(errors[i]),
                     aborted_transactions=(),
                 )
             )
@@ -346,41 +430,31 @@ class DataApis:
             FetchTopicResponse(topic=names[k][0], topic_id=names[k][1], partitions=parts)
             for k, parts in by_topic.items()
         ]
-        return Response(encode_fetch_response(header.correlation_id, version, topics))
+        return Response(
+            encode_fetch_response(header.correlation_id, version, topics, session_id=session_id)
+        )
 
-    def _fetch_refusals(
-        self, topics: Any, replica_id: int
-    ) -> tuple[list[Any], list[tuple[str, Any, int]]]:
+    def _fetch_refusals(self, partitions: list[SessionPartition], replica_id: int) -> set[int]:
         """Kafka's handleFetchRequest: a follower (replica_id >= 0) needs CLUSTER_ACTION on
         the cluster, else every partition is TOPIC_AUTHORIZATION_FAILED (Kafka's answer,
         not CLUSTER_AUTHORIZATION_FAILED); a consumer needs READ on each topic (unknown
-        topic ids stay UNKNOWN_TOPIC_ID). The topics to serve, and the refused partitions."""
-        named = [(t, _topic_name_of(t, self.backend)) for t in topics]
+        topic ids stay UNKNOWN_TOPIC_ID). The indexes of the refused partitions."""
         if replica_id >= 0:
             if authz.cluster_allowed(
                 self.helper.authorizer, AclOperation.CLUSTER_ACTION, ApiKey.FETCH
             ):
-                return list(topics), []
-            denied: Any = None  # all of them
-        else:
-            denied = authz.denied_names(
-                self.helper.authorizer,
-                AclOperation.READ,
-                ResourceType.TOPIC,
-                [name for t, name in named if name is not None for _ in t.partitions],
-                ApiKey.FETCH,
-            )
-            if not denied:
-                return list(topics), []
-        served: list[Any] = []
-        refused: list[tuple[str, Any, int]] = []
-        for topic, name in named:
-            if denied is None or (name is not None and name in denied):
-                topic_id = getattr(topic, "topic_id", None)
-                refused.extend((name or "", topic_id, int(p.partition)) for p in topic.partitions)
-            else:
-                served.append(topic)
-        return served, refused
+                return set()
+            return set(range(len(partitions)))
+        denied = authz.denied_names(
+            self.helper.authorizer,
+            AclOperation.READ,
+            ResourceType.TOPIC,
+            [p.topic for p in partitions if p.topic is not None],
+            ApiKey.FETCH,
+        )
+        if not denied:
+            return set()
+        return {i for i, p in enumerate(partitions) if p.topic is not None and p.topic in denied}
 
     # --- ListOffsets (2) ----------------------------------------------------------------
 

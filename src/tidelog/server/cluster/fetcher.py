@@ -7,6 +7,10 @@ rounds (``replication.truncation``, rule 7), then fetches from its log end offse
 ``replica_id`` = own id; the leader's HW caps the follower's HW (rule 3). A fetch answered
 without errors is a finished long poll: the next one goes out at once, and
 ``replica.fetch.backoff.ms`` is waited after failures only (Kafka's AbstractFetcherThread).
+
+Each fetcher keeps a KIP-227 fetch session with its leader (``tidelog.client.fetch_session``):
+after the first, full fetch, a round lists only the partitions whose fetch offset, log start
+or epoch changed, and an idle follower's fetches are empty both ways.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tidelog.client.client import EpochEndOffset as LeaderEpochAnswer
 from tidelog.client.client import FetchRequestPartition as ClientFetchPartition
 from tidelog.client.connection import BrokerConnection
 from tidelog.client.errors import ClientError
+from tidelog.client.fetch_session import SESSION_ERRORS, FetchSessionHandler
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
@@ -81,6 +86,8 @@ class LeaderFetcher:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     conn: BrokerConnection | None = None
+    #: The KIP-227 fetch session with the leader (Kafka's FetchSessionHandler).
+    session: FetchSessionHandler[ClientFetchPartition] = field(default_factory=FetchSessionHandler)
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(
@@ -114,6 +121,8 @@ class LeaderFetcher:
                 if self.conn is not None:
                     await self.conn.close()
                     self.conn = None
+                # The next connection starts with a full fetch (fetch_session rule 4).
+                self.session.handle_error()
                 progressed = False
             except KafkaError:
                 log.exception("fetcher from broker %d failed", self.leader_id)
@@ -234,17 +243,54 @@ class LeaderFetcher:
     # -- step 2: fetch (rules 2, 3) ------------------------------------------------------
 
     async def _fetch_step(self, conn: BrokerConnection, now: float) -> bool:
-        """One Fetch for every partition past truncation (the follower throttle leaving out
-        the throttled ones over quota); True when records were appended or the fetch was
-        answered without errors."""
-        fetching = self._ready(truncating=False, now=now)
-        if not fetching:
+        """One Fetch, in the leader's fetch session, for every partition past truncation
+        (the follower throttle leaving out the throttled ones over quota); True when records
+        were appended or the fetch was answered without errors."""
+        fetching, requests = self._fetch_requests(now)
+        if not requests:
             return False
-        rm = self.node.replica_manager
         config = self.node.config
-        max_bytes = config.get_int("replica.fetch.max.bytes")
+        error, results = await self.node.client.session_fetch(
+            self.session,
+            requests,
+            max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+            min_bytes=config.get_int("replica.fetch.min.bytes"),
+            max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+            replica_id=self.node.broker_id,
+            conn=conn,
+        )
+        if error != ErrorCode.NONE:
+            # A lost or refused session: the next fetch is a full one, sent at once.
+            log.info("fetch session with broker %d: %s", self.leader_id, error.name)
+            return error in SESSION_ERRORS
+        # A fetch answered without errors is a finished long poll (the leader parked it up
+        # to replica.fetch.wait.max.ms): fetch again at once, also when an incremental
+        # answer is empty (nothing new). replica.fetch.backoff.ms is for failures only
+        # (Kafka's AbstractFetcherThread), else a follower idle for one poll sleeps a
+        # further second while acks=all produces wait for it.
+        progressed = all(r.error_code == ErrorCode.NONE for r in results.values())
+        quota = self.node.replica_manager.replication_throttles().follower
+        for tp, result in results.items():
+            fst = fetching.get(tp)
+            if fst is None or not self._current(tp, fst):
+                continue
+            if self._on_fetched(tp, fst, result, quota, now):
+                progressed = True
+        return progressed
+
+    def _fetch_requests(
+        self, now: float
+    ) -> tuple[dict[TopicPartition, FetchState], dict[TopicPartition, ClientFetchPartition]]:
+        """What this round fetches, with each partition's state as the round began: every
+        partition past truncation, not paused, and not held back by the follower throttle
+        (KIP-73, replication_quota rule 4). In the fetch session a partition missing here
+        is forgotten by the leader (fetch_session rule 2): the leader sends nothing for it
+        until it is back, with its fetch offset then."""
+        rm = self.node.replica_manager
+        max_bytes = self.node.config.get_int("replica.fetch.max.bytes")
+        quota = rm.replication_throttles().follower
+        fetching = self._ready(truncating=False, now=now)
         requests = {}
-        quota = rm.replication_throttles().follower  # KIP-73 (replication_quota rule 4)
         for tp, st in fetching.items():
             if quota.should_throttle(tp, in_sync=st.in_sync):
                 continue
@@ -255,28 +301,7 @@ class LeaderFetcher:
                 current_leader_epoch=st.leader_epoch,
                 log_start_offset=hosted.log.log_start_offset,
             )
-        if not requests:
-            return False
-        results = await self.node.client.fetch(
-            requests,
-            max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
-            min_bytes=config.get_int("replica.fetch.min.bytes"),
-            max_bytes=config.get_int("replica.fetch.response.max.bytes"),
-            replica_id=self.node.broker_id,
-            conn=conn,
-        )
-        # A fetch answered without errors is a finished long poll (the leader parked it up
-        # to replica.fetch.wait.max.ms): fetch again at once. replica.fetch.backoff.ms is
-        # for failures only (Kafka's AbstractFetcherThread), else a follower idle for one
-        # poll sleeps a further second while acks=all produces wait for it.
-        progressed = bool(results) and all(r.error_code == ErrorCode.NONE for r in results.values())
-        for tp, result in results.items():
-            fst = fetching.get(tp)
-            if fst is None or not self._current(tp, fst):
-                continue
-            if self._on_fetched(tp, fst, result, quota, now):
-                progressed = True
-        return progressed
+        return fetching, requests
 
     def _on_fetched(
         self,

@@ -121,6 +121,20 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
     "replica.fetch.backoff.ms": _key(
         T.INT, "The pause after a follower's fetch failed.", _parse_int, 1000, _at_least(0)
     ),
+    "max.incremental.fetch.session.cache.slots": _key(
+        T.INT,
+        "The maximum number of incremental fetch sessions that we will maintain.",
+        _parse_int,
+        1000,
+        _at_least(0),
+    ),
+    "min.incremental.fetch.session.eviction.ms": _key(
+        T.INT,
+        "The minimum amount of time we will wait before evicting an incremental fetch session.",
+        _parse_int,
+        120000,
+        _at_least(0),
+    ),
     "num.replica.fetchers": _key(
         T.INT, "Fetcher connections per source broker (accepted).", _parse_int, 1, _at_least(1)
     ),

@@ -52,6 +52,7 @@ from tidelog.server.config.throttles import (
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
 )
+from tidelog.server.replica.fetch_session import FetchSessionCache
 from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.topic_stats import BrokerTopicStats
@@ -201,6 +202,11 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        #: KIP-227 incremental fetch sessions of the clients and followers fetching here.
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots"),
+            config.get_int("min.incremental.fetch.session.eviction.ms"),
+        )
         #: Where ISR change proposals go (the cluster's AlterPartition sender); None alone.
         self.alter_partition_sink: Callable[[AlterPartitionProposal], None] | None = None
         #: Offline log dirs and the error that took each offline (rule 5).

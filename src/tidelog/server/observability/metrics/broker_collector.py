@@ -310,6 +310,7 @@ class BrokerCollector(Collector):
         yield from self._replication_quotas()
         yield from self._log_dirs()
         yield from self._purgatories()
+        yield from self._fetch_sessions()
         yield from self._partitions()
         yield from self._controller()
         yield from self._zookeeper()
@@ -503,6 +504,22 @@ class BrokerCollector(Collector):
             delayed.add_metric([purgatory.name], purgatory.watched())
         yield purgatory_size
         yield delayed
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """kafka.server:type=FetchSessionCache: the KIP-227 incremental fetch sessions."""
+        sessions = self.replica_manager.fetch_sessions
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions cached, consumers' and followers' "
+            "(kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions)",
+            len(sessions),
+        )
+        yield _gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions held by the incremental fetch sessions "
+            "(kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached)",
+            sessions.num_partitions,
+        )
 
     def _controller(self) -> Iterator[Metric]:
         # A broker on its own is its own active controller, with every partition led.
