@@ -166,3 +166,43 @@ def test_idempotent_outcomes_reach_the_producer(tmp_path: Path) -> None:
         assert hosted.log.log_end_offset == 3  # a, b, d: nothing of the retry or refusals
 
     asyncio.run(scenario())
+
+
+def test_a_parked_follower_fetch_wakes_on_an_append_and_reads_it_once(tmp_path: Path) -> None:
+    """A follower's fetch with min_bytes 1 is answered as soon as its leader appends past its
+    fetch offset: the completion check does not read the log (the follower reads up to the
+    log end offset, so a batch is there); only the answer reads it."""
+
+    async def scenario() -> None:
+        rm = manager(tmp_path)
+        config = effective_topic_config(rm.config, {})
+        ids = [BrokerId(0), BrokerId(1)]
+        rm.make_leader(TP, uuid.uuid4(), config, leader_epoch=3, replicas=ids, isr=ids)
+        the_log = rm.partitions[TP].log
+        reads: list[int] = []
+        real_read = the_log.read
+
+        def counting_read(*args: object, **kwargs: object) -> object:
+            reads.append(1)
+            return real_read(*args, **kwargs)  # type: ignore[arg-type]
+
+        the_log.read = counting_read  # type: ignore[method-assign]
+        got: list[list[FetchResult]] = []
+        rm.fetch(
+            [PartitionRead(TP, 0, 1 << 20, current_leader_epoch=3)],
+            max_bytes=1 << 20,
+            min_bytes=1,
+            max_wait_ms=10_000,
+            respond=got.append,
+            replica_id=1,
+        )
+        assert got == []  # nothing to read yet: parked
+        rm.append_records({TP: batch(b"a")}, acks=1)
+        assert len(got) == 1
+        assert got[0][0].error == ErrorCode.NONE
+        assert got[0][0].records is not None
+        assert len(reads) == 1  # the answer's read only
+        rm.shutdown()
+        rm.log_manager.close()
+
+    asyncio.run(scenario())

@@ -747,6 +747,14 @@ class DelayedFetch(DelayedOperation):
             if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
                 return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
             if request.fetch_offset < hw:
+                if quota is not None and quota.should_throttle(
+                    request.tp, in_sync=self._replica_id in hosted.partition.isr
+                ):
+                    continue
+                if self._replica_id >= 0 and self._min_bytes <= 1:
+                    # A follower reads up to the log end offset, so a batch holds the fetch
+                    # offset: its byte is there without reading it here (the answer reads).
+                    return self.force_complete()
                 try:
                     piece = the_log.read(
                         request.fetch_offset,
@@ -756,10 +764,7 @@ class DelayedFetch(DelayedOperation):
                     )
                 except KafkaError:
                     return self.force_complete()
-                held = quota is not None and quota.should_throttle(
-                    request.tp, in_sync=self._replica_id in hosted.partition.isr
-                )
-                if piece is not None and not held:
+                if piece is not None:
                     accumulated += piece.length
         if accumulated >= self._min_bytes:
             return self.force_complete()
