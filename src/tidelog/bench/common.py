@@ -1,4 +1,5 @@
-"""Values and small helpers shared by the benchmark rows: latency summaries, /proc readings."""
+"""Values and small helpers shared by the benchmark rows: latency summaries, the publishers'
+in-flight window, the load generators' CPU, /proc readings."""
 
 from __future__ import annotations
 
@@ -10,9 +11,61 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 MB = 1_000_000
+
+#: Every publisher's in-flight window: payload bytes handed to the client and not yet
+#: acknowledged to the application. librdkafka's ``queue.buffering.max.kbytes`` as the Kafka
+#: producers here set it (the Java producer's ``buffer.memory`` default); librdkafka counts a
+#: record against it from ``produce()`` until its delivery report has been served.
+WINDOW_BYTES: Final = 32 << 20
+#: librdkafka's ``queue.buffering.max.messages`` as the Kafka producers here set it: the
+#: window's second bound, in records (it binds only for records under 34 bytes).
+WINDOW_RECORDS_MAX: Final = 1_000_000
+
+#: A row whose busiest load-generating process used at least this share of one core over
+#: the row is marked client-bound: it measures its client as much as the system.
+CLIENT_BOUND_CPU: Final = 0.9
+
+
+def window(record_bytes: int) -> dict[str, int]:
+    """The in-flight window of a publisher of ``record_bytes``-byte records, as recorded in
+    a row: ``WINDOW_BYTES`` of payload, at most ``WINDOW_RECORDS_MAX`` records (librdkafka's
+    two queue bounds), and at least one record."""
+    records = max(1, min(WINDOW_RECORDS_MAX, WINDOW_BYTES // max(1, record_bytes)))
+    return {"bytes": WINDOW_BYTES, "records": records}
+
+
+class ProcessCpu:
+    """CPU seconds (user + system) this process used since it was made, every thread
+    included: ``time.process_time`` reads CLOCK_PROCESS_CPUTIME_ID, so librdkafka's broker
+    threads and an event loop's resolver threads count as the calling thread does."""
+
+    def __init__(self) -> None:
+        self._start = time.process_time()
+
+    def seconds(self) -> float:
+        return time.process_time() - self._start
+
+
+def client_cpu(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The load generators' CPU over a row: each process's CPU seconds over its wall
+    seconds (``cpu_s`` / ``elapsed`` of a worker's result), and the busiest one's share as
+    ``client_cpu``. Empty when no result carries ``cpu_s`` (a results file without it)."""
+    shares = [r["cpu_s"] / r["elapsed"] for r in results if "cpu_s" in r and r["elapsed"] > 0]
+    if not shares:
+        return {}
+    return {
+        "client_cpu": round(max(shares), 3),
+        "client_cpu_per_process": [round(s, 3) for s in shares],
+    }
+
+
+def client_bound(values: dict[str, Any]) -> bool:
+    """Whether a row's busiest load generator used ``CLIENT_BOUND_CPU`` of a core or more."""
+    share = values.get("client_cpu")
+    return share is not None and share >= CLIENT_BOUND_CPU
 
 
 def load_average() -> tuple[float, float, float]:

@@ -2,9 +2,10 @@
 
 Each worker is a top-level function run in a ``spawn``ed process (so the load generator
 is not bound by the benchmark's own GIL) and returns plain data. Latency of a produce is
-librdkafka's ``Message.latency()``: from ``produce()`` to the delivery report, which for
-acks=all is after the leader saw min.insync.replicas in-sync copies — what
-kafka-producer-perf-test reports.
+librdkafka's ``Message.latency()``: from the moment ``produce()`` accepted the record into
+librdkafka's queue (``rkm_ts_enq``; a ``BufferError`` retry starts a new clock) to the
+delivery report's callback, which for acks=all runs after the leader saw
+min.insync.replicas in-sync copies — what kafka-producer-perf-test reports.
 """
 
 # Optional dependencies (the bench extra) load lazily; workers take positional arguments
@@ -22,20 +23,31 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from tidelog.bench.common import MB, Latency
+from tidelog.bench.common import (
+    MB,
+    WINDOW_BYTES,
+    WINDOW_RECORDS_MAX,
+    Latency,
+    ProcessCpu,
+    client_cpu,
+    window,
+)
 
 #: librdkafka settings of every producer here: batches up to 1 MB, a short linger, no
-#: compression, and a 32 MiB queue (the Java producer's buffer.memory default), so latency
-#: includes queueing as kafka-producer-perf-test's does at full speed.
+#: compression, and the bench's in-flight window as its queue (``bench.common.window``), so
+#: latency includes queueing as kafka-producer-perf-test's does at full speed.
 PRODUCER_BASE: dict[str, Any] = {
     "linger.ms": 5,
     "batch.size": 1_000_000,
     "compression.type": "none",
-    "queue.buffering.max.kbytes": 32 * 1024,
-    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": WINDOW_BYTES // 1024,
+    "queue.buffering.max.messages": WINDOW_RECORDS_MAX,
     "message.timeout.ms": 120_000,
 }
 
+
+#: What a produce row's latency runs from and to (recorded in the row as ``timer``).
+PRODUCE_TIMER: Final = "produce() accepted the record into librdkafka's queue -> delivery report"
 
 #: Distinct text payloads a compressing producer cycles through (at most this many bytes).
 _TEXT_POOL_BYTES: Final = 16 * MB
@@ -102,6 +114,7 @@ def produce_worker(
     sent = 0
     parts = list(partitions)
     n = len(parts)
+    cpu = ProcessCpu()
     start = time.perf_counter()
     stop = start + seconds
     # Acknowledgements over time: (seconds since start, acks so far), sampled once per
@@ -129,8 +142,11 @@ def produce_worker(
         "first_errors": errors[:3],
         "unflushed": remaining,
         "elapsed": elapsed,
+        "cpu_s": cpu.seconds(),
         "latencies": latencies.tobytes(),
         "progress": progress.tobytes(),
+        "window": window(size),
+        "timer": PRODUCE_TIMER,
     }
 
 
@@ -147,7 +163,8 @@ def run_parallel(
 
 
 def summarise_produce(results: list[dict[str, Any]], size: int) -> dict[str, Any]:
-    """Merge producer results: records/s and MB/s of acknowledged records, latency."""
+    """Merge producer results: records/s and MB/s of acknowledged records, latency, the
+    producers' CPU (``client_cpu``), and the window and timer they ran with."""
     acked = sum(r["acked"] for r in results)
     elapsed = max(r["elapsed"] for r in results)
     lat: array[float] = array("d")
@@ -172,6 +189,8 @@ def summarise_produce(results: list[dict[str, Any]], size: int) -> dict[str, Any
             "max": latency.max_ms,
         },
         **({"acks_per_second": per_second} if per_second else {}),
+        **client_cpu(results),
+        **{k: results[0][k] for k in ("window", "timer") if k in results[0]},
     }
 
 

@@ -5,15 +5,16 @@ three processes on loopback (their own config, ports and data under the run's di
 driven from Python in its fastest acknowledged mode, and stopped by PID:
 
 - NATS JetStream 2.9 (``nats-server``): a stream with ``num_replicas=3`` (file storage);
-  nats-py ``publish_async`` with up to 4,000 acks pending; a publish is acknowledged after
-  the stream's Raft group (2 of 3) stored it.
+  nats-py ``publish_async``; a publish is acknowledged after the stream's Raft group (2 of
+  3) stored it.
 - RabbitMQ Streams 3.10 (``rabbitmq-server`` + ``rabbitmq_stream``): three nodes joined
   into one cluster, a stream with ``initial-cluster-size=3``; rstream with sub-entry
   batching (100 messages per entry) for small records and ``send_batch`` (10 per frame)
   for 64 KiB; a confirm comes after a quorum of replicas has the data, without fsync.
 
-Latency is from the publish call to its acknowledgement (for a sub-entry, to the entry's
-confirm). Publishers keep at most 32 MiB unacknowledged, like the Kafka producers here.
+The publishers (``bench.peer_clients``) keep the Kafka producers' window (32 MiB
+unacknowledged), start their clock when the client holds the records, and measure their
+own CPU; each row records its ``window``, ``timer`` and ``client_cpu``.
 """
 
 # Optional dependencies (the bench extra) load lazily; workers take positional arguments
@@ -24,23 +25,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import shutil
 import signal
 import subprocess
 import time
-from array import array
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tidelog.bench.common import Row, remove_data, settle
 from tidelog.bench.kafka import perf_test_line, run_parallel, summarise_produce
+from tidelog.bench.peer_clients import (
+    SUB_ENTRY_MAX_BYTES,
+    nats_publish_worker,
+    rabbit_per_call,
+    rabbit_publish_worker,
+)
 
 Say = Callable[[str], None]
-WINDOW_BYTES = 32 << 20
 
 
 class PeerUnavailableError(Exception):
@@ -155,55 +158,6 @@ async def _nats_create_stream(urls: list[str], name: str, subject: str, timeout_
             last = exc
         await asyncio.sleep(1.0)
     raise PeerUnavailableError(f"JetStream R3 stream not created in {timeout_s:.0f}s: {last}")
-
-
-def nats_publish_worker(url: str, subject: str, size: int, seconds: float) -> dict[str, Any]:
-    """publish_async for ``seconds``; results in the Kafka producer worker's shape."""
-    import uvloop
-
-    return uvloop.run(_nats_publish(url, subject, size, seconds))
-
-
-async def _nats_publish(url: str, subject: str, size: int, seconds: float) -> dict[str, Any]:
-    import nats
-
-    nc = await nats.connect(url)
-    pending = max(64, min(4000, WINDOW_BYTES // size))
-    js = nc.jetstream(publish_async_max_pending=pending, timeout=60)
-    latencies = array("d")
-    errors: list[str] = []
-    payload = os.urandom(size)
-    perf = time.perf_counter
-
-    def done(fut: asyncio.Future[Any], sent_at: float) -> None:
-        if fut.cancelled():
-            errors.append("cancelled")
-        elif fut.exception() is not None:
-            errors.append(repr(fut.exception()))
-        else:
-            latencies.append(perf() - sent_at)
-
-    sent = 0
-    start = perf()
-    stop = start + seconds
-    while perf() < stop:
-        sent_at = perf()
-        fut = await js.publish_async(subject, payload)
-        fut.add_done_callback(functools.partial(done, sent_at=sent_at))
-        sent += 1
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(js.publish_async_completed(), 120)
-    elapsed = perf() - start
-    await nc.close()
-    return {
-        "sent": sent,
-        "acked": len(latencies),
-        "errors": len(errors),
-        "first_errors": errors[:3],
-        "unflushed": sent - len(latencies) - len(errors),
-        "elapsed": elapsed,
-        "latencies": latencies.tobytes(),
-    }
 
 
 def run_nats(
@@ -400,70 +354,6 @@ class RabbitCluster:
             _stop_pid(self.epmd, 5)
 
 
-def rabbit_publish_worker(port: int, stream: str, size: int, seconds: float) -> dict[str, Any]:
-    import uvloop
-
-    return uvloop.run(_rabbit_publish(port, stream, size, seconds))
-
-
-async def _rabbit_publish(port: int, stream: str, size: int, seconds: float) -> dict[str, Any]:
-    from rstream import ConfirmationStatus, Producer
-
-    per_entry = 100 if size <= 4096 else 10
-    sub_entry = size <= 4096
-    latencies = array("d")
-    errors: list[str] = []
-    sent_at: deque[float] = deque()
-    perf = time.perf_counter
-    outstanding = [0]
-
-    def on_confirm(status: ConfirmationStatus) -> None:
-        t = sent_at.popleft() if sent_at else perf()
-        weight = per_entry if sub_entry else 1
-        outstanding[0] -= weight
-        if status.is_confirmed:
-            lat = perf() - t
-            latencies.extend([lat] * weight)
-        else:
-            errors.append(f"response code {status.response_code}")
-
-    payload = os.urandom(size)
-    window = max(per_entry, WINDOW_BYTES // size)
-    sent = 0
-    async with Producer(
-        "127.0.0.1", port, username="guest", password="guest", frame_max=8 << 20
-    ) as producer:
-        start = perf()
-        stop = start + seconds
-        while perf() < stop:
-            if outstanding[0] >= window:
-                await asyncio.sleep(0.001)
-                continue
-            batch = [payload] * per_entry
-            now = perf()
-            if sub_entry:
-                sent_at.append(now)
-                await producer.send_sub_entry(stream, batch, on_publish_confirm=on_confirm)
-            else:
-                sent_at.extend([now] * per_entry)
-                await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
-            outstanding[0] += per_entry
-            sent += per_entry
-        deadline = perf() + 120
-        while outstanding[0] > 0 and perf() < deadline:
-            await asyncio.sleep(0.01)
-        elapsed = perf() - start
-    return {
-        "sent": sent,
-        "acked": len(latencies),
-        "errors": len(errors),
-        "first_errors": errors[:3],
-        "unflushed": outstanding[0],
-        "elapsed": elapsed,
-        "latencies": latencies.tobytes(),
-    }
-
-
 async def _rabbit_create_stream(port: int, stream: str) -> None:
     from rstream import Producer
 
@@ -492,7 +382,8 @@ def run_rabbitmq(
             args = [(cluster.stream_ports[i % 3], stream, size, seconds) for i in range(producers)]
             settled = settle()
             values = summarise_produce(run_parallel(rabbit_publish_worker, args), size)
-            mode = "send_sub_entry x100" if size <= 4096 else "send_batch x10"
+            call = "send_sub_entry" if size <= SUB_ENTRY_MAX_BYTES else "send_batch"
+            mode = f"{call} x{rabbit_per_call(size)}"
             values.update(
                 record_bytes=size, producers=producers, version=version, mode=mode, settled=settled
             )

@@ -9,10 +9,10 @@ Theory of operation:
    (``acks_per_second``), throughput over time.
 2. One group of figures per report section (``Chart.section``), embedded by
    ``report.render_markdown`` under that section's table with a relative link:
-   produce throughput per record size with tidelog's RF=3 and RF=1 rows beside each peer
-   (MB/s and records/s), latency percentiles (p50/p99/p99.9, log scale) for each row that
-   has them (produce, compression, end-to-end, transactions, security), records/s per row
-   of the other throughput sections, and the failover times.
+   produce throughput per record size with tidelog's rows (RF=3 over 3 partitions and over
+   one, RF=1) beside each peer (MB/s and records/s), latency percentiles (p50/p99/p99.9,
+   log scale) for each row that has them (produce, compression, end-to-end, transactions,
+   security), records/s per row of the other throughput sections, and the failover times.
 3. matplotlib is the ``bench`` extra's, loaded lazily with the Agg backend (no display).
    Without it ``draw`` raises ``PlotsUnavailableError`` with the reason; the report is written
    all the same, without figures (``report.write_report`` says why).
@@ -140,15 +140,17 @@ def draw(data: dict[str, Any], directory: Path) -> list[Chart]:
 
 
 def _grouped_by_size(ax: Axes, prod: Sequence[dict[str, Any]], key: str) -> None:
-    """One group of bars per record size; one bar per system (tidelog's RF=3 and RF=1 rows
-    are two systems, and so are an external cluster's acks=all and acks=1 rows)."""
+    """One group of bars per record size; one bar per system (each of tidelog's row shapes,
+    its workload less the size: "RF=3 acks=all", "RF=3 acks=all 1 partition", "RF=1 acks=1",
+    is a system of its own, and so is each of an external cluster's)."""
     sizes = sorted({int(r["values"]["record_bytes"]) for r in prod})
     series: dict[str, dict[int, float]] = {}
     for r in prod:
+        size = int(r["values"]["record_bytes"])
         label = r["system"]
         if label in ("tidelog", "external"):
-            label += " " + " ".join(r["workload"].split()[:2])  # "tidelog RF=3 acks=all"
-        series.setdefault(label, {})[int(r["values"]["record_bytes"])] = float(r["values"][key])
+            label = f"{label} {r['workload'].removesuffix(_size(size)).strip()}"
+        series.setdefault(label, {})[size] = float(r["values"][key])
     width = 0.8 / max(1, len(series))
     for i, (label, by_size) in enumerate(series.items()):
         xs = [j + i * width for j, size in enumerate(sizes) if size in by_size]

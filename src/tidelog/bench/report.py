@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.bench import plots
+from tidelog.bench.common import CLIENT_BOUND_CPU, client_bound
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -158,15 +159,17 @@ def _limits_table(lim: list[dict[str, Any]]) -> list[str]:
 
 
 def _produce_table(prod: list[dict[str, Any]]) -> list[str]:
-    """Produce throughput and latency per system, then the same-run ratios."""
+    """Produce throughput and latency per system, each row's window and client CPU (a
+    client-bound row marked), then the same-run ratios."""
     if not prod:
         return []
     out: list[str] = []
     out += [
-        "## Produce throughput (send → delivery report)",
+        "## Produce throughput (enqueue → acknowledgement)",
         "",
-        "| system | workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | load | note |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
+        "| system | workload | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | window | "
+        "client CPU | load | note |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|---|",
     ]
     for r in prod:
         v = r["values"]
@@ -174,13 +177,55 @@ def _produce_table(prod: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"| {r['system']} | {r['workload']} | {_f(v['records_per_s'], 0)} | "
             f"{_f(v['mb_per_s'])} | {_f(lat.get('p50'))} | {_f(lat.get('p99'))} | "
-            f"{_f(lat.get('p99.9'))} | {_load_s(r)} | {r['note']} |"
+            f"{_f(lat.get('p99.9'))} | {_window(v)} | {_client_cpu(v)} | {_load_s(r)} | "
+            f"{r['note']} |"
         )
     out.append("")
+    out += _produce_footnotes(prod)
     ratios = _ratios(prod)
     if ratios:
         out += ["Same-run ratios (tidelog RF=3 acks=all ÷ peer):", ""]
         out += [f"- {line}" for line in ratios]
+        out.append("")
+    return out
+
+
+def _window(values: dict[str, Any]) -> str:
+    """The in-flight window a row's publishers ran with: payload bytes and records."""
+    w = values.get("window")
+    if not w:
+        return "—"
+    return f"{w['bytes'] / 2**20:,.0f} MiB, {w['records']:,} records"
+
+
+def _client_cpu(values: dict[str, Any]) -> str:
+    """The busiest load generator's share of a core, and the mark of a client-bound row."""
+    share = values.get("client_cpu")
+    if share is None:
+        return "—"
+    return f"{share:.2f} (client-bound)" if client_bound(values) else f"{share:.2f}"
+
+
+def _produce_footnotes(prod: list[dict[str, Any]]) -> list[str]:
+    """What the latency, window and client CPU columns mean, and each row's timer."""
+    out = [
+        "Latency runs from the moment the client holds a record (the publisher had room in "
+        "its window) to the acknowledgement the application sees; window: what a publisher "
+        "may hold unacknowledged (payload bytes, records). Client CPU: the busiest "
+        "load-generating process's user + system CPU seconds over its wall seconds, every "
+        f"thread; at {CLIENT_BOUND_CPU} of a core or more a row is **client-bound**: its "
+        "figures are capped by the load generator as much as by the system measured.",
+        "",
+    ]
+    timers: dict[str, list[str]] = {}
+    for r in prod:
+        if timer := r["values"].get("timer"):
+            timers.setdefault(timer, []).append(r["system"])
+    if timers:
+        out += ["Timers:", ""]
+        out += [
+            f"- {', '.join(dict.fromkeys(systems))}: {timer}" for timer, systems in timers.items()
+        ]
         out.append("")
     return out
 
@@ -424,26 +469,45 @@ def _targets(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
                 done is not None and done <= limit,
             )
         )
-    tidelog = {
-        r["values"]["record_bytes"]: r["values"]["mb_per_s"]
-        for r in rows
-        if r["section"] == "produce"
-        and r["system"] == "tidelog"
-        and r["workload"].startswith("RF=3")
-    }
-    for r in rows:
-        if r["section"] == "produce" and r["system"] != "tidelog":
-            size = r["values"]["record_bytes"]
-            if size in tidelog:
-                mine, theirs = tidelog[size], r["values"]["mb_per_s"]
-                out.append(
-                    (
-                        f"ahead of {r['system']} at {size} B",
-                        f"{mine:,.1f} vs {theirs:,.1f} MB/s ({mine / theirs:.2f}×)",
-                        mine > theirs,
-                    )
-                )
+    out += _ahead_of_peers(rows)
     return out
+
+
+def _ahead_of_peers(rows: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """tidelog's RF=3 acks=all rows against each peer's row of the same record size: the
+    3-partition row, and the one-partition row (the peers' shape) where there is one."""
+    out: list[tuple[str, str, bool]] = []
+    tidelog = _tidelog_rf3(rows)
+    for r in rows:
+        if r["section"] != "produce" or r["system"] == "tidelog":
+            continue
+        size = r["values"]["record_bytes"]
+        theirs = r["values"]["mb_per_s"]
+        for partitions, mine in sorted(tidelog.get(size, {}).items(), reverse=True):
+            shape = "" if partitions != 1 else ", one partition"
+            out.append(
+                (
+                    f"ahead of {r['system']} at {size} B{shape}",
+                    f"{mine:,.1f} vs {theirs:,.1f} MB/s ({mine / theirs:.2f}×)",
+                    mine > theirs,
+                )
+            )
+    return out
+
+
+def _tidelog_rf3(rows: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
+    """MB/s of tidelog's RF=3 acks=all produce rows by record size, then partitions (3 when
+    a results file does not record them)."""
+    by: dict[int, dict[int, float]] = {}
+    for r in rows:
+        if (
+            r["section"] == "produce"
+            and r["system"] == "tidelog"
+            and r["workload"].startswith("RF=3")
+        ):
+            v = r["values"]
+            by.setdefault(v["record_bytes"], {})[v.get("partitions", 3)] = v["mb_per_s"]
+    return by
 
 
 def _transactions(rows: list[dict[str, Any]]) -> list[str]:
@@ -587,21 +651,23 @@ def transaction_cost(rows: list[dict[str, Any]]) -> str | None:
 
 
 def _ratios(prod: list[dict[str, Any]]) -> list[str]:
-    by: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in prod:
-        size = r["values"].get("record_bytes")
-        if r["system"] == "tidelog" and not r["workload"].startswith("RF=3"):
-            continue
-        by[(r["system"], size)] = r["values"]
+    """tidelog RF=3 acks=all ÷ each peer at each record size: the 3-partition row, then the
+    one-partition row (the peer's shape) when the run has it."""
+    tidelog = _tidelog_rf3(prod)
+    peers = sorted(
+        (r["system"], r["values"]["record_bytes"], r["values"]["mb_per_s"])
+        for r in prod
+        if r["system"] != "tidelog"
+    )
     lines = []
-    for (system, size), v in sorted(by.items()):
-        if system == "tidelog":
+    for system, size, theirs in peers:
+        if theirs <= 0:
             continue
-        t = by.get(("tidelog", size))
-        if t and v["mb_per_s"] > 0:
+        for partitions, mine in sorted(tidelog.get(size, {}).items(), reverse=True):
+            shape = "" if partitions != 1 else " (one partition each)"
             lines.append(
-                f"{size} B vs {system}: {t['mb_per_s'] / v['mb_per_s']:.2f}× "
-                f"({t['mb_per_s']:.1f} vs {v['mb_per_s']:.1f} MB/s)"
+                f"{size} B vs {system}{shape}: {mine / theirs:.2f}× "
+                f"({mine:.1f} vs {theirs:.1f} MB/s)"
             )
     return lines
 

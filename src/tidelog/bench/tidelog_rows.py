@@ -17,6 +17,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,30 @@ def _not_ready(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ProduceShape:
+    """One kind of produce row: its label, replication, acks and partitions."""
+
+    label: str
+    rf: int
+    acks: str
+    min_isr: int
+    partitions: int
+
+    def topic(self, size: int) -> str:
+        return f"produce-rf{self.rf}-p{self.partitions}-{size}"
+
+
+#: The produce rows, in the order they run and show: the 3-partition rows (one leader per
+#: broker), and the peers' shape beside them: one partition, so one leader takes every
+#: write, as one NATS stream and one RabbitMQ stream do.
+PRODUCE_SHAPES = (
+    ProduceShape("RF=3 acks=all", 3, "all", 2, 3),
+    ProduceShape("RF=3 acks=all 1 partition", 3, "all", 2, 1),
+    ProduceShape("RF=1 acks=1", 1, "1", 1, 3),
+)
+
+
 def produce_rows(
     bootstrap: str,
     sizes: list[int],
@@ -120,47 +145,56 @@ def produce_rows(
     say: Say,
     catch_up: bool,
 ) -> list[Row]:
+    """A row per shape of ``PRODUCE_SHAPES`` and size; after each 3-partition RF=3 row,
+    when ``catch_up``, a consumer's catch-up over the backlog it left."""
     rows: list[Row] = []
-    for label, rf, acks, min_isr in (("RF=3 acks=all", 3, "all", 2), ("RF=1 acks=1", 1, "1", 1)):
+    for shape in PRODUCE_SHAPES:
         for size in sizes:
-            topic = f"produce-rf{rf}-{size}"
-            partitions = 3
-            create_topic(bootstrap, topic, partitions, rf, min_isr=min_isr)
-            args = [
-                (bootstrap, topic, size, seconds, acks, list(range(partitions)))
-                for _ in range(producers)
-            ]
-            settled = settle()
-            results = run_parallel(produce_worker, args)
-            values = summarise_produce(results, size)
-            values.update(
-                record_bytes=size, partitions=partitions, producers=producers, settled=settled
-            )
-            row = Row("produce", "tidelog", f"{label} {_size(size)}", values)
-            if rf == 3:
-                row.note = "min.insync.replicas=2"
+            row = _produce_row(bootstrap, shape, size, seconds, producers)
             rows.append(row)
-            say(f"tidelog {label} {_size(size)}: {perf_test_line(values)}")
-            if catch_up and rf == 3 and values["records"] > 0:
-                expected = values["records"]
-                (res,) = run_parallel(
-                    catch_up_worker,
-                    [(bootstrap, topic, list(range(partitions)), expected, 300.0)],
-                )
-                cv = {
-                    "records": res["records"],
-                    "seconds": res["seconds"],
-                    "records_per_s": res["records"] / res["seconds"],
-                    "mb_per_s": res["bytes"] / res["seconds"] / MB,
-                    "record_bytes": size,
-                }
-                rows.append(Row("catch-up", "tidelog", f"RF=3 backlog {_size(size)}", cv))
-                say(
-                    f"tidelog catch-up {_size(size)}: {cv['records']} records in "
-                    f"{cv['seconds']:.1f} s, {cv['records_per_s']:.0f} records/s, "
-                    f"{cv['mb_per_s']:.1f} MB/s"
-                )
+            say(f"tidelog {shape.label} {_size(size)}: {perf_test_line(row.values)}")
+            records = row.values["records"]
+            if catch_up and shape is PRODUCE_SHAPES[0] and records > 0:
+                rows.append(_catch_up_row(bootstrap, shape, size, records, say))
     return rows
+
+
+def _produce_row(
+    bootstrap: str, shape: ProduceShape, size: int, seconds: float, producers: int
+) -> Row:
+    topic = shape.topic(size)
+    partitions = list(range(shape.partitions))
+    create_topic(bootstrap, topic, shape.partitions, shape.rf, min_isr=shape.min_isr)
+    args = [(bootstrap, topic, size, seconds, shape.acks, partitions) for _ in range(producers)]
+    settled = settle()
+    values = summarise_produce(run_parallel(produce_worker, args), size)
+    values.update(
+        record_bytes=size, partitions=shape.partitions, producers=producers, settled=settled
+    )
+    note = f"min.insync.replicas={shape.min_isr}" if shape.rf > 1 else ""
+    if shape.partitions == 1:
+        note += "; one partition: one leader takes every write, as a peer's one stream"
+    return Row("produce", "tidelog", f"{shape.label} {_size(size)}", values, note=note)
+
+
+def _catch_up_row(bootstrap: str, shape: ProduceShape, size: int, expected: int, say: Say) -> Row:
+    (res,) = run_parallel(
+        catch_up_worker,
+        [(bootstrap, shape.topic(size), list(range(shape.partitions)), expected, 300.0)],
+    )
+    cv = {
+        "records": res["records"],
+        "seconds": res["seconds"],
+        "records_per_s": res["records"] / res["seconds"],
+        "mb_per_s": res["bytes"] / res["seconds"] / MB,
+        "record_bytes": size,
+    }
+    say(
+        f"tidelog catch-up {_size(size)}: {cv['records']} records in "
+        f"{cv['seconds']:.1f} s, {cv['records_per_s']:.0f} records/s, "
+        f"{cv['mb_per_s']:.1f} MB/s"
+    )
+    return Row("catch-up", "tidelog", f"RF={shape.rf} backlog {_size(size)}", cv)
 
 
 #: ``--only compression``: the producers' codecs measured, beside an uncompressed baseline
