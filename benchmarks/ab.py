@@ -30,6 +30,9 @@ METRICS = (
     ("produce", ("mb_per_s",), "MB/s", True),
     ("e2e", ("latency_ms", "p50"), "ms p50", False),
     ("e2e", ("latency_ms", "p99"), "ms p99", False),
+    ("e2e", ("latency_ms", "p99.9"), "ms p99.9", False),
+    ("produce", ("latency_ms", "p99"), "produce ms p99", False),
+    ("produce", ("client_cpu",), "client CPU (cores)", False),
 )
 
 
