@@ -9,7 +9,8 @@ how late each wake-up was; ``--scrapes`` HTTP scrapes of ``/metrics`` run 200 ms
 same ticker runs as long again with no scrape, so the lateness the machine causes by itself
 is printed beside it. Prints, per count: the scrape's wall time (min/median/max), the
 longest ticker lateness during the scrapes and during the quiet window, and the answer's
-size. Nothing else should run beside it.
+size. Nothing else should run beside it. The broker is the ``tidelog`` the interpreter
+imports: set ``PYTHONPATH=<tree>/src`` to measure another tree.
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ import argparse
 import asyncio
 import gc
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from tidelog.server.broker import Broker
 from tidelog.server.config.broker_config import load_broker_config
