@@ -217,7 +217,8 @@ class FetchSniffer:
         buffer = b""
         try:
             while data := source.recv(1 << 16):
-                sink.sendall(data)
+                # Noted before it is forwarded: the answer (and the client's return) can
+                # never come before the request is in ``fetches``.
                 buffer += data
                 while len(buffer) >= 4:
                     (size,) = struct.unpack_from(">i", buffer)
@@ -225,6 +226,7 @@ class FetchSniffer:
                         break
                     self._note(buffer[4 : 4 + size])
                     buffer = buffer[4 + size :]
+                sink.sendall(data)
         except OSError:
             pass
         finally:
