@@ -18,6 +18,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.server.coordinators.group_common import Clock
 from tidelog.server.coordinators.internal_topics import OFFSETS_TOPIC, replay_batches
+from tidelog.server.replica.hosted_of_topic import HostedOfTopic
 from tidelog.server.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,14 @@ class GroupPartitions:
         self.clock = clock
         self.apply = apply
         self.loaded: dict[int, LoadedPartition] = {}
+        self._offsets_partitions = HostedOfTopic(replica_manager, OFFSETS_TOPIC)
 
     def load_led(self) -> None:
         """Load every ``__consumer_offsets`` partition this broker leads now."""
-        for tp, hosted in list(self.replica_manager.partitions.items()):
-            if tp.topic == OFFSETS_TOPIC and hosted.partition.is_leader:
+        partitions = self.replica_manager.partitions
+        for tp in self._offsets_partitions.hosted():
+            hosted = partitions.get(tp)
+            if hosted is not None and hosted.partition.is_leader:
                 self.manager_of_partition(tp.partition)
 
     def managers(self) -> Iterator[tuple[int, GroupManager]]:

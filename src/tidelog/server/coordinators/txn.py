@@ -79,6 +79,7 @@ from tidelog.server.coordinators.internal_topics import (
 )
 from tidelog.server.coordinators.txn_markers import Marker, MarkerSender, MarkerWriter
 from tidelog.server.metadata.backend import MetadataBackend
+from tidelog.server.replica.hosted_of_topic import HostedOfTopic
 from tidelog.server.replica.manager import ReplicaManager, now_ms
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class TransactionCoordinator:
         self.backend = backend
         self.groups = groups
         self.replica_manager = replica_manager
+        self._state_partitions = HostedOfTopic(replica_manager, TXN_TOPIC)
         self.config = config
         self._authorizer = authorizer
         self._respond = respond
@@ -225,8 +227,10 @@ class TransactionCoordinator:
     def maintain(self, now: int) -> None:
         """Load newly led partitions, unload lost ones, resume markers, abort timed-out
         transactions (rules 2 and 6)."""
-        for tp, hosted in list(self.replica_manager.partitions.items()):
-            if tp.topic == TXN_TOPIC and hosted.partition.is_leader:
+        partitions = self.replica_manager.partitions
+        for tp in self._state_partitions.hosted():
+            hosted = partitions.get(tp)
+            if hosted is not None and hosted.partition.is_leader:
                 self._loaded(tp.partition)
         check_timeouts = now - self._last_abort_check >= self.abort_interval_ms
         if check_timeouts:

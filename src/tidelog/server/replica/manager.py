@@ -200,6 +200,8 @@ class ReplicaManager:
         self.broker_id = BrokerId(config.broker_id)
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        #: Bumped whenever a partition is hosted or dropped (``HostedOfTopic``).
+        self.hosting_generation = 0
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
         #: KIP-227 incremental fetch sessions of the clients and followers fetching here.
@@ -357,6 +359,7 @@ class ReplicaManager:
         partition.maybe_increment_high_watermark(now)
         hosted = HostedPartition(the_log, partition, topic_id)
         self.partitions[tp] = hosted
+        self.hosting_generation += 1
         return hosted
 
     def make_follower(
@@ -387,6 +390,7 @@ class ReplicaManager:
             log_end_offset=the_log.log_end_offset,
         )
         self.partitions[tp] = HostedPartition(the_log, partition, topic_id)
+        self.hosting_generation += 1
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
         return changed
@@ -405,6 +409,7 @@ class ReplicaManager:
         for tp in tps:
             self.partitions.pop(tp, None)
             self.log_manager.delete_log(tp)
+        self.hosting_generation += 1
         # Parked requests on deleted partitions answer now (they will see the error).
         for tp in tps:
             self.fetch_purgatory.check_and_complete(tp)
