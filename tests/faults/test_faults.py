@@ -20,6 +20,14 @@ pytestmark = pytest.mark.integration
 CHEAP_KINDS = ("pause_short", "isolate_broker", "kill_follower", "partition_zk")
 
 
+# The run's asyncio clients (aiokafka, and kafka-python 3.0 whose network layer is asyncio)
+# can leave a connection that a fault cut mid-connect for the garbage collector: CI saw one
+# such transport and its socket collected during this test. The brokers run in other
+# processes; what this test asserts is the data, so only those two warnings are let pass.
+@pytest.mark.filterwarnings(
+    r"ignore:Exception ignored in. <(function _SelectorTransport\.__del__|socket\.socket )"
+    ":pytest.PytestUnraisableExceptionWarning"
+)
 def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) -> None:
     """One fault of every kind (16), one at a time from a seeded schedule; the checker
     must find no lost, moved, vanished, inconsistent or reordered record, identical replicas
