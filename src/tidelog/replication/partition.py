@@ -416,6 +416,33 @@ class Partition:
         moved = self.maybe_increment_high_watermark(now_ms)
         return FollowerFetchResult(high_watermark_moved=moved, proposal=proposal)
 
+    def note_quiet_follower_fetch(
+        self, replica_id: BrokerId, *, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+    ) -> bool:
+        """A follower's fetch of a partition that is quiet for it: the follower is in the
+        committed ISR, stands at the leader's log end, and the HW is there too. Such a fetch
+        can change nothing but the follower's fetch times, so this records them (as
+        ``update_follower_fetch_state`` would: caught up now) and says True; any other case
+        says False and the caller takes the full path. Rule 2 and rule 4's ISR timing hold
+        unchanged: a live idle follower stays caught up (KIP-227 sessions skip such
+        partitions' reads, not their fetch times)."""
+        if self.leader_id != self.local_broker_id or self.state.is_inflight:
+            return False
+        rs = self.replica_states.get(replica_id)
+        if (
+            rs is None
+            or fetch_offset != leader_log_end_offset
+            or rs.log_end_offset != fetch_offset
+            or self.high_watermark != fetch_offset
+            or replica_id not in self.state.isr
+        ):
+            return False
+        self.log_end_offset = leader_log_end_offset
+        rs.update_fetch_state(
+            fetch_offset=fetch_offset, leader_log_end_offset=leader_log_end_offset, now_ms=now_ms
+        )
+        return True
+
     def is_follower_in_sync(self, replica_id: BrokerId) -> bool:
         """Rule 4's expand condition: LEO >= HW and >= this epoch's start offset (KIP-101)."""
         rs = self.replica_states.get(replica_id)

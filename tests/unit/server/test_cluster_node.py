@@ -18,7 +18,7 @@ from tidelog.server.cluster import controller_connection as cluster_module
 from tidelog.server.cluster.metadata_cache import CachedBroker
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.replica.manager import ProduceResult
+from tidelog.server.replica.reads import ProduceResult
 
 from .nodes import cluster_node
 

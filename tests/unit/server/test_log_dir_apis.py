@@ -40,12 +40,8 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.request_context import RequestContext, set_request
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
-from tidelog.server.replica.manager import (
-    PartitionRead,
-    ReplicaManager,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
+from tidelog.server.replica.reads import PartitionRead
 from tidelog.storage.future_log import FutureLogCopier
 from tidelog.storage.log_manager import LogManager
 

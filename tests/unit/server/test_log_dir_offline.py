@@ -18,12 +18,12 @@ from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_FILE,
-    PartitionRead,
     ReplicaManager,
     log_config_for,
     now_ms,
     probe_log_dir,
 )
+from tidelog.server.replica.reads import PartitionRead
 from tidelog.storage.log_manager import LogManager
 
 TP = TopicPartition("t", 0)

@@ -51,13 +51,9 @@ from tidelog.server.observability.metrics.broker_collector import (
 from tidelog.server.observability.metrics.endpoint import scrape_text as collect_then_format
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker, session_state
-from tidelog.server.replica.manager import (
-    PartitionRead,
-    ReplicaManager,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.server.replica.purgatory import DelayedOperation
+from tidelog.server.replica.reads import PartitionRead
 from tidelog.storage.log_manager import LogManager
 from tidelog.zk import SessionEvent
 from tidelog.zk.znodes import PartitionState, TopicAssignment

@@ -12,14 +12,8 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.replica.manager import (
-    FetchResult,
-    PartitionRead,
-    ProduceResult,
-    ReplicaManager,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
+from tidelog.server.replica.reads import FetchResult, PartitionRead, ProduceResult
 from tidelog.storage.log_manager import LogManager
 
 TP = TopicPartition("t", 0)
@@ -55,7 +49,7 @@ def test_acks_all_waits_for_every_isr_follower(tmp_path: Path) -> None:
             max_bytes=1 << 20,
             min_bytes=1,
             max_wait_ms=10_000,
-            respond=consumer.append,
+            respond=lambda _reads, results: consumer.append(results),
         )
         assert consumer == []  # a consumer sees nothing above the HW (still 0)
 
@@ -66,7 +60,7 @@ def test_acks_all_waits_for_every_isr_follower(tmp_path: Path) -> None:
                 max_bytes=1 << 20,
                 min_bytes=0,
                 max_wait_ms=0,
-                respond=got.append,
+                respond=lambda _reads, results: got.append(results),
                 replica_id=replica,
             )
             return got[0]
@@ -193,7 +187,7 @@ def test_a_parked_follower_fetch_wakes_on_an_append_and_reads_it_once(tmp_path: 
             max_bytes=1 << 20,
             min_bytes=1,
             max_wait_ms=10_000,
-            respond=got.append,
+            respond=lambda _reads, results: got.append(results),
             replica_id=1,
         )
         assert got == []  # nothing to read yet: parked

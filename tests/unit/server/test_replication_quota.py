@@ -27,14 +27,9 @@ from tidelog.server.config.throttles import (
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.config.values import LONG_MAX
 from tidelog.server.observability.metrics.broker_collector import broker_registry
-from tidelog.server.replica.manager import (
-    FetchResult,
-    PartitionRead,
-    ReplicaManager,
-    log_config_for,
-    now_ms,
-)
+from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.server.replica.quota import ReplicationQuota, ReplicationQuotas, WindowedRate
+from tidelog.server.replica.reads import FetchResult, PartitionRead
 from tidelog.storage.log_manager import LogManager
 
 from .nodes import cluster_node
@@ -234,7 +229,7 @@ def follower_fetch(rm: ReplicaManager, replica: int, offset: int = 0) -> FetchRe
         max_bytes=1 << 20,
         min_bytes=0,
         max_wait_ms=0,
-        respond=got.append,
+        respond=lambda _reads, results: got.append(results),
         replica_id=replica,
     )
     assert len(got) == 1
@@ -284,7 +279,7 @@ def test_leader_rate_is_read_live(tmp_path: Path) -> None:
         max_bytes=1 << 20,
         min_bytes=0,
         max_wait_ms=0,
-        respond=got.append,
+        respond=lambda _reads, results: got.append(results),
     )
     assert got[0][0].error == ErrorCode.NONE
 

@@ -11,12 +11,12 @@ follower's Fetch and OffsetForLeaderEpoch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
@@ -44,14 +44,13 @@ from tidelog.server.replica.fetch_session import (
     SessionKey,
     SessionPartition,
 )
-from tidelog.server.replica.manager import (
+from tidelog.server.replica.manager import ReplicaManager, now_ms
+from tidelog.server.replica.reads import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     FetchResult,
     PartitionRead,
     ProduceResult,
-    ReplicaManager,
-    now_ms,
 )
 from tidelog.storage.log import FetchSlice
 
@@ -98,6 +97,10 @@ class _FetchPlan:
     #: The partitions to read, and their indexes, in order.
     requests: list[PartitionRead] = field(default_factory=list)
     read: list[int] = field(default_factory=list)
+    #: A follower's session fetch: the partitions quiet for it (``_set_quiet``), with their
+    #: indexes; read only once they change.
+    quiet: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
+    quiet_index: dict[TopicPartition, int] = field(default_factory=dict)
     #: Partitions of unknown topic ids (UNKNOWN_TOPIC_ID).
     unknown: list[int] = field(default_factory=list)
     #: Partitions refused by the authorizer (TOPIC_AUTHORIZATION_FAILED).
@@ -281,19 +284,20 @@ class DataApis:
                 {"error_code": context.error, "session_id": INVALID_SESSION_ID, "responses": []},
             )
         plan = self._fetch_plan(context, replica_id)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def respond(results: list[FetchResult]) -> None:
-            if not future.done():
-                future.set_result(self._fetch_response(header, context, plan, results))
-
         # An unknown or refused partition the request lists is answered at once; one that
         # only an incremental session holds was answered before and does not cut a long
         # poll short (else such a session would spin).
         asked = (
             None if context.session is None else {p.key(context.uses_topic_ids) for p in requested}
         )
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def respond(reads: Sequence[PartitionRead], results: list[FetchResult]) -> None:
+            if not future.done():
+                indexes = plan.read + [plan.quiet_index[r.tp] for r in reads[len(plan.read) :]]
+                future.set_result(self._fetch_response(header, context, indexes, plan, results))
+
         urgent = any(
             asked is None or context.partitions[i].key(context.uses_topic_ids) in asked
             for i in (*plan.unknown, *plan.refused)
@@ -307,6 +311,7 @@ class DataApis:
             max_wait_ms=int(body.max_wait.total_seconds() * 1000),
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
+            quiet=plan.quiet,
         )
         if future.done():
             return future.result()
@@ -339,45 +344,84 @@ class DataApis:
         return requested, forgotten
 
     def _fetch_plan(self, context: FetchContext, replica_id: int) -> _FetchPlan:
-        """The partitions to read, and those answered without reading: unknown topic ids
-        and refused topics. With topic ids the names are resolved again at each fetch: a
+        """The partitions to read, those answered without reading (unknown topic ids,
+        refused topics) and, in a follower's incremental fetch, the quiet ones
+        (``_is_quiet``). With topic ids the names are resolved again at each fetch: a
         session outlives the metadata it started with."""
         plan = _FetchPlan(replica_id)
         partitions = context.partitions
         if context.uses_topic_ids:
-            names: dict[Any, str | None] = {}
-            for part in partitions:
-                topic_id = part.topic_id
-                if topic_id not in names:
-                    info = None
-                    if topic_id is not None and topic_id.int != 0:
-                        info = self.backend.by_id(topic_id)
-                    names[topic_id] = info.name if info is not None else None
-                part.topic = names[part.topic_id]
+            self._resolve_names(partitions)
         refused: set[int] = set()
         if self.helper.authorizer is not None:
             refused = self._fetch_refusals(partitions, replica_id)
+        is_quiet = self._quiet_test(context, replica_id)
         for i, part in enumerate(partitions):
-            if part.topic is None:
+            topic = part.topic
+            if topic is None:
                 plan.unknown.append(i)
-            elif i in refused:
+                continue
+            if i in refused:
                 plan.refused.append(i)
-            else:
-                plan.requests.append(
-                    PartitionRead(
-                        TopicPartition(part.topic, part.partition),
-                        part.fetch_offset,
-                        part.max_bytes,
-                        part.current_leader_epoch,
-                    )
-                )
-                plan.read.append(i)
+                continue
+            tp = part.tp
+            if tp is None or tp.topic != topic:
+                tp = part.tp = TopicPartition(topic, part.partition)
+            if is_quiet is not None and is_quiet(tp, part):
+                plan.quiet[tp] = part
+                plan.quiet_index[tp] = i
+                continue
+            plan.requests.append(
+                PartitionRead(tp, part.fetch_offset, part.max_bytes, part.current_leader_epoch)
+            )
+            plan.read.append(i)
         return plan
+
+    def _resolve_names(self, partitions: list[SessionPartition]) -> None:
+        """Each partition's topic name from its topic id (None: unknown here)."""
+        names: dict[Any, str | None] = {}
+        for part in partitions:
+            topic_id = part.topic_id
+            if topic_id not in names:
+                info = None
+                if topic_id is not None and topic_id.int != 0:
+                    info = self.backend.by_id(topic_id)
+                names[topic_id] = info.name if info is not None else None
+            part.topic = names[topic_id]
+
+    def _quiet_test(
+        self, context: FetchContext, replica_id: int
+    ) -> Callable[[TopicPartition, SessionPartition], bool] | None:
+        """In a follower's incremental fetch, the test of a partition its request does not
+        list (its fetch offset did not move) being quiet for it
+        (``ReplicaManager.quiet_for_follower``, which records the fetch): such partitions
+        are watched, not read, checked or answered until they change (``delayed_ops``).
+        None for any other fetch."""
+        if context.session is None or replica_id < 0:
+            return None
+        follower = BrokerId(replica_id)
+        quiet_for = self.replica_manager.quiet_for_follower
+        asked = {id(part) for part in context.asked}
+        now = now_ms()
+
+        def is_quiet(tp: TopicPartition, part: SessionPartition) -> bool:
+            return id(part) not in asked and quiet_for(
+                follower,
+                tp,
+                part.fetch_offset,
+                part.current_leader_epoch,
+                part.high_watermark,
+                part.log_start_offset,
+                now,
+            )
+
+        return is_quiet
 
     def _fetch_response(
         self,
         header: RequestHeader,
         context: FetchContext,
+        indexes: list[int],
         plan: _FetchPlan,
         results: list[FetchResult],
     ) -> Response:
@@ -387,9 +431,12 @@ class DataApis:
         built: an idle follower's incremental fetch over thousands of partitions encodes
         none."""
         version = header.api_version
-        news = [_UNREAD] * len(context.partitions)
+        # Quiet partitions left unread have no news (None): the session leaves them out.
+        news: list[PartitionNews | None] = [None if plan.quiet else _UNREAD] * len(
+            context.partitions
+        )
         read: dict[int, FetchResult] = {}
-        for i, result in zip(plan.read, results, strict=True):
+        for i, result in zip(indexes, results, strict=True):
             if version < 10 and plan.replica_id < 0 and _holds_zstd(result.records):
                 # KIP-110: consumers below Fetch v10 cannot read zstd batches.
                 result = FetchResult(  # noqa: PLW2901

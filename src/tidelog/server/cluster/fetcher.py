@@ -33,8 +33,9 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.truncation import EpochEndOffset, follower_truncation_offset
 from tidelog.security.client_config import ClientSecurity
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.replica.manager import HostedPartition, ReplicaManager, now_ms
+from tidelog.server.replica.manager import ReplicaManager, now_ms
 from tidelog.server.replica.quota import ReplicationQuota
+from tidelog.server.replica.reads import HostedPartition
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.cluster.fetcher import ReplicaFetcherManager
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
-from tidelog.server.replica.manager import HostedPartition, ReplicaManager
+from tidelog.server.replica.manager import ReplicaManager
+from tidelog.server.replica.reads import HostedPartition
 from tidelog.zk import ZkClient, ZkError
 from tidelog.zk.znodes import LOG_DIR_FAILURE_EVENT, LOG_DIR_RECOVERY_EVENT, LogDirEvent
 

@@ -67,7 +67,8 @@ from tidelog.server.cluster.registration import broker_registration, open_sessio
 from tidelog.server.cluster.topic_configs import TopicConfigs
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.network.listeners import inter_broker_security
-from tidelog.server.replica.manager import HostedPartition, ReplicaManager
+from tidelog.server.replica.manager import ReplicaManager
+from tidelog.server.replica.reads import HostedPartition
 from tidelog.server.replica.stray_replicas import stray_logs, unknown_topic_logs
 from tidelog.storage.producer_id import ProducerIdManager
 from tidelog.zk import SessionEvent, ZkClient

@@ -29,7 +29,8 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.records import BatchHeader, iter_batches
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.metadata.backend import MetadataBackend
-from tidelog.server.replica.manager import ProduceResult, ReplicaManager
+from tidelog.server.replica.manager import ReplicaManager
+from tidelog.server.replica.reads import ProduceResult
 from tidelog.storage.log import Log
 from tidelog.storage.producer_state import AppendOrigin
 

@@ -81,12 +81,8 @@ from typing import Any, Final
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.replica.manager import (
-    RECOVERABLE_ERRNOS,
-    HostedPartition,
-    ReplicaManager,
-    now_ms,
-)
+from tidelog.server.replica.manager import RECOVERABLE_ERRNOS, ReplicaManager, now_ms
+from tidelog.server.replica.reads import HostedPartition
 from tidelog.storage.errors import StorageError
 from tidelog.storage.future_log import FutureLogCopier, FutureLogError
 from tidelog.storage.log import Log

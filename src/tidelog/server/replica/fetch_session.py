@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
 
 #: The session id of a fetch without a session (KIP-227 ``INVALID_SESSION_ID``).
 INVALID_SESSION_ID: Final = 0
@@ -78,6 +79,8 @@ class SessionPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    #: The partition under its topic's name, kept by whoever resolves the name.
+    tp: TopicPartition | None = None
 
     def key(self, uses_topic_ids: bool) -> SessionKey:
         topic: uuid.UUID | str | None = self.topic_id if uses_topic_ids else self.topic
@@ -121,6 +124,8 @@ class FetchContext:
     partitions: list[SessionPartition] = field(default_factory=list)
     #: The session continued by this fetch (incremental), else None.
     session: FetchSession | None = None
+    #: An incremental fetch: the session's partitions its request listed.
+    asked: list[SessionPartition] = field(default_factory=list)
     #: A full fetch that asks for a session (epoch 0).
     wants_session: bool = False
     privileged: bool = False
@@ -181,15 +186,18 @@ class FetchSessionCache:
         if session.uses_topic_ids != uses_topic_ids:
             return FetchContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         cached = session.partitions
+        asked: list[SessionPartition] = []
         for part in requested:
             key = part.key(uses_topic_ids)
             old = cached.get(key)
             if old is None:
                 cached[key] = part
+                asked.append(part)
             else:
                 old.fetch_offset = part.fetch_offset
                 old.max_bytes = part.max_bytes
                 old.current_leader_epoch = part.current_leader_epoch
+                asked.append(old)
         for key in forgotten:
             cached.pop(key, None)
         if not cached:
@@ -200,33 +208,39 @@ class FetchSessionCache:
         return FetchContext(
             partitions=list(cached.values()),
             session=session,
+            asked=asked,
             privileged=privileged,
             uses_topic_ids=uses_topic_ids,
         )
 
     def respond(
-        self, context: FetchContext, news: Sequence[PartitionNews], now_ms: int
+        self, context: FetchContext, news: Sequence[PartitionNews | None], now_ms: int
     ) -> tuple[int, list[int]]:
         """Rules 2 and 4, once ``context.partitions`` are read (``news`` in their order): the
-        answer's session id and the indexes of the partitions it carries."""
+        answer's session id and the indexes of the partitions it carries. In an incremental
+        fetch, None is a partition left unread with nothing new (a follower's quiet one),
+        so not answered and its cached state kept."""
         if context.session is not None:
             return context.session.id, self._incremental_answer(context, news)
         everything = list(range(len(news)))
         if not context.wants_session or not context.partitions:
             return INVALID_SESSION_ID, everything
         for part, item in zip(context.partitions, news, strict=True):
+            assert item is not None, "a full fetch reads every partition"
             _remember(part, item)
         session_id = self._maybe_create(context, now_ms)
         return session_id, everything
 
     def _incremental_answer(
-        self, context: FetchContext, news: Sequence[PartitionNews]
+        self, context: FetchContext, news: Sequence[PartitionNews | None]
     ) -> list[int]:
         session = context.session
         assert session is not None
         chosen: list[int] = []
         moved: list[SessionPartition] = []
         for i, (part, item) in enumerate(zip(context.partitions, news, strict=True)):
+            if item is None:
+                continue
             if _has_news(part, item):
                 chosen.append(i)
                 if item.records_size > 0:

@@ -38,7 +38,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -52,11 +51,25 @@ from tidelog.server.config.throttles import (
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
 )
+from tidelog.server.replica.delayed_ops import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchRespond,
+    ReadSpec,
+)
 from tidelog.server.replica.fetch_session import FetchSessionCache
-from tidelog.server.replica.purgatory import DelayedOperation, Purgatory
+from tidelog.server.replica.purgatory import Purgatory
 from tidelog.server.replica.quota import ReplicationQuotas
+from tidelog.server.replica.reads import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    FetchResult,
+    HostedPartition,
+    PartitionRead,
+    ProduceResult,
+)
 from tidelog.server.replica.topic_stats import BrokerTopicStats
-from tidelog.storage.log import FetchSlice, Log, LogConfig
+from tidelog.storage.log import Log, LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
 
@@ -145,51 +158,6 @@ def log_config_for(
             else -1
         ),
     )
-
-
-@dataclass(slots=True)
-class HostedPartition:
-    log: Log
-    partition: Partition
-    topic_id: uuid.UUID
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    error: ErrorCode
-    base_offset: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRead:
-    """One partition of a Fetch, as the replica manager reads it from the local log (the
-    client's side of the same request is ``tidelog.client.fetch.FetchRequestPartition``)."""
-
-    tp: TopicPartition
-    fetch_offset: int
-    max_bytes: int
-    #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
-    current_leader_epoch: int = -1
-
-
-#: Fetch / ListOffsets isolation levels (KIP-98).
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-
-
-@dataclass(slots=True)
-class FetchResult:
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: FetchSlice | None = None
-    #: KIP-98: the offset below which every transaction is decided (-1 unknown).
-    last_stable_offset: int = -1
-    #: read_committed only: (producer id, first offset) of aborted transactions the records
-    #: may hold; None for read_uncommitted.
-    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -599,22 +567,64 @@ class ReplicaManager:
         max_bytes: int,
         min_bytes: int,
         max_wait_ms: int,
-        respond: Callable[[list[FetchResult]], None],
+        respond: FetchRespond,
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
+        quiet: Mapping[TopicPartition, ReadSpec] | None = None,
     ) -> None:
         """Rule 4: answer now if enough is there (or on any error), else park.
 
         A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
         end offset (rule 2) - before any wait, so the HW can move and release acks=all
-        produces at once (Kafka's fetchMessages -> updateFollowerFetchState).
+        produces at once (Kafka's fetchMessages -> updateFollowerFetchState). ``quiet``
+        partitions (``quiet_for_follower``, already recorded) are only watched until they
+        change (``delayed_ops``).
         """
         if replica_id >= 0:
             self.update_follower_fetch_state(BrokerId(replica_id), requests)
         op = DelayedFetch(
-            self, requests, max_bytes, min_bytes, max_wait_ms, respond, replica_id, isolation_level
+            self,
+            requests,
+            max_bytes,
+            min_bytes,
+            max_wait_ms,
+            respond,
+            replica_id,
+            isolation_level,
+            quiet,
         )
-        self.fetch_purgatory.try_complete_else_watch(op, [r.tp for r in requests])
+        self.fetch_purgatory.try_complete_else_watch(op, op.keys())
+
+    def quiet_for_follower(  # noqa: PLR0917
+        self,
+        replica_id: BrokerId,
+        tp: TopicPartition,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        answered_high_watermark: int,
+        answered_log_start_offset: int,
+        now: int,
+    ) -> bool:
+        """Whether a follower's session fetch has nothing to read or learn of ``tp`` (it
+        stands at the log end, in the ISR, with the HW there, and was last answered this HW
+        and log start), recording the fetch as caught up if so
+        (``Partition.note_quiet_follower_fetch``). False sends it down the full path."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            return False
+        partition = hosted.partition
+        the_log = hosted.log
+        return (
+            partition.high_watermark == answered_high_watermark
+            and the_log.log_start_offset == answered_log_start_offset
+            and partition.validate_leader_epoch(current_leader_epoch) == ErrorCode.NONE
+            and partition.note_quiet_follower_fetch(
+                replica_id,
+                fetch_offset=fetch_offset,
+                leader_log_end_offset=the_log.log_end_offset,
+                now_ms=now,
+            )
+        )
 
     def update_follower_fetch_state(
         self, replica_id: BrokerId, requests: Sequence[PartitionRead]
@@ -654,130 +664,3 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
-
-
-class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting for the high watermark (Kafka's DelayedProduce)."""
-
-    __slots__ = ("_manager", "_respond", "_results", "_status")
-
-    def __init__(
-        self,
-        manager: ReplicaManager,
-        results: dict[TopicPartition, tuple[ProduceResult, int]],
-        timeout_ms: int,
-        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
-    ) -> None:
-        super().__init__(timeout_ms)
-        self._manager = manager
-        self._results = results
-        self._respond = respond
-        # Partitions still waiting -> required offset; decided ones get their final result.
-        self._status: dict[TopicPartition, ProduceResult] = {
-            tp: result for tp, (result, required) in results.items() if required < 0
-        }
-
-    def try_complete(self) -> bool:
-        for tp, (result, required) in self._results.items():
-            if tp in self._status:
-                continue
-            hosted = self._manager.partitions.get(tp)
-            if hosted is None:
-                self._status[tp] = ProduceResult(self._manager.not_hosted_error(tp))
-                continue
-            done, error = hosted.partition.check_enough_replicas_reach_offset(required)
-            # Kafka's DelayedProduce: an error (e.g. leadership lost) also ends the wait.
-            if done or error != ErrorCode.NONE:
-                self._status[tp] = result if error == ErrorCode.NONE else ProduceResult(error)
-        if len(self._status) == len(self._results):
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        final = {
-            tp: self._status.get(tp, ProduceResult(ErrorCode.REQUEST_TIMED_OUT))
-            for tp in self._results
-        }
-        self._respond(final)
-
-
-class DelayedFetch(DelayedOperation):
-    """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable."""
-
-    __slots__ = (
-        "_isolation_level",
-        "_manager",
-        "_max_bytes",
-        "_min_bytes",
-        "_replica_id",
-        "_requests",
-        "_respond",
-    )
-
-    def __init__(  # noqa: PLR0917
-        self,
-        manager: ReplicaManager,
-        requests: Sequence[PartitionRead],
-        max_bytes: int,
-        min_bytes: int,
-        max_wait_ms: int,
-        respond: Callable[[list[FetchResult]], None],
-        replica_id: int = -1,
-        isolation_level: int = READ_UNCOMMITTED,
-    ) -> None:
-        super().__init__(max_wait_ms)
-        self._manager = manager
-        self._replica_id = replica_id
-        self._isolation_level = isolation_level
-        self._requests = requests
-        self._max_bytes = max_bytes
-        self._min_bytes = min_bytes
-        self._respond = respond
-
-    def try_complete(self) -> bool:
-        accumulated = 0
-        quota = self._manager.replication_throttles().leader if self._replica_id >= 0 else None
-        for request in self._requests:
-            hosted = self._manager.partitions.get(request.tp)
-            if hosted is None:
-                return self.force_complete()
-            the_log = hosted.log
-            # Followers may read up to the log end offset, consumers up to the HW
-            # (read_committed: the last stable offset).
-            hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
-            if self._replica_id < 0 and self._isolation_level == READ_COMMITTED:
-                hw = the_log.last_stable_offset(hw)
-            if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
-                return self.force_complete()  # fenced / not leader: answer the error now
-            if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
-                return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
-            if request.fetch_offset < hw:
-                if quota is not None and quota.should_throttle(
-                    request.tp, in_sync=self._replica_id in hosted.partition.isr
-                ):
-                    continue
-                if self._replica_id >= 0 and self._min_bytes <= 1:
-                    # A follower reads up to the log end offset, so a batch holds the fetch
-                    # offset: its byte is there without reading it here (the answer reads).
-                    return self.force_complete()
-                try:
-                    piece = the_log.read(
-                        request.fetch_offset,
-                        request.max_bytes,
-                        max_offset=hw if self._replica_id < 0 else None,
-                        min_one_batch=True,
-                    )
-                except KafkaError:
-                    return self.force_complete()
-                if piece is not None:
-                    accumulated += piece.length
-        if accumulated >= self._min_bytes:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self._respond(
-            self._manager.read(
-                self._requests, self._max_bytes, self._replica_id, self._isolation_level
-            )
-        )

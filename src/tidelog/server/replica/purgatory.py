@@ -10,8 +10,9 @@ Kafka's ``DelayedOperationPurgatory`` on one event loop (no locks needed). A pro
    it watch the operation under its keys (partitions) and arm its timer. So an operation
    that is ready never waits, and one that is not ready is always woken by the next change.
 3. ``check_and_complete(key)`` is called after anything that may satisfy operations on
-   ``key`` (an append, a high-watermark move, a partition leaving this broker); it tries each
-   watched operation and drops completed ones from every watch list lazily.
+   ``key`` (an append, a high-watermark move, a partition leaving this broker); it tells each
+   watched operation which key changed (``notice``), tries it, and drops completed ones from
+   every watch list lazily.
 4. On timeout the operation is force-completed; ``on_complete`` decides what the client sees
    (e.g. REQUEST_TIMED_OUT for produce, whatever is there for fetch).
 5. A completed operation stays in the watch lists of the keys nobody checks: a follower's
@@ -50,6 +51,9 @@ class DelayedOperation(ABC):
     @abstractmethod
     def on_complete(self) -> None:
         """Send the response. Called exactly once, by ``force_complete``."""
+
+    def notice(self, key: Hashable) -> None:  # noqa: B027 - optional hook
+        """``key``, one this operation is watched under, changed (called before a try)."""
 
     def on_expiration(self) -> None:  # noqa: B027 - optional hook
         """Called once when the timeout fires, before ``on_complete``."""
@@ -131,6 +135,7 @@ class Purgatory:
         for op in ops:
             if op.completed:
                 continue
+            op.notice(key)
             if op.try_complete():
                 completed += 1
             elif not op.completed:
@@ -150,7 +155,12 @@ class Purgatory:
         replicas: seconds of event loop). Returns how many completed.
         """
         keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
-        ops = {id(op): op for key in keys for op in self._watchers[key] if not op.completed}
+        ops: dict[int, DelayedOperation] = {}
+        for key in keys:
+            for op in self._watchers[key]:
+                if not op.completed:
+                    op.notice(key)
+                    ops[id(op)] = op
         completed = sum(1 for op in ops.values() if op.try_complete())
         self._drop_completed(keys)
         return completed

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from tidelog.model import TopicPartition
     from tidelog.server.metadata.backend import FollowerFetcher
     from tidelog.server.observability.metrics.request_metrics import RequestMetrics
-    from tidelog.server.replica.manager import HostedPartition, ReplicaManager
+    from tidelog.server.replica.manager import ReplicaManager
+    from tidelog.server.replica.reads import HostedPartition
     from tidelog.zk import ZkClient
 
 #: BrokerTopicMetrics counters: TopicStats attribute, metric name part, Kafka's MBean name,
