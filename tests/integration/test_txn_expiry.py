@@ -2,9 +2,10 @@
 real broker with a short expiration, checked every 500 ms: librdkafka transactional
 producers each commit a transaction and close; kafka-python's ListTransactions shows their
 ids, then none of them, while the id of a transaction still open stays listed. A broker
-restarted after the expiry does not bring them back (it replays the tombstones), the open
-transaction commits afterwards and its id then expires too: the count reaches 0. An
-InitProducerId for an expired id starts fresh, with a producer id never used before."""
+restarted after the expiry does not bring them back (it replays the tombstones;
+DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND), the open transaction commits
+afterwards and its id then expires too: the count reaches 0. An InitProducerId for an
+expired id starts fresh, with a producer id never used before."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient
+from kafka.errors import TransactionalIdNotFoundError
 
 from tests.harness import BrokerProcess, wait_until
 from tests.integration.groups.helpers import create_topic
@@ -54,6 +56,22 @@ def listed(bootstrap: str) -> dict[str, tuple[int, str]]:
         for rows in by_broker.values()
         for row in rows
     }
+
+
+def described(bootstrap: str, txn_id: str) -> str:
+    """kafka-python's DescribeTransactions of one id: its state, or "not found"
+    (TRANSACTIONAL_ID_NOT_FOUND); other errors (a coordinator not ready yet) are retried."""
+
+    def attempt() -> str:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            return str(admin.describe_transactions([txn_id])[txn_id].state.value)
+        except TransactionalIdNotFoundError:
+            return "not found"
+        finally:
+            admin.close()
+
+    return str(wait_until(attempt, 60, f"DescribeTransactions of {txn_id}"))
 
 
 def producer(bootstrap: str, txn_id: str) -> Producer:
@@ -112,10 +130,14 @@ def test_idle_ids_expire_and_stay_gone_after_a_restart(
         assert listed(bootstrap)[OPEN][1] == "Ongoing"
 
         # A crash and a restart replay __transaction_state: the tombstones keep them gone.
+        # ListTransactions shows only the partitions loaded so far, so wait for the open
+        # id; DescribeTransactions then loads each id's partition before it answers.
         expiring_broker.restart(crash=True)
-        after_restart = listed(bootstrap)
-        assert set(after_restart) == {OPEN}
-        assert after_restart[OPEN][1] == "Ongoing"
+        wait_until(lambda: OPEN in listed(bootstrap), 60, "the open id after the restart")
+        for txn_id in CLOSED:
+            assert described(bootstrap, txn_id) == "not found"
+        assert described(bootstrap, OPEN) == "Ongoing"
+        assert set(listed(bootstrap)) == {OPEN}
 
         # The open transaction ends; idle from then on, its id expires as well: none left.
         open_producer.commit_transaction(60)
