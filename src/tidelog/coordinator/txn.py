@@ -8,15 +8,16 @@ Theory of operation. One ``TxnManager`` holds the transactional ids of one
 ``Transition.after`` to the partition (``tidelog.coordinator.txn_records``) and calls
 ``complete(t)`` once the write is replicated, or ``fail(t)`` when it is not; until then the
 transition is *pending*. Every returned ``Transition`` is pending (including those of
-``complete_markers`` and ``expired``). Writing the transaction markers (the control batches
-in the data partitions) is the shell's job: ``needs_markers`` says which transactions await
-them, ``complete_markers`` ends one once every marker is written.
+``complete_markers``, ``expired`` and ``expire_transactional_ids``). Writing the transaction
+markers (the control batches in the data partitions) is the shell's job: ``needs_markers``
+says which transactions await them, ``complete_markers`` ends one once every marker is
+written.
 
 States (``TxnState``, Kafka's names and ``__transaction_state`` status codes): Empty (a
 producer id and epoch, no transaction), Ongoing (partitions added, no end yet),
 PrepareCommit/PrepareAbort (the decision is persisted; markers are due), CompleteCommit/
-CompleteAbort (markers written; same as Empty for a new transaction), Dead and
-PrepareEpochFence (Kafka's in-memory states, see rule 12).
+CompleteAbort (markers written; same as Empty for a new transaction), Dead (an expired
+id on its way out, rule 14) and PrepareEpochFence (Kafka's in-memory states, see rule 12).
 
 Rules (each has tests in ``tests/unit/coordinator/test_txn.py``). The first that applies
 decides; InitProducerId checks rules 2, 3, 1, 4, 5 and then the state, AddPartitionsToTxn
@@ -24,7 +25,8 @@ and EndTxn rules 2, 1, then the producer id and epoch, then the state:
 
 1. Any request for a transactional id with a pending transition answers
    CONCURRENT_TRANSACTIONS (retriable): the coordinator does one change at a time per id.
-   ``expired`` skips such ids; ``complete_markers`` returns None for them.
+   ``expired`` and ``expire_transactional_ids`` skip such ids; ``complete_markers``
+   returns None for them.
 2. An empty transactional id answers INVALID_REQUEST (InitProducerId, AddPartitions, EndTxn).
 3. InitProducerId: ``timeout_ms`` outside ``(0, config.max_timeout_ms]`` answers
    INVALID_TRANSACTION_TIMEOUT (before any state is looked at). Exactly one of
@@ -77,9 +79,19 @@ and EndTxn rules 2, 1, then the producer id and epoch, then the state:
     transitions are dropped). A PrepareEpochFence record (Kafka never writes one; it is the
     in-memory step before a fence's abort) is loaded as PrepareAbort. Transactions loaded in
     PrepareCommit/PrepareAbort are in ``needs_markers``: a new coordinator resumes the
-    markers of its predecessor. Dead is only ever read from a log (nothing here writes it).
+    markers of its predecessor. A Dead record is kept as read (Kafka writes none: an
+    expired id is a tombstone, which the replay has already removed; rule 14).
 13. Every transition sets ``last_update_ms`` to ``now_ms``; the epoch never decreases for a
     producer id and never passes 32767 (``Short.MaxValue``).
+14. ``expire_transactional_ids`` (Kafka's ``removeExpiredTransactionalIds``): every id in
+    state Empty/CompleteCommit/CompleteAbort without a pending transition whose
+    ``last_update_ms <= now_ms - config.transactional_id_expiration_ms`` gets an EXPIRE
+    transition to Dead (partitions cleared, producer kept). Ongoing and PrepareCommit/
+    PrepareAbort ids never expire (an Ongoing one is first aborted by rule 11). The shell
+    writes a tombstone (``txn_records.txn_record_value`` is None for Dead), so compaction
+    drops the id's records and a load does not bring it back; ``complete`` then removes the
+    id from memory. An InitProducerId for it afterwards is rule 4's: a newly allocated
+    producer id, epoch 0 (the old producer id is not reused).
 
 Known differences from Kafka (2.5 to 3.x, transaction version 1):
 
@@ -95,8 +107,7 @@ Known differences from Kafka (2.5 to 3.x, transaction version 1):
   value version 0 does not carry them): a retried InitProducerId whose first answer was lost
   across a coordinator failover is fenced (Kafka has the same limit with version 0 records).
 - Complete* states keep ``txn_start_ms`` -1 (Kafka keeps the start of the finished
-  transaction); transactional id expiration (``transactional.id.expiration.ms``, writing
-  Dead and a tombstone) is not implemented.
+  transaction).
 """
 
 from __future__ import annotations
@@ -182,6 +193,8 @@ class TxnConfig:
 
     #: ``transaction.max.timeout.ms``: the largest ``transaction.timeout.ms`` accepted.
     max_timeout_ms: int = 900_000
+    #: ``transactional.id.expiration.ms`` (7 days): how long an idle id is kept (rule 14).
+    transactional_id_expiration_ms: int = 604_800_000
 
 
 class TransitionKind(enum.Enum):
@@ -194,6 +207,8 @@ class TransitionKind(enum.Enum):
     FENCE_ABORT = "fence_abort"
     #: The transaction outlived its timeout: epoch bumped, abort (rule 11).
     TIMEOUT_ABORT = "timeout_abort"
+    #: The id was idle past ``transactional.id.expiration.ms``: Dead, a tombstone (rule 14).
+    EXPIRE = "expire"
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +510,27 @@ class TxnManager:
                 out.append(self._propose(TransitionKind.TIMEOUT_ABORT, meta, after))
         return out
 
+    def expire_transactional_ids(self, now_ms: int) -> list[Transition]:
+        """EXPIRE transitions (to Dead) of the idle ids not updated for
+        ``config.transactional_id_expiration_ms`` (rule 14), each pending from now on."""
+        limit = now_ms - self.config.transactional_id_expiration_ms
+        out = []
+        for meta in self.all():
+            if (
+                meta.state in _IDLE
+                and meta.transactional_id not in self._pending
+                and meta.last_update_ms <= limit
+            ):
+                after = replace(
+                    meta,
+                    state=TxnState.DEAD,
+                    partitions=frozenset(),
+                    txn_start_ms=-1,
+                    last_update_ms=now_ms,
+                )
+                out.append(self._propose(TransitionKind.EXPIRE, meta, after))
+        return out
+
     # --- persistence -----------------------------------------------------------------------
 
     def _propose(
@@ -510,9 +546,13 @@ class TxnManager:
         del self._pending[t.transactional_id]
 
     def complete(self, t: Transition) -> None:
-        """The write of ``t.after`` succeeded: it becomes the state."""
+        """The write of ``t.after`` succeeded: it becomes the state (a Dead one, rule 14's
+        tombstone, removes the id)."""
         self._take_pending(t)
-        self._txns[t.transactional_id] = t.after
+        if t.after.state == TxnState.DEAD:
+            del self._txns[t.transactional_id]
+        else:
+            self._txns[t.transactional_id] = t.after
 
     def fail(self, t: Transition) -> None:
         """The write of ``t.after`` failed: the state stays as it was (``t.before``)."""

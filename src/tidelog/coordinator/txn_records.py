@@ -14,7 +14,9 @@ arrays with an int32 count):
 Version 0 is written and the only version read; anything else (another version, a
 truncated record, a negative length, trailing bytes, an unknown status) raises
 ``TxnRecordFormatError``, and the shell skips the record. A record with a null value is a
-tombstone: the transactional id is gone. The last record for a key wins, so replaying the
+tombstone: the transactional id is gone; ``txn_record_value`` gives one for a Dead id (rule 14
+of ``tidelog.coordinator.txn``: Kafka's ``removeExpiredTransactionalIds`` writes a null
+value, never a Dead status). The last record for a key wins, so replaying the
 partition from its start rebuilds the state (``apply_txn_record``). What is not in version 0
 (``TxnMetadata.last_producer_id``/``last_producer_epoch``) reads back as -1. Pure: bytes in,
 values out.
@@ -86,6 +88,11 @@ def encode_txn_value(meta: TxnMetadata) -> bytes:
             parts += [_string(topic), _I32.pack(len(ids)), *(_I32.pack(i) for i in ids)]
     parts += [_I64.pack(meta.last_update_ms), _I64.pack(meta.txn_start_ms)]
     return b"".join(parts)
+
+
+def txn_record_value(meta: TxnMetadata) -> bytes | None:
+    """The value to write for ``meta``: None (a tombstone) when it is Dead."""
+    return None if meta.state == TxnState.DEAD else encode_txn_value(meta)
 
 
 # --- reading --------------------------------------------------------------------------
@@ -160,4 +167,5 @@ __all__ = [
     "encode_txn_key",
     "encode_txn_value",
     "partition_for_txn",
+    "txn_record_value",
 ]

@@ -780,6 +780,10 @@ _VALID_MOVES: dict[TransitionKind, tuple[set[TxnState | None], set[TxnState]]] =
         {TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT},
         {TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     ),
+    TransitionKind.EXPIRE: (
+        {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
+        {TxnState.DEAD},
+    ),
 }
 IDS = ("a", "b")
 TPS = (A0, A1, B0)
@@ -788,7 +792,7 @@ TPS = (A0, A1, B0)
 class TxnMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.m = TxnManager(TxnConfig(max_timeout_ms=10_000))
+        self.m = TxnManager(TxnConfig(max_timeout_ms=10_000, transactional_id_expiration_ms=20_000))
         self.now = 0
         self.pids = itertools.count(100)
         #: Every transition handed out and not yet completed or failed.
@@ -901,12 +905,29 @@ class TxnMachine(RuleBasedStateMachine):
             assert t.before.txn_start_ms + t.before.timeout_ms <= self.now
             self._handed_out(t, write)
 
+    @rule(write=st.integers(0, 5))
+    def expire_ids(self, write: int) -> None:
+        """Rule 14: idle ids not updated for the expiration leave (once written)."""
+        limit = self.now - self.m.config.transactional_id_expiration_ms
+        for t in self.m.expire_transactional_ids(self.now):
+            assert t.before is not None
+            assert t.before.last_update_ms <= limit
+            self._handed_out(t, write)
+        for meta in self.m.all():
+            idle = meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            if idle and meta.last_update_ms <= limit:
+                assert self.m.pending(meta.transactional_id) is not None
+
     @rule(txn=st.sampled_from(IDS), ok=st.booleans())
     def resolve(self, txn: str, ok: bool) -> None:
         t = self.outstanding.pop(txn, None)
         if t is None:
             return
-        if ok:
+        if ok and t.after.state == TxnState.DEAD:
+            self.m.complete(t)
+            assert self.m.get(txn) is None
+            assert self.m.needs_new_producer_id(txn)
+        elif ok:
             self.m.complete(t)
             assert self.m.get(txn) == t.after
             self.seen[txn].append((t.after.producer_id, t.after.producer_epoch))

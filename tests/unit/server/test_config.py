@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelog.errors import ConfigError
+from tidelog.errors import ConfigError, ErrorCode
 from tidelog.server.config.broker_config import (
     load_broker_config,
     load_broker_config_file,
@@ -15,6 +15,7 @@ from tidelog.server.config.broker_config import (
     topic_name_error,
     validate_topic_configs,
 )
+from tidelog.server.config.dynamic import check_alteration
 from tidelog.server.config.values import LONG_MAX
 
 BASE = {"log.dirs": "/tmp/x"}
@@ -32,6 +33,20 @@ def test_defaults_are_kafkas() -> None:
     assert topic["max.message.bytes"] == 1048588
     assert topic["retention.ms"] == 604800000
     assert topic["flush.ms"] == LONG_MAX
+
+
+def test_transactional_id_expiry_keys_are_kafkas_and_read_only() -> None:
+    config = load_broker_config(BASE)
+    assert config.get_int("transactional.id.expiration.ms") == 604800000
+    assert config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms") == 3600000
+    for key in (
+        "transactional.id.expiration.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+    ):
+        error, message = check_alteration("0", {key: "1000"})
+        assert error == ErrorCode.INVALID_REQUEST  # read-only, as in Kafka
+        assert message is not None
+        assert message.endswith(f"Cannot update these configs dynamically: Set({key})")
 
 
 def test_properties_file_and_overrides(tmp_path: Path) -> None:
@@ -90,6 +105,11 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
             "tidelog.log.page.cache.keep.bytes",
             "4096",
             "tidelog.log.page.cache.keep.bytes: invalid value '4096'",
+        ),
+        (
+            "transactional.id.expiration.ms",
+            "0",
+            "transactional.id.expiration.ms: invalid value '0': must be at least 1",
         ),
     ],
 )

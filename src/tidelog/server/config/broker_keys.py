@@ -477,6 +477,21 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
         10000,
         _at_least(1),
     ),
+    # Transactional id expiry (Kafka's removeExpiredTransactionalIds); read-only, as Kafka's.
+    "transactional.id.expiration.ms": _key(
+        T.INT,
+        "How long an idle transactional id is kept after its last update.",
+        _parse_int,
+        604800000,
+        _at_least(1),
+    ),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": _key(
+        T.INT,
+        "How often expired transactional ids are looked for and removed.",
+        _parse_int,
+        3600000,
+        _at_least(1),
+    ),
     "connections.max.idle.ms": _key(
         T.LONG, "Idle connections are closed after this long.", _parse_int, 600000, _at_least(-1)
     ),

@@ -34,6 +34,14 @@ Theory of operation (KIP-98; the rules of each transition are in ``tidelog.coord
    transaction open for longer than its ``transaction.timeout.ms`` is aborted with the
    epoch bumped (KIP-98's proactive abort): its records never become visible to
    read_committed consumers and the producer that left it is fenced.
+7. Expiry (Kafka's ``removeExpiredTransactionalIds``). Every
+   ``transaction.remove.expired.transaction.cleanup.interval.ms`` (first one interval after
+   start-up) each led partition's ids idle (Empty, CompleteCommit, CompleteAbort) and not
+   updated for ``transactional.id.expiration.ms`` are removed: their tombstones are written
+   in one replicated batch per partition (up to ``_TOMBSTONES_PER_BATCH``), then the ids
+   leave memory. Compaction later drops their records; a reload replays the tombstones and
+   does not bring them back. Requests for an id meanwhile get CONCURRENT_TRANSACTIONS; an
+   InitProducerId afterwards gets a new producer id (never a reused one).
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from tidelog.coordinator.txn_records import (
     TxnRecordFormatError,
     apply_txn_record,
     encode_txn_key,
-    encode_txn_value,
+    txn_record_value,
 )
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -95,6 +103,8 @@ TICK_S = 0.1
 #: for the markers, a few ms, is cheaper. The outcome is decided either way: past this bound
 #: the answer is NONE while the markers are still being written.
 END_TXN_WAIT_S = 1.0
+#: Expiry tombstones per appended batch (rule 7; each well under ``max.message.bytes``).
+_TOMBSTONES_PER_BATCH = 1000
 #: The write of one transition waits this long for its replication (Kafka's
 #: TransactionStateManager uses the broker's request.timeout.ms, 30 s): long enough to ride
 #: out an ISR shrink that needs a new controller first.
@@ -164,11 +174,16 @@ class TransactionCoordinator:
         self._respond = respond
         self._own_address = own_address
         self.txn_config = TxnConfig(
-            max_timeout_ms=self.config.get_int("transaction.max.timeout.ms")
+            max_timeout_ms=self.config.get_int("transaction.max.timeout.ms"),
+            transactional_id_expiration_ms=self.config.get_int("transactional.id.expiration.ms"),
         )
         self.abort_interval_ms = self.config.get_int(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"
         )
+        self.expiry_interval_ms = self.config.get_int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        )
+        self._next_expiry_check_ms = -1
         self._allocate = allocate_producer_id
         self._non_transactional_init = non_transactional_init
         self.loaded: dict[int, _Loaded] = {}
@@ -226,7 +241,7 @@ class TransactionCoordinator:
 
     def maintain(self, now: int) -> None:
         """Load newly led partitions, unload lost ones, resume markers, abort timed-out
-        transactions (rules 2 and 6)."""
+        transactions, remove expired transactional ids (rules 2, 6 and 7)."""
         partitions = self.replica_manager.partitions
         for tp in self._state_partitions.hosted():
             hosted = partitions.get(tp)
@@ -250,6 +265,27 @@ class TransactionCoordinator:
                         transition.after.timeout_ms,
                     )
                     self._spawn(self._write_then_complete(p, loaded, transition))
+        if self._next_expiry_check_ms < 0:
+            self._next_expiry_check_ms = now + self.expiry_interval_ms
+        elif now >= self._next_expiry_check_ms:
+            self._next_expiry_check_ms = now + self.expiry_interval_ms
+            self.remove_expired_transactional_ids(now)
+
+    def remove_expired_transactional_ids(self, now: int) -> int:
+        """One expiry round over every led partition (rule 7): the expired ids' tombstones
+        are written (in the background), each id leaving memory once its batch is replicated.
+        Returns how many ids expire."""
+        count = 0
+        for p, loaded in list(self.loaded.items()):
+            expired = loaded.manager.expire_transactional_ids(now)
+            count += len(expired)
+            for start in range(0, len(expired), _TOMBSTONES_PER_BATCH):
+                self._spawn(
+                    self._write_all(p, loaded, expired[start : start + _TOMBSTONES_PER_BATCH])
+                )
+        if count:
+            log.info("removing %d expired transactional ids", count)
+        return count
 
     def _spawn(self, work: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(work)
@@ -315,12 +351,14 @@ class TransactionCoordinator:
     async def _write(self, p: int, loaded: _Loaded, transition: Transition) -> ErrorCode:
         """Rule 3: the transition's record, replicated, then the state; NOT_COORDINATOR when
         this broker stopped owning the partition meanwhile."""
+        return await self._write_all(p, loaded, [transition])
+
+    async def _write_all(self, p: int, loaded: _Loaded, transitions: list[Transition]) -> ErrorCode:
+        """``_write`` of several transitions in one batch: all take effect or none."""
         batch = build_batch(
             [
-                Record(
-                    key=encode_txn_key(transition.transactional_id),
-                    value=encode_txn_value(transition.after),
-                )
+                Record(key=encode_txn_key(t.transactional_id), value=txn_record_value(t.after))
+                for t in transitions
             ],
             base_timestamp_ms=now_ms(),
         )
@@ -330,16 +368,17 @@ class TransactionCoordinator:
         error = await pending
         if not self.owns(p, loaded):
             return ErrorCode.NOT_COORDINATOR
-        if error == ErrorCode.NONE:
-            loaded.manager.complete(transition)
-        else:
-            loaded.manager.fail(transition)
-            log.info(
-                "transaction %s: writing %s failed: %s",
-                transition.transactional_id,
-                transition.after.state.name,
-                error.name,
-            )
+        for transition in transitions:
+            if error == ErrorCode.NONE:
+                loaded.manager.complete(transition)
+            else:
+                loaded.manager.fail(transition)
+                log.info(
+                    "transaction %s: writing %s failed: %s",
+                    transition.transactional_id,
+                    transition.after.state.name,
+                    error.name,
+                )
         return error
 
     async def _write_then_complete(self, p: int, loaded: _Loaded, transition: Transition) -> None:
