@@ -294,7 +294,7 @@ class Log:
         with self._lock:
             self._check_open()
             records, batches, total, parallel_crc = validate_leader_append(
-                records, self._config, parallel_crc=can_check_beside(records)
+                records, self._config, parallel_crc=can_check_beside(records), now_ms=now_ms
             )
             if not batches:
                 return empty_append_info(self.log_end_offset)
