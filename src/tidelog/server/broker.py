@@ -39,7 +39,7 @@ from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.broker_config import BrokerConfig
-from tidelog.server.config.topic_config import effective_topic_config
+from tidelog.server.config.topic_config import effective_topic_config, log_config_for
 from tidelog.server.coordinators.group import GroupCoordinator
 from tidelog.server.coordinators.txn import TransactionCoordinator
 from tidelog.server.metadata.backend import MetadataBackend
@@ -58,7 +58,6 @@ from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
     ReplicaManager,
-    log_config_for,
     now_ms,
     probe_log_dir,
 )

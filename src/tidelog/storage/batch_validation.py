@@ -27,6 +27,11 @@ from tidelog.protocol.records import (
 from tidelog.storage.compression import CompressionLevels
 from tidelog.storage.errors import RecordTooLargeError
 from tidelog.storage.log_config import LogConfig
+from tidelog.storage.log_timestamps import (
+    check_create_times,
+    has_timestamp_window,
+    stamp_log_append_time,
+)
 from tidelog.storage.log_validator import max_decompressed_bytes, needs_validation, validate_batch
 from tidelog.storage.transactions import EndTxnMarker, parse_end_txn_marker
 
@@ -224,13 +229,18 @@ def check_append_size(total: int, config: LogConfig) -> None:
 
 
 def validate_leader_append(
-    records: bytes | bytearray | memoryview, config: LogConfig, *, parallel_crc: bool
+    records: bytes | bytearray | memoryview,
+    config: LogConfig,
+    *,
+    parallel_crc: bool,
+    now_ms: int = -1,
 ) -> tuple[bytes | bytearray | memoryview, list[ValidatedBatch], int, bool]:
     """Rule 1: every batch of a leader append is validated before any is written (its
     CRC-32C beside the write when ``parallel_crc``: rule 1a, then the last value stays
     True); rule 1b for compressed batches, which may replace ``records``. Also the append's
-    size limit. Returns the records to write, their batches, their size and whether
-    CRC-32Cs are still to be checked."""
+    size limit, and its timestamps at ``now_ms`` (``tidelog.storage.log_timestamps``: a
+    LogAppendTime topic's batches are stamped, a copy of ``records``). Returns the records
+    to write, their batches, their size and whether CRC-32Cs are still to be checked."""
     batches, total = validate_batches(
         records,
         max_message_bytes=config.max_message_bytes,
@@ -246,7 +256,32 @@ def validate_leader_append(
             records, batches, config, parallel_crc=parallel_crc
         )
     check_append_size(total, config)
+    if config.log_append_time:
+        if parallel_crc:
+            check_crcs(memoryview(records), batches)  # stamped is what the client sent
+        records, batches = _stamp(records, batches, now_ms)
+        parallel_crc = False
+    elif has_timestamp_window(config):
+        check_create_times(
+            memoryview(records),
+            [(b.position, b.size) for b in batches],
+            config,
+            now_ms,
+            max_decompressed_bytes(config.max_message_bytes),
+        )
     return records, batches, total, parallel_crc
+
+
+def _stamp(
+    records: bytes | bytearray | memoryview, batches: list[ValidatedBatch], now_ms: int
+) -> tuple[bytearray, list[ValidatedBatch]]:
+    """``log_timestamps`` rule 1 on a copy of ``records`` (the client's buffer stays)."""
+    buffer = bytearray(records)
+    stamped = []
+    for b in batches:
+        attributes, crc = stamp_log_append_time(buffer, (b.position, b.size), now_ms)
+        stamped.append(b._replace(attributes=attributes, crc=crc, max_timestamp=now_ms))
+    return buffer, stamped
 
 
 def validate_follower_append(

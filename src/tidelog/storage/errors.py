@@ -10,6 +10,8 @@ Hierarchy (``KafkaError`` subclasses carry the ``ErrorCode`` a client should see
           ├── UnexpectedAppendOffsetError  + KafkaError(OFFSET_OUT_OF_RANGE): a follower append
           │                                  that does not continue at log_end_offset
           ├── RecordTooLargeError          + KafkaError(MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE)
+          ├── InvalidTimestampError        + KafkaError(INVALID_TIMESTAMP): a CreateTime outside
+          │                                  the topic's KIP-937 window
           ├── InconsistentTopicIdError     + KafkaError(INCONSISTENT_TOPIC_ID): partition.metadata
           │                                  names another topic id
           └── CorruptLogError              + KafkaError(KAFKA_STORAGE_ERROR): flushed data (below
@@ -60,6 +62,14 @@ class RecordTooLargeError(StorageError, KafkaError):
 
     def __init__(self, message: str, code: ErrorCode = ErrorCode.MESSAGE_TOO_LARGE) -> None:
         KafkaError.__init__(self, code, message)
+
+
+class InvalidTimestampError(StorageError, KafkaError):
+    """A record's CreateTime lies outside the topic's KIP-937 window
+    (``tidelog.storage.log_timestamps`` rule 2)."""
+
+    def __init__(self, message: str) -> None:
+        KafkaError.__init__(self, ErrorCode.INVALID_TIMESTAMP, message)
 
 
 class CorruptLogError(StorageError, KafkaError):

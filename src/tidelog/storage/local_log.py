@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,15 @@ from tidelog.storage.txn_index import AbortedTxn
 
 #: Offsets inside a segment are stored relative to its base as int32.
 _MAX_RELATIVE_OFFSET: Final = 2**31 - 1
+
+
+def roll_jitter(config: LogConfig) -> int:
+    """segment.jitter.ms: a segment's random head start on segment.ms, drawn when it becomes
+    active, below min(segment.jitter.ms, segment.ms) (Kafka's ``UnifiedLog.
+    randomSegmentJitter``), so that topics created together do not all roll at once."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
 
 
 class LocalLog:
@@ -40,6 +50,8 @@ class LocalLog:
         #: The segment before the active one while part of its tail is still within
         #: ``page_cache_keep_bytes`` of the log end (see ``keep_page_cache_to_tail``).
         self._cache_previous: LogSegment | None = None
+        #: How much earlier than segment.ms the active segment rolls (``roll_jitter``).
+        self.roll_jitter_ms = roll_jitter(config)
 
     @property
     def active(self) -> LogSegment:
@@ -86,7 +98,7 @@ class LocalLog:
             active.size + size > config.segment_bytes
             or (
                 active.rolling_base_ms is not None
-                and now_ms - active.rolling_base_ms > config.segment_ms
+                and now_ms - active.rolling_base_ms > config.segment_ms - self.roll_jitter_ms
             )
             or active.offset_index.is_full
             or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
@@ -106,6 +118,7 @@ class LocalLog:
         """The last step of a roll: a new active segment at ``base_offset``."""
         segment = self._new_segment(base_offset, now_ms)
         self.segments.append(segment)
+        self.roll_jitter_ms = roll_jitter(self.config)
         self.bases.append(base_offset)
         self._dir_dirty = True
         return segment

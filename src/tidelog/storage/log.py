@@ -17,11 +17,11 @@ Rules:
      writing ANY (the CRC-32C, for large appends: before publishing any, rule 1a); the leader
      then stamps baseOffset and partitionLeaderEpoch in place (both outside the CRC,
      docs/design.md rule 1) and writes all batches with one ``pwritev``. Records of
-     uncompressed batches are never decoded on this path.
+     uncompressed batches are never decoded on this path (but with a KIP-937 bound set).
      1b. Compressed batches, and every data batch of a log whose ``compression.type``
      names a codec, are decompressed (bounded), walked record by record and maybe rebuilt
-     with the target codec before that (``tidelog.storage.log_validator``, Kafka's
-     LogValidator); followers store the leader's bytes without it.
+     with the target codec before that (``log_validator``, Kafka's LogValidator), then
+     LogAppendTime stamped (``log_timestamps``); followers store the leader's bytes as is.
      1a. Large appends (256 KiB or more of immutable ``bytes``) check the CRC-32Cs beside
      the write instead of before it, while the stamped batches are written PAST the active
      segment's published end (how: ``tidelog.storage.crc_helper``). Nothing unvalidated is
@@ -294,7 +294,7 @@ class Log:
         with self._lock:
             self._check_open()
             records, batches, total, parallel_crc = validate_leader_append(
-                records, self._config, parallel_crc=can_check_beside(records)
+                records, self._config, parallel_crc=can_check_beside(records), now_ms=now_ms
             )
             if not batches:
                 return empty_append_info(self.log_end_offset)

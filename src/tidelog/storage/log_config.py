@@ -33,6 +33,18 @@ class LogConfig:
     compression_lz4_level: int = 9  # compression.lz4.level
     compression_zstd_level: int = 3  # compression.zstd.level
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+    #: segment.jitter.ms: each segment's time-based roll comes up to this much earlier, a
+    #: random amount drawn when it is created (Kafka's ``LogSegment.rollJitterMs``).
+    segment_jitter_ms: int = 0
+    #: message.timestamp.type: ``CreateTime`` keeps the producer's timestamps;
+    #: ``LogAppendTime``: the leader stamps each batch with its own time
+    #: (``tidelog.storage.log_timestamps``).
+    message_timestamp_type: str = "CreateTime"
+    #: KIP-937: a CreateTime timestamp must lie in [now - before, now + after] (NEVER: no
+    #: bound); message.timestamp.before.max.ms / after.max.ms, else the deprecated
+    #: message.timestamp.difference.max.ms (``timestamp_window``).
+    message_timestamp_before_max_ms: int = NEVER
+    message_timestamp_after_max_ms: int = NEVER
     #: Broker-level only (Kafka has no topic override): producer_state rule 5.
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
     #: Broker-level only, tidelog's own (tidelog.log.page.cache.keep.bytes): the newest bytes
@@ -57,8 +69,24 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @property
+    def log_append_time(self) -> bool:
+        """Whether the leader stamps appends with its own time (message.timestamp.type)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
     def max_index_entries(self) -> int:
         return max(1, self.segment_index_bytes // OFFSET_ENTRY_SIZE)
 
 
-__all__ = ["NEVER", "LogConfig"]
+def timestamp_window(
+    before_max_ms: int, after_max_ms: int, difference_max_ms: int
+) -> tuple[int, int]:
+    """KIP-937 (Kafka 3.6+ ``LogConfig``): each of before/after.max.ms still at its default
+    (Long.MAX_VALUE) takes the deprecated message.timestamp.difference.max.ms instead."""
+    return (
+        difference_max_ms if before_max_ms == NEVER else before_max_ms,
+        difference_max_ms if after_max_ms == NEVER else after_max_ms,
+    )
+
+
+__all__ = ["NEVER", "LogConfig", "timestamp_window"]

@@ -33,8 +33,13 @@ def test_every_topic_key_is_described_with_a_synonym(key: str) -> None:
     assert doc is not None
     assert doc.type is not T.UNKNOWN
     assert doc.documentation
-    # KIP-73's throttled-replicas lists have no broker default (Kafka's ServerTopicConfigSynonyms).
-    assert key in TOPIC_SYNONYMS or key.endswith(".replication.throttled.replicas")
+    # KIP-73's throttled-replicas lists and KIP-405's remote.* keys have no broker default
+    # (Kafka's ServerTopicConfigSynonyms, LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS).
+    assert (
+        key in TOPIC_SYNONYMS
+        or key.endswith(".replication.throttled.replicas")
+        or key.startswith("remote.")
+    )
 
 
 def test_ignored_keys_are_described() -> None:
@@ -117,4 +122,4 @@ def test_topic_synonyms_name_broker_keys() -> None:
     assert TOPIC_SYNONYMS["segment.ms"] == "log.roll.ms"
     for topic_key, broker_key in TOPIC_SYNONYMS.items():
         if topic_key in TOPIC_KEYS and broker_key not in ("log.cleanup.policy",):
-            assert broker_key in BROKER_KEYS or broker_key == "log.message.timestamp.type"
+            assert broker_key in BROKER_KEYS

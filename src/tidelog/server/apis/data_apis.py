@@ -197,6 +197,7 @@ class DataApis:
                         index=tp.partition,
                         error_code=int(r.error),
                         base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time_ms,
                         log_start_offset=r.log_start_offset,
                         error_message=r.message,
                     )

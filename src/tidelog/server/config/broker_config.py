@@ -246,6 +246,11 @@ class BrokerConfig:
         ms = self.get_int("log.roll.ms")
         return ms if ms != -1 else self.get_int("log.roll.hours") * 3_600_000
 
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        ms = self.get_int("log.roll.jitter.ms")
+        return ms if ms != -1 else self.get_int("log.roll.jitter.hours") * 3_600_000
+
     def topic_defaults(self) -> dict[str, object]:
         """The topic-level config every topic starts from, derived from broker keys."""
         flush_ms = self.get_int("log.flush.interval.ms")
@@ -270,7 +275,23 @@ class BrokerConfig:
             "unclean.leader.election.enable": self.get_bool("unclean.leader.election.enable"),
             "flush.messages": self.get_int("log.flush.interval.messages"),
             "flush.ms": LONG_MAX if flush_ms == -1 else flush_ms,
-            "message.timestamp.type": "CreateTime",
+            "segment.jitter.ms": self.log_roll_jitter_ms,
+            "file.delete.delay.ms": self.get_int("log.segment.delete.delay.ms"),
+            "preallocate": self.get_bool("log.preallocate"),
+            "message.timestamp.type": self.get_str("log.message.timestamp.type"),
+            "message.timestamp.difference.max.ms": self.get_int(
+                "log.message.timestamp.difference.max.ms"
+            ),
+            "message.timestamp.before.max.ms": self.get_int("log.message.timestamp.before.max.ms"),
+            "message.timestamp.after.max.ms": self.get_int("log.message.timestamp.after.max.ms"),
+            "message.downconversion.enable": self.get_bool("log.message.downconversion.enable"),
+            "message.format.version": self.get_str("log.message.format.version"),
+            "local.retention.ms": self.get_int("log.local.retention.ms"),
+            "local.retention.bytes": self.get_int("log.local.retention.bytes"),
+            # Kafka has no broker default for these (not in ServerTopicConfigSynonyms).
+            "remote.storage.enable": False,
+            "remote.log.copy.disable": False,
+            "remote.log.delete.on.disable": False,
             LEADER_THROTTLED_REPLICAS: "",
             FOLLOWER_THROTTLED_REPLICAS: "",
         }

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from tidelog.server.config.keys import COMPRESSION_LEVEL_KEYS, ConfigKey, T, _key
+from tidelog.server.config.keys import COMPRESSION_LEVEL_KEYS, ConfigKey, T, _enum, _key
 from tidelog.server.config.values import (
     DEFAULT_PROTOCOL_MAP,
     INT_MAX,
@@ -19,6 +19,7 @@ from tidelog.server.config.values import (
     _cleanup_policy,
     _compression_type,
     _enum_value,
+    _message_format_version,
     _metrics_listener_value,
     _minus_one_or_at_least,
     _parse_bool,
@@ -183,6 +184,100 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
         _parse_int,
         168,
         _at_least(1),
+        dynamic=True,
+    ),
+    # The broker defaults of the topic keys below (Kafka 3.9's ServerTopicConfigSynonyms;
+    # dynamic as Kafka's DynamicLogConfig, but for the format version).
+    "log.roll.jitter.ms": _key(
+        T.LONG,
+        "The most a random jitter brings a roll forward; overrides log.roll.jitter.hours.",
+        _parse_int,
+        -1,
+        _minus_one_or_at_least(0),
+        dynamic=True,
+        unset=True,
+    ),
+    "log.roll.jitter.hours": _key(
+        T.INT,
+        "The most a random jitter brings a roll forward, in hours.",
+        _parse_int,
+        0,
+        _at_least(0),
+        dynamic=True,
+    ),
+    "log.segment.delete.delay.ms": _key(
+        T.LONG,
+        "How long a deleted segment's files stay; the default for topics.",
+        _parse_int,
+        60000,
+        _at_least(0),
+        dynamic=True,
+    ),
+    "log.preallocate": _key(
+        T.BOOLEAN,
+        "Accepted for compatibility; segment files are not preallocated.",
+        _parse_bool,
+        False,
+        dynamic=True,
+    ),
+    "log.message.timestamp.type": _key(
+        T.STRING,
+        "CreateTime or LogAppendTime; the default for topics.",
+        _enum("CreateTime", "LogAppendTime"),
+        "CreateTime",
+        dynamic=True,
+    ),
+    "log.message.timestamp.difference.max.ms": _key(
+        T.LONG,
+        "Deprecated (KIP-937): both bounds of the CreateTime window; topic default.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+        dynamic=True,
+    ),
+    "log.message.timestamp.before.max.ms": _key(
+        T.LONG,
+        "How far a CreateTime may lie before the broker's time; topic default.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+        dynamic=True,
+    ),
+    "log.message.timestamp.after.max.ms": _key(
+        T.LONG,
+        "How far a CreateTime may lie after the broker's time; topic default.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+        dynamic=True,
+    ),
+    "log.message.downconversion.enable": _key(
+        T.BOOLEAN,
+        "Accepted for compatibility; tidelog serves only magic 2.",
+        _parse_bool,
+        True,
+        dynamic=True,
+    ),
+    "log.message.format.version": _key(
+        T.STRING,
+        "Accepted for compatibility; ignored since Kafka 3.0 (KIP-724).",
+        _message_format_version,
+        "3.0-IV1",
+    ),
+    "log.local.retention.ms": _key(
+        T.LONG,
+        "Accepted for compatibility; tiered storage's local retention time.",
+        _parse_int,
+        -2,
+        _at_least(-2),
+        dynamic=True,
+    ),
+    "log.local.retention.bytes": _key(
+        T.LONG,
+        "Accepted for compatibility; tiered storage's local retention size.",
+        _parse_int,
+        -2,
+        _at_least(-2),
         dynamic=True,
     ),
     "log.retention.ms": _key(

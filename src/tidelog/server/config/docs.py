@@ -17,8 +17,9 @@ KIP-226):
 4. Synonyms: a topic key's broker default comes from ``TOPIC_SYNONYMS`` (Kafka's
    ``ServerTopicConfigSynonyms``), each broker key expanding to its own synonym list
    (``broker_synonyms``: ``log.retention.ms`` > ``.minutes`` > ``.hours``, ``log.roll.ms`` >
-   ``.hours``, ``log.flush.interval.ms`` > ``log.flush.scheduler.interval.ms``) in
-   precedence order. Only keys present in ``BROKER_KEYS`` appear in an answer.
+   ``.hours``, ``log.roll.jitter.ms`` > ``.hours``, ``log.flush.interval.ms`` >
+   ``log.flush.scheduler.interval.ms``) in precedence order. Only keys present in
+   ``BROKER_KEYS`` appear in an answer.
 5. Listener-prefixed keys (``listener.name.<l>.<key>``, ``listener.name.<l>.<mechanism>.
    sasl.jaas.config``) take the type and sensitivity of ``<key>``; they are read-only.
 """
@@ -71,17 +72,28 @@ TOPIC_SYNONYMS: Final[Mapping[str, str]] = {
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "message.timestamp.type": "log.message.timestamp.type",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "preallocate": "log.preallocate",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
 _RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
 _ROLL = ("log.roll.ms", "log.roll.hours")
+_ROLL_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
 _FLUSH = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
 
 
 def broker_synonyms(name: str) -> tuple[str, ...]:
     """Rule 4: Kafka's ``DynamicBrokerConfig.brokerConfigSynonyms``, highest precedence
     first (without the listener-prefix expansion)."""
-    for group in (_RETENTION, _ROLL):
+    for group in (_RETENTION, _ROLL, _ROLL_JITTER):
         if name in group:
             return group
     if name == _FLUSH[0]:

@@ -34,6 +34,7 @@ from tidelog.server.config.values import (
     _between,
     _cleanup_policy,
     _compression_type,
+    _message_format_version,
     _minus_one_or_between,
     _parse_bool,
     _parse_double,
@@ -139,9 +140,22 @@ COMPRESSION_LEVEL_KEYS: Final[Mapping[str, ConfigKey]] = {
     ),
 }
 
-#: Topic configs tidelog applies, by Kafka's topic-level name. Values Kafka knows but
-#: tidelog cannot honour (LogAppendTime) are
-#: refused with INVALID_CONFIG rather than silently ignored.
+#: KIP-405: tidelog has no tiered storage, as a Kafka broker with
+#: ``remote.log.storage.system.enable=false`` (its default); Kafka's ``LogConfig`` then
+#: refuses a topic with remote storage, with this message.
+TIERED_STORAGE_DISABLED: Final = (
+    "Tiered Storage functionality is disabled in the broker. "
+    "Topic cannot be configured with remote log storage."
+)
+
+
+def _no_remote_storage(value: object) -> str | None:
+    return TIERED_STORAGE_DISABLED if value is True else None
+
+
+#: Topic configs, by Kafka's topic-level name: Kafka 3.9's ``LogConfig`` key list with its
+#: defaults (docs/broker.md "Topic configs" says which are accepted and stored without
+#: effect). A key not listed is refused with INVALID_CONFIG.
 TOPIC_KEYS: Final[Mapping[str, ConfigKey]] = {
     "cleanup.policy": _key(
         T.LIST,
@@ -217,8 +231,93 @@ TOPIC_KEYS: Final[Mapping[str, ConfigKey]] = {
     "flush.ms": _key(
         T.LONG, "The longest unflushed data waits for fsync.", _parse_int, LONG_MAX, _at_least(0)
     ),
+    "segment.jitter.ms": _key(
+        T.LONG,
+        "The most a random jitter brings a segment's time-based roll forward.",
+        _parse_int,
+        0,
+        _at_least(0),
+    ),
+    "file.delete.delay.ms": _key(
+        T.LONG,
+        "How long a deleted segment's files stay before they are removed.",
+        _parse_int,
+        60000,
+        _at_least(0),
+    ),
+    "preallocate": _key(
+        T.BOOLEAN,
+        "Accepted for compatibility; segment files are not preallocated.",
+        _parse_bool,
+        False,
+    ),
     "message.timestamp.type": _key(
-        T.STRING, "Which timestamp records keep: CreateTime.", _enum("CreateTime"), "CreateTime"
+        T.STRING,
+        "Which timestamp records keep: the producer's (CreateTime) or the broker's.",
+        _enum("CreateTime", "LogAppendTime"),
+        "CreateTime",
+    ),
+    # KIP-937: the CreateTime window [now - before, now + after]; difference.max.ms is the
+    # deprecated key both sides fall back to while they are unset (Long.MAX_VALUE).
+    "message.timestamp.difference.max.ms": _key(
+        T.LONG,
+        "Deprecated: both bounds of the CreateTime window, unless the new keys are set.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+    ),
+    "message.timestamp.before.max.ms": _key(
+        T.LONG,
+        "How far a CreateTime timestamp may lie before the broker's time.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+    ),
+    "message.timestamp.after.max.ms": _key(
+        T.LONG,
+        "How far a CreateTime timestamp may lie after the broker's time.",
+        _parse_int,
+        LONG_MAX,
+        _at_least(0),
+    ),
+    "message.downconversion.enable": _key(
+        T.BOOLEAN,
+        "Accepted for compatibility; tidelog serves only magic 2 (no down-conversion).",
+        _parse_bool,
+        True,
+    ),
+    "message.format.version": _key(
+        T.STRING,
+        "Accepted for compatibility; ignored since Kafka 3.0 (KIP-724).",
+        _message_format_version,
+        "3.0-IV1",
+    ),
+    "remote.storage.enable": _key(
+        T.BOOLEAN,
+        "Tiered storage (KIP-405); tidelog has none, so only false is accepted.",
+        _parse_bool,
+        False,
+        _no_remote_storage,
+    ),
+    "local.retention.ms": _key(
+        T.LONG,
+        "Accepted for compatibility; local retention under tiered storage (-2: retention.ms).",
+        _parse_int,
+        -2,
+        _at_least(-2),
+    ),
+    "local.retention.bytes": _key(
+        T.LONG,
+        "Accepted for compatibility; local size under tiered storage (-2: retention.bytes).",
+        _parse_int,
+        -2,
+        _at_least(-2),
+    ),
+    "remote.log.copy.disable": _key(
+        T.BOOLEAN, "Accepted for compatibility; tidelog has no tiered storage.", _parse_bool, False
+    ),
+    "remote.log.delete.on.disable": _key(
+        T.BOOLEAN, "Accepted for compatibility; tidelog has no tiered storage.", _parse_bool, False
     ),
     # KIP-73: the replicas throttled while they lead / follow (partition:broker list or *).
     LEADER_THROTTLED_REPLICAS: _key(

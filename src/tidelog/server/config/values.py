@@ -51,9 +51,13 @@ def _parse_double(raw: str) -> float:
 
 def _cleanup_policy(raw: str) -> str:
     """Kafka's ``cleanup.policy``: a LIST of ``delete`` and ``compact`` (kafka-configs'
-    ``[compact,delete]`` is CLI syntax; the broker sees ``compact,delete``)."""
+    ``[compact,delete]`` is CLI syntax; the broker sees ``compact,delete``). The empty list
+    is valid, as in Kafka 3.x's ``ValidList``: neither retention nor compaction removes
+    anything (an IncrementalAlterConfigs SUBTRACT of every policy leaves it)."""
+    if not raw.strip():
+        return ""
     items = [item.strip() for item in raw.strip().split(",")]
-    if not raw.strip() or any(item not in ("delete", "compact") for item in items):
+    if any(item not in ("delete", "compact") for item in items):
         raise ValueError("must be a list of delete and compact")
     return ",".join(dict.fromkeys(items))
 
@@ -194,6 +198,18 @@ def _enum_value(*allowed: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _message_format_version(raw: str) -> str:
+    """Kafka's ``message.format.version``: a release name as ``MetadataVersion`` spells it
+    (``2.8``, ``3.0-IV1``, ``0.10.2``); ignored since Kafka 3.0 (KIP-724), as here."""
+    value = raw.strip()
+    if _FORMAT_VERSION.fullmatch(value) is None:
+        raise ValueError("must be a Kafka version such as 3.0-IV1 or 2.8")
+    return value
+
+
+_FORMAT_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?(?:-IV[0-9]+)?")
 
 
 def _compression_type(raw: str) -> str:

@@ -51,6 +51,7 @@ from tidelog.server.config.throttles import (
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
 )
+from tidelog.server.config.topic_config import log_config_for
 from tidelog.server.replica.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
@@ -69,9 +70,9 @@ from tidelog.server.replica.reads import (
     ProduceResult,
 )
 from tidelog.server.replica.topic_stats import BrokerTopicStats
-from tidelog.storage.log import Log, LogConfig
+from tidelog.storage.log import Log
 from tidelog.storage.log_manager import LogManager
-from tidelog.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin
+from tidelog.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
@@ -114,50 +115,6 @@ def probe_log_dir(log_dir: Path, free_bytes: int = LOG_DIR_RECOVERY_FREE_BYTES) 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def log_config_for(
-    topic_config: Mapping[str, object], broker_config: BrokerConfig | None = None
-) -> LogConfig:
-    """Storage's ``LogConfig`` from a topic's effective (defaults + overrides) config, plus
-    the broker-only ``producer.id.expiration.ms`` and ``tidelog.log.page.cache.keep.bytes``
-    when ``broker_config`` is given."""
-
-    def get(key: str) -> int:
-        value = topic_config[key]
-        assert isinstance(value, int)
-        return value
-
-    return LogConfig(
-        segment_bytes=get("segment.bytes"),
-        segment_ms=get("segment.ms"),
-        index_interval_bytes=get("index.interval.bytes"),
-        segment_index_bytes=get("segment.index.bytes"),
-        retention_ms=get("retention.ms"),
-        retention_bytes=get("retention.bytes"),
-        flush_interval_messages=get("flush.messages"),
-        flush_interval_ms=get("flush.ms"),
-        max_message_bytes=get("max.message.bytes"),
-        compression_type=str(topic_config["compression.type"]),
-        compression_gzip_level=get("compression.gzip.level"),
-        compression_lz4_level=get("compression.lz4.level"),
-        compression_zstd_level=get("compression.zstd.level"),
-        cleanup_policy=str(topic_config["cleanup.policy"]),
-        min_cleanable_dirty_ratio=float(topic_config["min.cleanable.dirty.ratio"]),  # type: ignore[arg-type]
-        delete_retention_ms=get("delete.retention.ms"),
-        min_compaction_lag_ms=get("min.compaction.lag.ms"),
-        max_compaction_lag_ms=get("max.compaction.lag.ms"),
-        producer_id_expiration_ms=(
-            broker_config.get_int("producer.id.expiration.ms")
-            if broker_config is not None
-            else DEFAULT_PRODUCER_ID_EXPIRATION_MS
-        ),
-        page_cache_keep_bytes=(
-            broker_config.get_int("tidelog.log.page.cache.keep.bytes")
-            if broker_config is not None
-            else -1
-        ),
-    )
 
 
 class ReplicaManager:
@@ -466,8 +423,17 @@ class ReplicaManager:
         if hosted.partition.on_leader_append(hosted.log.log_end_offset, now):
             self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        append_time = -1
+        if hosted.log.config.log_append_time:
+            # A duplicate is answered with its original batch's stamp, as Kafka's.
+            append_time = info.max_timestamp if info.duplicate else now
         return (
-            ProduceResult(ErrorCode.NONE, info.first_offset, hosted.log.log_start_offset),
+            ProduceResult(
+                ErrorCode.NONE,
+                info.first_offset,
+                hosted.log.log_start_offset,
+                log_append_time_ms=append_time,
+            ),
             info.last_offset + 1,
         )
 

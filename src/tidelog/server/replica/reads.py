@@ -26,6 +26,9 @@ class ProduceResult:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    #: The leader's stamp of a LogAppendTime topic's batches, else -1 (Kafka's
+    #: ``PartitionResponse.logAppendTime``; ``tidelog.storage.log_timestamps`` rule 1).
+    log_append_time_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
