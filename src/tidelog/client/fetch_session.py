@@ -78,7 +78,11 @@ class FetchSessionHandler(Generic[P]):
         self._partitions = dict(wanted)
         if self.epoch == INITIAL_EPOCH:
             return SessionFetchRequest(self.session_id, self.epoch, dict(wanted), [])
-        to_send = {tp: p for tp, p in wanted.items() if previous.get(tp) != p}
+        # The same object is unchanged without comparing its fields (a follower's fetcher
+        # sends its idle partitions' requests again as the same objects).
+        to_send = {
+            tp: p for tp, p in wanted.items() if (old := previous.get(tp)) is not p and old != p
+        }
         to_forget = [tp for tp in previous if tp not in wanted]
         return SessionFetchRequest(self.session_id, self.epoch, to_send, to_forget)
 

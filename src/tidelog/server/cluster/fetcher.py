@@ -73,6 +73,9 @@ class FetchState:
     #: The leader's high watermark in its last fetch answer (-1: none yet); the lag metrics
     #: read it at scrape time (tidelog.server.observability.metrics).
     leader_high_watermark: int = -1
+    #: The last request for this partition, sent again as the same object while nothing in
+    #: it changed (the fetch session then sees it unchanged without comparing fields).
+    request: ClientFetchPartition | None = None
 
 
 @dataclass(slots=True)
@@ -165,6 +168,12 @@ class LeaderFetcher:
         """The partitions in the truncating (or the fetching) step that may go now: not
         paused after an error, their log dir online."""
         rm = self.node.replica_manager
+        if not rm.offline_log_dirs:
+            return {
+                tp: st
+                for tp, st in self.partitions.items()
+                if st.truncating == truncating and st.delayed_until <= now
+            }
         return {
             tp: st
             for tp, st in self.partitions.items()
@@ -295,13 +304,24 @@ class LeaderFetcher:
         for tp, st in fetching.items():
             if quota.should_throttle(tp, in_sync=st.in_sync):
                 continue
-            hosted = rm.partitions[tp]
-            requests[tp] = ClientFetchPartition(
-                fetch_offset=hosted.log.log_end_offset,
-                partition_max_bytes=max_bytes,
-                current_leader_epoch=st.leader_epoch,
-                log_start_offset=hosted.log.log_start_offset,
-            )
+            the_log = rm.partitions[tp].log
+            fetch_offset = the_log.log_end_offset
+            log_start_offset = the_log.log_start_offset
+            request = st.request
+            if (
+                request is None
+                or request.fetch_offset != fetch_offset
+                or request.log_start_offset != log_start_offset
+                or request.current_leader_epoch != st.leader_epoch
+                or request.partition_max_bytes != max_bytes
+            ):
+                request = st.request = ClientFetchPartition(
+                    fetch_offset=fetch_offset,
+                    partition_max_bytes=max_bytes,
+                    current_leader_epoch=st.leader_epoch,
+                    log_start_offset=log_start_offset,
+                )
+            requests[tp] = request
         return fetching, requests
 
     def _on_fetched(
