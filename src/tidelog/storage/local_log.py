@@ -156,6 +156,11 @@ class LocalLog:
         self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
         self._dir_dirty = True
 
+    @property
+    def has_pending_deletes(self) -> bool:
+        """Whether removed segments' files wait for ``close_pending_deletes``."""
+        return bool(self._pending_deletes)
+
     def close_pending_deletes(self, now_ms: int) -> None:
         """Close and delete the files of segments removed long enough ago."""
         keep: list[tuple[int, LogSegment]] = []

@@ -6,11 +6,10 @@ the recovery point ``log_flush``, truncations ``log_truncation``.
 
 Theory of operation
 -------------------
-A log is a directory ``<log.dir>/<topic>-<partition>/`` of segments (``tidelog.storage.
-segment``) with contiguous offsets, plus ``leader-epoch-checkpoint``. The last segment is the
-active one; appends go there, and it rolls (a new segment based at the log end offset) when
-``segment.bytes`` would be exceeded, ``segment.ms`` passed since its first append, or its
-offset index is full.
+A log is a directory ``<log.dir>/<topic>-<partition>/`` of segments (``segment``) with
+contiguous offsets, plus ``leader-epoch-checkpoint``. Appends go to the last (active) one; it
+rolls (a new segment at the log end) when ``segment.bytes`` would be exceeded, ``segment.ms``
+passed since its first append, or its offset index is full.
 
 Rules:
   1. An append validates EVERY batch (framing, magic 2, record count, size, CRC-32C) before
@@ -666,18 +665,19 @@ class Log:
 
     def flush(self) -> None:
         """fsync everything written so far; the recovery point becomes that log end offset.
-
-        The fsyncs run without the lock held, so appends from the event loop thread are not
-        blocked by a flush running in a worker thread.
-        """
+        The fsyncs run without the lock held (appends on the event loop are not blocked)."""
         with self._lock:
             target = self.log_end_offset
         self._flush_upto(target, self._now_ms)
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush what ``tidelog.storage.log_flush`` says is due; returns whether it fsynced
-        anything. May block on fsync: call it from a worker thread. Also closes the files of
-        segments deleted more than ``file.delete.delay.ms`` ago."""
+        anything (may fsync: call it from a worker thread); closes the files of segments
+        deleted ``file.delete.delay.ms`` ago. Read unlocked first: nothing due, no lock."""
+        if self._local.segments[-1].base_offset <= self._recovery_point.offset and not (
+            self._flush_schedule.unflushed_messages or self._local.has_pending_deletes
+        ):
+            return False  # a racing append or roll is seen by the next call
         with self._lock:
             if self._closed:
                 return False

@@ -581,9 +581,9 @@ class ReplicaManager:
         partition = hosted.partition
         the_log = hosted.log
         return (
-            partition.high_watermark == answered_high_watermark
+            partition.high_watermark == answered_high_watermark == fetch_offset
+            and (current_leader_epoch in (-1, partition.leader_epoch))
             and the_log.log_start_offset == answered_log_start_offset
-            and partition.validate_leader_epoch(current_leader_epoch) == ErrorCode.NONE
             and partition.note_quiet_follower_fetch(
                 replica_id,
                 fetch_offset=fetch_offset,
