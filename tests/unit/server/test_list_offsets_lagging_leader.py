@@ -16,7 +16,7 @@ from kio.index import load_request_schema
 
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
@@ -34,7 +34,8 @@ TOPIC = "t"
 TP = TopicPartition(TOPIC, 0)
 #: Record i carries timestamp OLD + 1000 i: explicit CreateTime timestamps from 2001.
 OLD = 1_000_000_000_000
-FOLLOWERS = (1, 2)
+LEADER = BrokerId(0)
+FOLLOWERS = [BrokerId(1), BrokerId(2)]
 
 
 @pytest.fixture
@@ -71,8 +72,8 @@ def lead_again_with_lagging_hw(apis: KafkaApis, high_watermark: int) -> None:
         high_watermark,
         leader_epoch=1,
         partition_epoch=1,
-        replicas=[0, *FOLLOWERS],
-        isr=[0, *FOLLOWERS],
+        replicas=[LEADER, *FOLLOWERS],
+        isr=[LEADER, *FOLLOWERS],
     )
 
 
@@ -104,7 +105,10 @@ def list_offset(apis: KafkaApis, timestamp: int, version: int = 7, replica_id: i
 
 
 def found(part: Any) -> tuple[ErrorCode, int, int]:
-    return ErrorCode._value2member_map_[int(part.error_code)], int(part.offset), int(part.timestamp)  # type: ignore[return-value]
+    """(error, offset, timestamp) of one partition's answer."""
+    code = ErrorCode._value2member_map_[int(part.error_code)]
+    assert isinstance(code, ErrorCode)
+    return code, int(part.offset), int(part.timestamp)
 
 
 def test_a_leader_behind_its_epoch_start_answers_offset_not_available(apis: KafkaApis) -> None:
