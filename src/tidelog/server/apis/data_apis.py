@@ -80,6 +80,16 @@ def _topic_name_of(item: Any, backend: MetadataBackend) -> str | None:
     return None
 
 
+def _lagging_error(api_version: int, body: Any) -> ErrorCode | None:
+    """KIP-207's answer to a consumer's ListOffsets while the leader's high watermark lags
+    its epoch start: OFFSET_NOT_AVAILABLE (78) from v5, LEADER_NOT_AVAILABLE (5) before (what
+    older clients retry after a metadata refresh); None for a replica's request (Kafka
+    checks client requests only, replica id -1)."""
+    if int(getattr(body, "replica_id", -1)) != -1:
+        return None
+    return ErrorCode.OFFSET_NOT_AVAILABLE if api_version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+
+
 def _replica_id(body: Any) -> int:
     """A Fetch's replica id: top-level before v15, inside replica_state from v15 (KIP-903)."""
     replica_state = getattr(body, "replica_state", None)
@@ -540,6 +550,7 @@ class DataApis:
                             int(part.timestamp),
                             int(getattr(part, "current_leader_epoch", -1)),
                             isolation_level,
+                            lagging_error=_lagging_error(header.api_version, body),
                         ),
                     }
                 )
@@ -552,32 +563,58 @@ class DataApis:
         timestamp: int,
         current_leader_epoch: int,
         isolation_level: int = READ_UNCOMMITTED,
+        *,
+        lagging_error: ErrorCode | None = None,
     ) -> dict[str, Any]:
         """Offsets a consumer may read: below the high watermark, or below the last stable
-        offset for read_committed (KIP-98: "latest" is then the LSO)."""
+        offset for read_committed (KIP-98: "latest" is then the LSO).
+
+        KIP-207 (Kafka's ``Partition.fetchOffsetForTimestamp``): a new leader's high
+        watermark may lag the records of the epochs before it until its followers fetch
+        again. While it is below the start offset of the leader's epoch, "latest" and a
+        lookup finding nothing below it are answered ``lagging_error`` (retriable) instead
+        of an offset lower than the previous leader gave, or none: a consumer retries and
+        finds the records the previous leader acknowledged. None: no such answer (a
+        request from a replica, or one not from a client).
+        """
         hosted = self.replica_manager.partitions.get(tp)
         if hosted is None:
             return {"error_code": self.replica_manager.not_hosted_error(tp)}
-        error = hosted.partition.validate_leader_epoch(current_leader_epoch)
+        partition = hosted.partition
+        error = partition.validate_leader_epoch(current_leader_epoch)
         if error != ErrorCode.NONE:
             return {"error_code": error}
         the_log = hosted.log
-        hw = hosted.partition.high_watermark
+        hw = partition.high_watermark
+        lagging = (
+            lagging_error
+            if lagging_error is not None
+            and partition.leader_epoch_start_offset is not None
+            and partition.leader_epoch_start_offset > hw
+            else None
+        )
         if isolation_level == READ_COMMITTED:
             hw = the_log.last_stable_offset(hw)
-        epoch = hosted.partition.leader_epoch
+        epoch = partition.leader_epoch
         if timestamp == EARLIEST_TIMESTAMP:
             offset, ts = the_log.log_start_offset, -1
         elif timestamp == LATEST_TIMESTAMP:
+            if lagging is not None:
+                return {"error_code": lagging}
             offset, ts = hw, -1
-        elif timestamp == MAX_TIMESTAMP:
-            found = the_log.latest_timestamp()
-            offset, ts = found if found is not None else (-1, -1)
-        elif timestamp < 0:
+        elif timestamp < 0 and timestamp != MAX_TIMESTAMP:
             return {"error_code": ErrorCode.UNSUPPORTED_VERSION}
         else:
-            found = the_log.offset_for_timestamp(timestamp)
+            found = (
+                the_log.latest_timestamp()
+                if timestamp == MAX_TIMESTAMP
+                else the_log.offset_for_timestamp(timestamp)
+            )
+            # Kafka filters both lookups alike: only a record below the last fetchable
+            # offset is an answer; past it, the lagging error if any, else none (-1).
             if found is None or found[0] >= hw:
+                if lagging is not None:
+                    return {"error_code": lagging}
                 offset, ts = -1, -1
             else:
                 offset, ts = found
