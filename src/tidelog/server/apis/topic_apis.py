@@ -281,6 +281,7 @@ class TopicApis:
 
         async def run() -> Any:
             results = []
+            deleted: dict[str, uuid.UUID] = {}
             for i, (name, topic_id) in enumerate(items):
                 if i in refusals:
                     results.append(refusals[i])
@@ -305,8 +306,17 @@ class TopicApis:
                     error = ErrorCode.TOPIC_DELETION_DISABLED
                 else:
                     await self.backend.delete_topic(info.name)
+                    deleted[info.name] = info.topic_id
                     error = ErrorCode.NONE
                 results.append({"name": info.name, "topic_id": info.topic_id, "error_code": error})
+            timeout_s = body.timeout.total_seconds()
+            if deleted and timeout_s > 0:
+                # Kafka's DelayedDeleteTopics: answered once the topics are gone from the
+                # metadata, or REQUEST_TIMED_OUT for those still there at timeout_ms.
+                late = await self.backend.wait_for_deletions(deleted, timeout_s)
+                for result in results:
+                    if result["name"] in late and result["error_code"] == ErrorCode.NONE:
+                        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             return self.helper.respond(header, {"responses": results})
 
         return eager(run())
@@ -318,6 +328,7 @@ class TopicApis:
 
         async def run() -> Any:
             results = []
+            grown: dict[str, int] = {}
             for topic in body.topics:
                 name = str(topic.name)
                 error: ErrorCode
@@ -333,7 +344,17 @@ class TopicApis:
                     error, message = await self.backend.create_partitions(
                         name, int(topic.count), assignment, bool(body.validate_only)
                     )
+                    if error == ErrorCode.NONE and not body.validate_only:
+                        grown[name] = int(topic.count)
                 results.append({"name": name, "error_code": error, "error_message": message})
+            timeout_s = body.timeout.total_seconds()
+            if grown and timeout_s > 0:
+                # Kafka's DelayedCreatePartitions: answered once every new partition has a
+                # leader in the metadata, or REQUEST_TIMED_OUT at timeout_ms.
+                late = await self.backend.wait_for_partitions(grown, timeout_s)
+                for result in results:
+                    if result["name"] in late and result["error_code"] == ErrorCode.NONE:
+                        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             return self.helper.respond(header, {"results": results})
 
         return eager(run())

@@ -193,6 +193,11 @@ class ZkBackend:
     async def delete_topic(self, name: str) -> None:
         await self.node.delete_topic(name)
 
+    async def wait_for_deletions(
+        self, topic_ids: Mapping[str, uuid.UUID], timeout_s: float
+    ) -> set[str]:
+        return await self.node.propagation.topics_gone(topic_ids, timeout_s)
+
     async def create_partitions(
         self,
         name: str,
@@ -201,6 +206,9 @@ class ZkBackend:
         validate_only: bool,
     ) -> Outcome:
         return await self.node.create_partitions(name, count, assignment, validate_only)
+
+    async def wait_for_partitions(self, counts: Mapping[str, int], timeout_s: float) -> set[str]:
+        return await self.node.propagation.partitions_led(counts, timeout_s)
 
     def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         self.cache.set_configs(name, overrides)

@@ -1,0 +1,212 @@
+"""Read-your-writes for topic admin in a cluster (issue 30): CreateTopics, CreatePartitions
+and DeleteTopics answer once the change is in the metadata brokers serve.
+
+Rules:
+
+1. This broker (Kafka's DelayedCreatePartitions / DelayedDeleteTopics, and the leader wait of
+   its CreateTopics, which check the answering broker's MetadataCache): a created or grown
+   topic is propagated once this broker's cache describes its first ``count`` partitions,
+   each led by a live broker; a deleted topic once the cache no longer has it (or has it
+   under another topic id: created again since). Checked every ``POLL_S`` until the
+   request's timeout; a topic not propagated by then is the caller's to answer
+   REQUEST_TIMED_OUT.
+2. The other live brokers (beyond Kafka, whose clients may read the old metadata from
+   another broker for a moment): once rule 1 holds, every other broker in this broker's
+   cache is asked Metadata for those topics on the inter-broker listener, every ``POLL_S``,
+   until its answer shows the same (a grown topic: error NONE and its first ``count``
+   partitions with a leader; a deleted one: absent, UNKNOWN_TOPIC_OR_PARTITION, or another
+   topic id), for at most ``PEER_WAIT_S`` and never beyond the request's timeout. A broker
+   that cannot be reached, does not answer in time or refuses DESCRIBE
+   (TOPIC_AUTHORIZATION_FAILED) is given up on, logged: rule 2 never changes an answer, it
+   only delays it. The controller sends UpdateMetadata to every broker at once, so this
+   usually costs one Metadata round trip per broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from typing import Final
+
+from tidelog.aio import wait_for
+from tidelog.client.client import Client
+from tidelog.client.errors import ClientError
+from tidelog.client.metadata import TopicMetadata, metadata_request, read_metadata
+from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
+from tidelog.protocol.apis import ApiKey
+from tidelog.security.client_config import ClientSecurity
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+
+log = logging.getLogger(__name__)
+
+#: How often the metadata is checked again while a change is not propagated.
+POLL_S: Final = 0.05
+#: How long rule 2 waits at most for the other live brokers.
+PEER_WAIT_S: Final = 5.0
+#: The Metadata versions asked of a peer (v10+ carry topic ids, rule 1's re-creation check).
+_METADATA_VERSIONS: Final = (12, 11, 10, 9, 8, 7, 6, 5, 4)
+
+#: Whether this broker's cache shows a topic's change.
+HereCheck = Callable[[str], bool]
+#: Whether a peer's Metadata answer shows a topic's change (None: the answer omits it).
+ThereCheck = Callable[[str, TopicMetadata | None], bool]
+
+
+class MetadataPropagation:
+    """Waits for a topic admin change to reach this broker's metadata and the other live
+    brokers'; see the module docstring."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        metadata: ClusterMetadataCache,
+        bootstrap: str,
+        security: ClientSecurity,
+    ) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        #: Connections of its own to the peers: a Metadata request never queues behind a
+        #: replica fetch on the node's client.
+        self.client = Client(
+            bootstrap, client_id=f"broker-{broker_id}-metadata-propagation", security=security
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    # --- what "propagated" means ----------------------------------------------------------
+
+    def led_here(self, topic: str, count: int) -> bool:
+        """Rule 1 for a created or grown topic."""
+        info = self.metadata.described(topic)
+        if info is None or info.num_partitions < count:
+            return False
+        for p in range(count):
+            state = self.metadata.partitions.get(TopicPartition(topic, p))
+            if state is None or state.leader not in self.metadata.brokers:
+                return False
+        return True
+
+    @staticmethod
+    def led_there(count: int, seen: TopicMetadata | None) -> bool:
+        """Rule 2 for a created or grown topic."""
+        if seen is None or seen.error_code != ErrorCode.NONE:
+            return False
+        return all(
+            (p := seen.partitions.get(i)) is not None and p.leader_id >= 0 for i in range(count)
+        )
+
+    def gone_here(self, topic: str, topic_id: uuid.UUID) -> bool:
+        """Rule 1 for a deleted topic."""
+        info = self.metadata.topics.get(topic)
+        return info is None or info.topic_id != topic_id
+
+    @staticmethod
+    def gone_there(topic_id: uuid.UUID, seen: TopicMetadata | None) -> bool:
+        """Rule 2 for a deleted topic."""
+        if seen is None or seen.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return True
+        other = seen.topic_id
+        return other is not None and other.int != 0 and other != topic_id
+
+    # --- the waits ----------------------------------------------------------------------------
+
+    async def partitions_led(self, counts: Mapping[str, int], timeout_s: float) -> set[str]:
+        """Until every topic of ``counts`` has its first ``count`` partitions led here and on
+        the other live brokers; the topics that were not led here in time."""
+        return await self._until_propagated(
+            list(counts),
+            lambda t: self.led_here(t, counts[t]),
+            lambda t, seen: self.led_there(counts[t], seen),
+            timeout_s,
+        )
+
+    async def topics_gone(self, topic_ids: Mapping[str, uuid.UUID], timeout_s: float) -> set[str]:
+        """Until the deleted topics (by name, with the id they had) are gone here and from
+        the other live brokers; the topics still here when the time was up."""
+        return await self._until_propagated(
+            list(topic_ids),
+            lambda t: self.gone_here(t, topic_ids[t]),
+            lambda t, seen: self.gone_there(topic_ids[t], seen),
+            timeout_s,
+        )
+
+    async def _until_propagated(
+        self, topics: list[str], here: HereCheck, there: ThereCheck, timeout_s: float
+    ) -> set[str]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        pending = set(topics)
+        while True:
+            pending = {t for t in pending if not here(t)}
+            if not pending or loop.time() >= deadline:
+                break
+            await asyncio.sleep(POLL_S)
+        done = [t for t in topics if t not in pending]
+        peers = [b for i, b in sorted(self.metadata.brokers.items()) if i != self.broker_id]
+        if done and peers:
+            peer_deadline = min(deadline, loop.time() + PEER_WAIT_S)
+            await asyncio.gather(*(self._confirm(b, done, there, peer_deadline) for b in peers))
+        return pending
+
+    async def _confirm(
+        self, broker: CachedBroker, topics: Collection[str], there: ThereCheck, deadline: float
+    ) -> None:
+        """Rule 2 for one peer: ask until its answer shows every topic's change (or give up)."""
+        loop = asyncio.get_running_loop()
+        pending = sorted(topics)
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning(
+                    "broker %d did not show the change of %s in %.1f s; answering without it",
+                    broker.broker_id,
+                    ", ".join(pending),
+                    PEER_WAIT_S,
+                )
+                return
+            try:
+                # Connecting too: a paused broker accepts the connection, then never answers.
+                seen = await wait_for(self._ask(broker, pending, remaining), remaining)
+            except (ClientError, TimeoutError) as exc:
+                log.info(
+                    "not waiting for broker %d to show the change of %s: %s",
+                    broker.broker_id,
+                    ", ".join(pending),
+                    str(exc) or "no answer in time",
+                )
+                return
+            refused = [t for t in pending if (m := seen.get(t)) is not None and _refused(m)]
+            if refused:
+                log.warning(
+                    "broker %d refuses this broker DESCRIBE on %s: not waiting for it",
+                    broker.broker_id,
+                    ", ".join(refused),
+                )
+                return
+            pending = [t for t in pending if not there(t, seen.get(t))]
+            if not pending:
+                return
+            await asyncio.sleep(min(POLL_S, max(0.0, deadline - loop.time())))
+
+    async def _ask(
+        self, broker: CachedBroker, topics: list[str], timeout_s: float
+    ) -> Mapping[str, TopicMetadata]:
+        """``topics`` as ``broker`` serves them (its Metadata answer, no auto-creation)."""
+        conn = await self.client.connection_to(broker.host, broker.port)
+        version = conn.pick_version(ApiKey.METADATA, _METADATA_VERSIONS)
+        if version is None:
+            raise ClientError(f"broker {broker.broker_id} speaks no Metadata version we do")
+        request = metadata_request(version, topics, allow_auto_topic_creation=False)
+        response = await conn.send(request, timeout_s=timeout_s)
+        return read_metadata(response).topics
+
+
+def _refused(seen: TopicMetadata) -> bool:
+    return seen.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+__all__ = ["PEER_WAIT_S", "POLL_S", "MetadataPropagation"]
