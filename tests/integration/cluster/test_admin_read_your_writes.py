@@ -1,18 +1,27 @@
-"""Admin read-your-writes on a 3-broker cluster (issue 30): CreatePartitions and DeleteTopics
-answer only once the change is in the metadata every live broker serves, so a client that
-reads it back right after the answer, through any broker, sees it (Kafka's
-DelayedCreatePartitions / DelayedDeleteTopics; tidelog also confirms the other live brokers,
-see ``tidelog.server.cluster.propagation``).
+"""Admin read-your-writes on a 3-broker cluster (issue 30): CreatePartitions, DeleteTopics
+and topic config changes answer only once the change is in what every live broker serves,
+so a client that reads it back right after the answer, through any broker, sees it
+(Kafka's DelayedCreatePartitions / DelayedDeleteTopics wait for the answering broker only;
+tidelog also confirms the other live brokers, ``tidelog.server.cluster.propagation``).
 
-The admin writes go to the controller (librdkafka and kafka-python send them there); the
-reads go to each broker in turn, also the ones that did not answer the write. Five rounds
-each, so that a race between the answer and the metadata shows.
+The admin writes go where the clients send them (librdkafka and kafka-python: the
+controller, or any broker); the reads go to each broker in turn, also the ones that did not
+answer the write. Five rounds each, so that a race between the answer and the metadata
+shows. Every test failed on the code before (a broker still showing the old count, the
+deleted topic, the previous retention.ms).
 """
 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions as KafkaNewPartitions
 
@@ -104,3 +113,26 @@ def test_kafka_python_create_partitions_then_describe_on_another_broker(
                 assert len(described["partitions"]) == count, broker.broker_id
     finally:
         admin.close()
+
+
+def test_topic_config_change_is_seen_through_every_broker_at_once(
+    shared_cluster: BrokerCluster,
+) -> None:
+    topic = "ryw-config"
+    create_topic(shared_cluster, topic)
+    writer = AdminClient({"bootstrap.servers": shared_cluster.bootstrap})
+    readers = [AdminClient({"bootstrap.servers": b.bootstrap}) for b in shared_cluster.brokers]
+    for i in range(ROUNDS):
+        value = str(1000 + i)
+        change = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry("retention.ms", value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        writer.incremental_alter_configs([change])[change].result(timeout=60)
+        for broker, reader in zip(shared_cluster.brokers, readers, strict=True):
+            target = ConfigResource(ConfigResource.Type.TOPIC, topic)
+            configs = reader.describe_configs([target])[target].result(timeout=30)
+            assert configs["retention.ms"].value == value, broker.broker_id

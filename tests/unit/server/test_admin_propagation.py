@@ -1,7 +1,7 @@
 """A cluster broker answers CreatePartitions and DeleteTopics once the change is in the
 metadata it serves (``tidelog.server.cluster.propagation``), REQUEST_TIMED_OUT when it is not
 by timeout_ms, at once with timeout_ms 0 (Kafka's DelayedCreatePartitions and
-DelayedDeleteTopics).
+DelayedDeleteTopics); a topic config change is answered once ZooKeeper has it.
 
 The node has no ZooKeeper: the admin write itself is stood in for, and the controller's
 UpdateMetadata is applied by hand. The other live brokers (2 and 3) are described at ports
@@ -45,7 +45,11 @@ def broker(tmp_path: Path) -> tuple[ClusterNode, KafkaApis]:
         node.config,
         ZkBackend(node.config, node),
         node.replica_manager,
-        {ApiKey.CREATE_PARTITIONS: (0, 3), ApiKey.DELETE_TOPICS: (0, 6)},
+        {
+            ApiKey.CREATE_PARTITIONS: (0, 3),
+            ApiKey.DELETE_TOPICS: (0, 6),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        },
     )
     return node, apis
 
@@ -179,6 +183,61 @@ def test_a_topic_created_again_counts_as_deleted(tmp_path: Path) -> None:
         old = node.metadata.topics[TOPIC].topic_id
         assert await node.propagation.topics_gone({TOPIC: old}, 0.1) == {TOPIC}
         assert await node.propagation.topics_gone({TOPIC: uuid.uuid4()}, 30) == set()
+        await node.propagation.close()
+        await node.fetchers.stop()
+        await node.client.close()
+
+    asyncio.run(body())
+
+
+class RecordingZooKeeper:
+    """Topic config writes that succeed and are recorded."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, dict[str, str]]] = []
+
+    async def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        self.written.append((topic, dict(config)))
+
+
+async def set_retention(apis: KafkaApis, value: str) -> tuple[ErrorCode, str | None]:
+    answer = await call(
+        apis,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": TOPIC,
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": value}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    (result,) = answer.responses
+    return ErrorCode(result.error_code), result.error_message
+
+
+def test_a_topic_config_change_is_in_zookeeper_before_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def body() -> None:
+        node, apis = broker(tmp_path)
+        await node.handle_update_metadata(update_metadata(TOPIC, range(3)))
+        # No ZooKeeper to write to: refused, nothing changed (it was answered NONE while
+        # the write failed in the background).
+        assert await set_retention(apis, "1000") == (
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "ZooKeeper is not reachable",
+        )
+        assert dict(node.metadata.topics[TOPIC].configs) == {}
+        zk = RecordingZooKeeper()
+        monkeypatch.setattr(node, "zk", zk)
+        assert await set_retention(apis, "2000") == (ErrorCode.NONE, None)
+        assert zk.written == [(TOPIC, {"retention.ms": "2000"})]
+        assert dict(node.metadata.topics[TOPIC].configs) == {"retention.ms": 2000}
         await node.propagation.close()
         await node.fetchers.stop()
         await node.client.close()

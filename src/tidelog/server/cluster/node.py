@@ -142,7 +142,6 @@ class ClusterNode:
         replica_manager.partition_known = lambda tp: tp in metadata.partitions
         replica_manager.log_dir_failure_sink = self.log_dirs.on_log_dir_offline
         replica_manager.log_dir_recovery_sink = self.log_dirs.on_log_dir_online
-        metadata.on_configs_changed = self.topic_configs.write
 
     def _build_parts(
         self, config: BrokerConfig, replica_manager: ReplicaManager, metadata: ClusterMetadataCache

@@ -1,11 +1,10 @@
-"""Read-your-writes for topic admin in a cluster (issue 30): CreateTopics, CreatePartitions
-and DeleteTopics answer once the change is in the metadata brokers serve.
+"""Read-your-writes for topic admin in a cluster (issue 30): CreatePartitions, DeleteTopics
+and topic config changes answer once the change is in what the brokers serve.
 
 Rules:
 
-1. This broker (Kafka's DelayedCreatePartitions / DelayedDeleteTopics, and the leader wait of
-   its CreateTopics, which check the answering broker's MetadataCache): a created or grown
-   topic is propagated once this broker's cache describes its first ``count`` partitions,
+1. This broker (Kafka's DelayedCreatePartitions / DelayedDeleteTopics, which check the
+   answering broker's MetadataCache): a created or grown topic is propagated once this broker's cache describes its first ``count`` partitions,
    each led by a live broker; a deleted topic once the cache no longer has it (or has it
    under another topic id: created again since). Checked every ``POLL_S`` until the
    request's timeout; a topic not propagated by then is the caller's to answer
@@ -20,6 +19,12 @@ Rules:
    (TOPIC_AUTHORIZATION_FAILED) is given up on, logged: rule 2 never changes an answer, it
    only delays it. The controller sends UpdateMetadata to every broker at once, so this
    usually costs one Metadata round trip per broker.
+3. A topic's config overrides (AlterConfigs, IncrementalAlterConfigs), written to ZooKeeper
+   before this broker's cache: every other live broker is asked DescribeConfigs for the
+   topic as in rule 2 (at most ``PEER_WAIT_S``; AlterConfigs has no timeout_ms) until the
+   entries whose source is DYNAMIC_TOPIC_CONFIG are exactly the new overrides. Kafka
+   answers once ZooKeeper has them and the other brokers follow its change notification;
+   here they follow the same notification, and the answer waits for it.
 """
 
 from __future__ import annotations
@@ -27,11 +32,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 from tidelog.aio import wait_for
 from tidelog.client.client import Client
+from tidelog.client.config_admin import (
+    TOPIC,
+    ResourceConfigs,
+    describe_configs_request,
+    read_describe_configs,
+)
 from tidelog.client.errors import ClientError
 from tidelog.client.metadata import TopicMetadata, metadata_request, read_metadata
 from tidelog.errors import ErrorCode
@@ -39,6 +50,7 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.security.client_config import ClientSecurity
 from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
+from tidelog.server.config.broker_config import config_to_string
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +61,14 @@ PEER_WAIT_S: Final = 5.0
 #: The Metadata versions asked of a peer (v10+ carry topic ids, rule 1's re-creation check).
 _METADATA_VERSIONS: Final = (12, 11, 10, 9, 8, 7, 6, 5, 4)
 
+#: DescribeConfigs versions asked of a peer (v1+ carry each entry's source).
+_DESCRIBE_CONFIGS_VERSIONS: Final = (4, 3, 2, 1)
+#: The source of a topic's own override in DescribeConfigs.
+TOPIC_SOURCE: Final = "DYNAMIC_TOPIC_CONFIG"
+
+#: Asks one peer (within the seconds given) which of the topics its answer does not show
+#: the change of yet; raises ClientError, or _RefusedError when refused DESCRIBE.
+Probe = Callable[[CachedBroker, list[str], float], Awaitable[list[str]]]
 #: Whether this broker's cache shows a topic's change.
 HereCheck = Callable[[str], bool]
 #: Whether a peer's Metadata answer shows a topic's change (None: the answer omits it).
@@ -134,6 +154,22 @@ class MetadataPropagation:
             timeout_s,
         )
 
+    async def configs_seen(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """Rule 3: until the other live brokers describe ``topic`` with ``overrides``."""
+        expected = {k: config_to_string(v) for k, v in overrides.items()}
+
+        async def probe(broker: CachedBroker, pending: list[str], timeout_s: float) -> list[str]:
+            (seen,) = await self._describe(broker, topic, timeout_s)
+            if seen.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                raise _RefusedError(seen.error_code.name)
+            if seen.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return []  # deleted meanwhile: nothing left to show
+            dynamic = {e.name: e.value for e in seen.entries if e.source == TOPIC_SOURCE}
+            return [] if dynamic == expected else pending
+
+        loop = asyncio.get_running_loop()
+        await self._confirm_peers([topic], probe, loop.time() + PEER_WAIT_S)
+
     async def _until_propagated(
         self, topics: list[str], here: HereCheck, there: ThereCheck, timeout_s: float
     ) -> set[str]:
@@ -146,14 +182,25 @@ class MetadataPropagation:
                 break
             await asyncio.sleep(POLL_S)
         done = [t for t in topics if t not in pending]
-        peers = [b for i, b in sorted(self.metadata.brokers.items()) if i != self.broker_id]
-        if done and peers:
-            peer_deadline = min(deadline, loop.time() + PEER_WAIT_S)
-            await asyncio.gather(*(self._confirm(b, done, there, peer_deadline) for b in peers))
+
+        async def probe(broker: CachedBroker, asked: list[str], timeout_s: float) -> list[str]:
+            seen = await self._metadata(broker, asked, timeout_s)
+            refused = [t for t in asked if (m := seen.get(t)) is not None and _refused(m)]
+            if refused:
+                raise _RefusedError(f"TOPIC_AUTHORIZATION_FAILED for {', '.join(refused)}")
+            return [t for t in asked if not there(t, seen.get(t))]
+
+        if done:
+            await self._confirm_peers(done, probe, min(deadline, loop.time() + PEER_WAIT_S))
         return pending
 
+    async def _confirm_peers(self, topics: list[str], probe: Probe, deadline: float) -> None:
+        """Rule 2 for every other live broker at once."""
+        peers = [b for i, b in sorted(self.metadata.brokers.items()) if i != self.broker_id]
+        await asyncio.gather(*(self._confirm(b, topics, probe, deadline) for b in peers))
+
     async def _confirm(
-        self, broker: CachedBroker, topics: Collection[str], there: ThereCheck, deadline: float
+        self, broker: CachedBroker, topics: list[str], probe: Probe, deadline: float
     ) -> None:
         """Rule 2 for one peer: ask until its answer shows every topic's change (or give up)."""
         loop = asyncio.get_running_loop()
@@ -162,16 +209,15 @@ class MetadataPropagation:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 log.warning(
-                    "broker %d did not show the change of %s in %.1f s; answering without it",
+                    "broker %d did not show the change of %s in time; answering without it",
                     broker.broker_id,
                     ", ".join(pending),
-                    PEER_WAIT_S,
                 )
                 return
             try:
                 # Connecting too: a paused broker accepts the connection, then never answers.
-                seen = await wait_for(self._ask(broker, pending, remaining), remaining)
-            except (ClientError, TimeoutError) as exc:
+                pending = await wait_for(probe(broker, pending, remaining), remaining)
+            except (ClientError, TimeoutError, _RefusedError) as exc:
                 log.info(
                     "not waiting for broker %d to show the change of %s: %s",
                     broker.broker_id,
@@ -179,20 +225,11 @@ class MetadataPropagation:
                     str(exc) or "no answer in time",
                 )
                 return
-            refused = [t for t in pending if (m := seen.get(t)) is not None and _refused(m)]
-            if refused:
-                log.warning(
-                    "broker %d refuses this broker DESCRIBE on %s: not waiting for it",
-                    broker.broker_id,
-                    ", ".join(refused),
-                )
-                return
-            pending = [t for t in pending if not there(t, seen.get(t))]
             if not pending:
                 return
             await asyncio.sleep(min(POLL_S, max(0.0, deadline - loop.time())))
 
-    async def _ask(
+    async def _metadata(
         self, broker: CachedBroker, topics: list[str], timeout_s: float
     ) -> Mapping[str, TopicMetadata]:
         """``topics`` as ``broker`` serves them (its Metadata answer, no auto-creation)."""
@@ -203,6 +240,21 @@ class MetadataPropagation:
         request = metadata_request(version, topics, allow_auto_topic_creation=False)
         response = await conn.send(request, timeout_s=timeout_s)
         return read_metadata(response).topics
+
+    async def _describe(
+        self, broker: CachedBroker, topic: str, timeout_s: float
+    ) -> list[ResourceConfigs]:
+        """``topic``'s configs as ``broker`` describes them (DescribeConfigs, no synonyms)."""
+        conn = await self.client.connection_to(broker.host, broker.port)
+        version = conn.pick_version(ApiKey.DESCRIBE_CONFIGS, _DESCRIBE_CONFIGS_VERSIONS)
+        if version is None:
+            raise ClientError(f"broker {broker.broker_id} speaks no DescribeConfigs we do")
+        request = describe_configs_request([(TOPIC, topic)], synonyms=False, version=version)
+        return read_describe_configs(await conn.send(request, timeout_s=timeout_s))
+
+
+class _RefusedError(Exception):
+    """A peer refuses this broker DESCRIBE: rule 2 gives it up."""
 
 
 def _refused(seen: TopicMetadata) -> bool:

@@ -206,9 +206,16 @@ class MetadataBackend(Protocol):
         is up: the topics not led here then."""
         ...
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         """A topic's config overrides after AlterConfigs (persisted, or written where the
-        cluster keeps them)."""
+        cluster keeps them before this broker's cache has them: raises ZkError when
+        ZooKeeper cannot be reached, nothing changed)."""
+        ...
+
+    async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """Until the other live brokers describe ``name`` with ``overrides`` (a cluster
+        broker, as far as ``tidelog.server.cluster.propagation`` rule 2 goes; alone: no
+        wait)."""
         ...
 
     async def allocate_producer_id(self) -> int:

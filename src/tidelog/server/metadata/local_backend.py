@@ -236,8 +236,11 @@ class LocalBackend:
         """New partitions are led here at once."""
         return set()
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         self.store.set_configs(name, overrides)
+
+    async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """No other broker to wait for."""
 
     async def allocate_producer_id(self) -> int:
         return self.store.allocate_producer_id()
