@@ -1,14 +1,15 @@
-"""Read-your-writes for topic admin in a cluster (issue 30): CreatePartitions, DeleteTopics
-and topic config changes answer once the change is in what the brokers serve.
+"""Read-your-writes for topic admin in a cluster (issue 30): CreateTopics, CreatePartitions,
+DeleteTopics and topic config changes answer once the change is in what the brokers serve.
 
 Rules:
 
 1. This broker (Kafka's DelayedCreatePartitions / DelayedDeleteTopics, which check the
-   answering broker's MetadataCache): a created or grown topic is propagated once this broker's cache describes its first ``count`` partitions,
-   each led by a live broker; a deleted topic once the cache no longer has it (or has it
-   under another topic id: created again since). Checked every ``POLL_S`` until the
-   request's timeout; a topic not propagated by then is the caller's to answer
-   REQUEST_TIMED_OUT.
+   answering broker's MetadataCache; its CreateTopics waits the same way): a created or
+   grown topic is propagated once this broker's cache describes its first ``count``
+   partitions, each led by a live broker; a deleted topic once the cache no longer has it
+   (or has it under another topic id: created again since). Checked every ``POLL_S`` until
+   the request's timeout; a topic not propagated by then is the caller's to answer
+   (CreatePartitions, DeleteTopics: REQUEST_TIMED_OUT).
 2. The other live brokers (beyond Kafka, whose clients may read the old metadata from
    another broker for a moment): once rule 1 holds, every other broker in this broker's
    cache is asked Metadata for those topics on the inter-broker listener, every ``POLL_S``,
