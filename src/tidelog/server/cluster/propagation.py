@@ -12,14 +12,14 @@ Rules:
    (CreatePartitions, DeleteTopics: REQUEST_TIMED_OUT).
 2. The other live brokers (beyond Kafka, whose clients may read the old metadata from
    another broker for a moment): once rule 1 holds, every other broker in this broker's
-   cache is asked Metadata for those topics on the inter-broker listener, every ``POLL_S``,
-   until its answer shows the same (a grown topic: error NONE and its first ``count``
-   partitions with a leader; a deleted one: absent, UNKNOWN_TOPIC_OR_PARTITION, or another
-   topic id), for at most ``PEER_WAIT_S`` and never beyond the request's timeout. A broker
-   that cannot be reached, does not answer in time or refuses DESCRIBE
-   (TOPIC_AUTHORIZATION_FAILED) is given up on, logged: rule 2 never changes an answer, it
-   only delays it. The controller sends UpdateMetadata to every broker at once, so this
-   usually costs one Metadata round trip per broker.
+   cache is asked Metadata for those topics on the inter-broker listener, again after
+   ``POLL_S`` doubling up to ``PEER_POLL_MAX_S``, until its answer shows the same (a grown
+   topic: error NONE and its first ``count`` partitions with a leader; a deleted one:
+   absent, UNKNOWN_TOPIC_OR_PARTITION, or another topic id), for at most ``PEER_WAIT_S``
+   and never beyond the request's timeout. A broker that cannot be reached, does not answer
+   in time or refuses DESCRIBE (TOPIC_AUTHORIZATION_FAILED) is given up on, logged: rule 2
+   never changes an answer, it only delays it. The controller sends UpdateMetadata to
+   every broker at once, so this usually costs one Metadata round trip per broker.
 3. A topic's config overrides (AlterConfigs, IncrementalAlterConfigs), written to ZooKeeper
    before this broker's cache: every other live broker is asked DescribeConfigs for the
    topic as in rule 2 (at most ``PEER_WAIT_S``; AlterConfigs has no timeout_ms) until the
@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 POLL_S: Final = 0.05
 #: How long rule 2 waits at most for the other live brokers.
 PEER_WAIT_S: Final = 5.0
+#: Rule 2 asks a peer again after ``POLL_S``, doubling up to this (a topic of thousands of
+#: partitions makes each Metadata answer large).
+PEER_POLL_MAX_S: Final = 0.4
 #: The Metadata versions asked of a peer (v10+ carry topic ids, rule 1's re-creation check).
 _METADATA_VERSIONS: Final = (12, 11, 10, 9, 8, 7, 6, 5, 4)
 
@@ -206,6 +209,7 @@ class MetadataPropagation:
         """Rule 2 for one peer: ask until its answer shows every topic's change (or give up)."""
         loop = asyncio.get_running_loop()
         pending = sorted(topics)
+        pause = POLL_S
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -228,7 +232,8 @@ class MetadataPropagation:
                 return
             if not pending:
                 return
-            await asyncio.sleep(min(POLL_S, max(0.0, deadline - loop.time())))
+            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+            pause = min(2 * pause, PEER_POLL_MAX_S)
 
     async def _metadata(
         self, broker: CachedBroker, topics: list[str], timeout_s: float
