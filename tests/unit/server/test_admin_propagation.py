@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from tidelog.client.metadata import TopicMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId
 from tidelog.protocol import control
@@ -29,6 +30,7 @@ from tidelog.protocol.messages import build
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.node import ClusterNode
+from tidelog.server.cluster.propagation import MetadataPropagation
 
 from .nodes import cluster_node
 from .test_cluster_metadata import TOPIC, update_metadata
@@ -243,3 +245,18 @@ def test_a_topic_config_change_is_in_zookeeper_before_the_answer(
         await node.client.close()
 
     asyncio.run(body())
+
+
+def test_what_a_peer_answer_shows_of_a_deleted_topic() -> None:
+    gone_there = MetadataPropagation.gone_there
+    old, nil = uuid.UUID(int=5), uuid.UUID(int=0)
+
+    def seen(error: ErrorCode, topic_id: uuid.UUID | None) -> TopicMetadata:
+        return TopicMetadata(TOPIC, error, topic_id, {})
+
+    assert gone_there(old, None)  # not in the answer
+    assert gone_there(old, seen(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, nil))
+    assert gone_there(old, seen(ErrorCode.NONE, uuid.UUID(int=6)))  # created again
+    assert not gone_there(old, seen(ErrorCode.NONE, old))
+    assert not gone_there(old, seen(ErrorCode.NONE, nil))  # an answer without ids
+    assert not gone_there(nil, seen(ErrorCode.NONE, old))  # deleted before its id was known

@@ -134,7 +134,8 @@ class MetadataPropagation:
         if seen is None or seen.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return True
         other = seen.topic_id
-        return other is not None and other.int != 0 and other != topic_id
+        # Another id only counts when both are known (the nil id: not known).
+        return other is not None and other.int != 0 and topic_id.int != 0 and other != topic_id
 
     # --- the waits ----------------------------------------------------------------------------
 
