@@ -418,7 +418,7 @@ class ConfigApis:
                     if problem[0] != ErrorCode.NONE:
                         outcome = problem
                     elif rtype == RESOURCE_TOPIC:
-                        outcome = self._alter_topic(rname, change, validate_only)
+                        outcome = await self._alter_topic(rname, change, validate_only)
                     elif rtype == RESOURCE_BROKER:
                         outcome = await self._alter_broker(rname, change, validate_only)
                     else:
@@ -438,7 +438,7 @@ class ConfigApis:
 
         return asyncio.ensure_future(run())
 
-    def _alter_topic(
+    async def _alter_topic(
         self,
         name: str,
         change: Callable[[Mapping[str, str]], tuple[dict[str, str] | None, Outcome]],
@@ -460,10 +460,19 @@ class ConfigApis:
         if validate_only:
             return ErrorCode.NONE, None
         overrides = {k: v for k, v in parsed.items() if v is not None and k in TOPIC_KEYS}
-        self.backend.set_topic_configs(name, overrides)
-        updated = self.backend.topics[name]
+        try:
+            await self.backend.set_topic_configs(name, overrides)
+        except ZkError as exc:
+            log.warning("writing the config of topic %s failed: %s", name, exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper is not reachable"
+        updated = self.backend.topics.get(name)
+        if updated is None:  # deleted while the write was on its way
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
         self.replica_manager.update_topic_config(name, self.helper.topic_config(updated))
         log.info("topic %s config overrides now %s", name, overrides)
+        # Read-your-writes: answered once the other live brokers describe the new overrides
+        # too (``tidelog.server.cluster.propagation``; Kafka answers without waiting).
+        await self.backend.wait_for_topic_configs(name, overrides)
         return ErrorCode.NONE, None
 
     async def _alter_broker(

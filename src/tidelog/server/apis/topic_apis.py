@@ -9,7 +9,12 @@ topic it knows but that UpdateMetadata has not described yet with LEADER_NOT_AVA
 which clients retry: listing the partitions known so far would tell them it has only those.
 
 The handlers are coroutines run eagerly (``tidelog.server.apis.eager``): a lone broker's
-answer is immediate, a cluster broker's comes when the controller or ZooKeeper answered.
+answer is immediate, a cluster broker's comes when the controller or ZooKeeper answered and,
+for CreateTopics, CreatePartitions and DeleteTopics, once the change is in the metadata
+served here and by the other live brokers (``tidelog.server.cluster.propagation``; Kafka's
+DelayedCreatePartitions / DelayedDeleteTopics): timeout_ms 0 answers at once; what is not
+there at timeout_ms is REQUEST_TIMED_OUT (CreateTopics: NONE after at most
+``CREATE_WAIT_S``, the topic exists).
 Authorization as Kafka's handleTopicMetadataRequest, handleCreateTopicsRequest,
 handleDeleteTopicsRequest and handleCreatePartitionsRequest (``tidelog.server.apis
 .topic_access``).
@@ -36,7 +41,7 @@ from tidelog.server.metadata.local import TopicInfo
 
 #: Kafka's CreatePartitions message for a topic without ALTER.
 CREATE_PARTITIONS_DENIED = "The topic authorization is failed."
-#: How long CreateTopics waits at most for the new partitions' leaders to reach this broker.
+#: How long CreateTopics waits at most for the new partitions' leaders to reach the brokers.
 CREATE_WAIT_S = 10.0
 #: CreateTopics v5+ ``configs``: a topic's config entries from its overrides
 #: (``ConfigApis.topic_entries``).
@@ -180,17 +185,19 @@ class TopicApis:
 
         async def run() -> Any:
             results = []
-            created = []
+            created: dict[str, int] = {}
             for topic in body.topics:
-                result, topic_id = await self._create_topic(
+                result, topic_id, count = await self._create_topic(
                     topic, validate_only, not_creatable, configs_hidden
                 )
                 if topic_id is not None:
-                    created.append(result["name"])
+                    created[result["name"]] = count
                 results.append(result)
-            if created:
-                timeout_s = min(CREATE_WAIT_S, int(body.timeout.total_seconds()))
-                await self.backend.wait_for_leaders(created, timeout_s)
+            timeout_s = min(CREATE_WAIT_S, body.timeout.total_seconds())
+            if created and timeout_s > 0:
+                # As CreatePartitions' wait, but answered NONE when the time is up (the
+                # topic exists; its leaders follow).
+                await self.backend.wait_for_partitions(created, timeout_s)
             return self.helper.respond(header, {"topics": results})
 
         return eager(run())
@@ -201,8 +208,9 @@ class TopicApis:
         validate_only: bool,
         not_creatable: frozenset[str],
         configs_hidden: frozenset[str],
-    ) -> tuple[dict[str, Any], uuid.UUID | None]:
-        """One topic of CreateTopics: its result, and its id when it was created."""
+    ) -> tuple[dict[str, Any], uuid.UUID | None, int]:
+        """One topic of CreateTopics: its result, its id when it was created and its
+        partition count."""
         config = self.helper.config
         name = str(topic.name)
         result: dict[str, Any] = {"name": name, "topic_id": uuid.UUID(int=0)}
@@ -267,7 +275,7 @@ class TopicApis:
             )
         result.update(error_code=error, error_message=message)
         self.access.hide_created_configs(result, error, configs_hidden)
-        return result, topic_id if error == ErrorCode.NONE else None
+        return result, topic_id if error == ErrorCode.NONE else None, num_partitions
 
     # --- DeleteTopics (20) ------------------------------------------------------------------
 
@@ -281,6 +289,7 @@ class TopicApis:
 
         async def run() -> Any:
             results = []
+            deleted: dict[str, uuid.UUID] = {}
             for i, (name, topic_id) in enumerate(items):
                 if i in refusals:
                     results.append(refusals[i])
@@ -305,8 +314,17 @@ class TopicApis:
                     error = ErrorCode.TOPIC_DELETION_DISABLED
                 else:
                     await self.backend.delete_topic(info.name)
+                    deleted[info.name] = info.topic_id
                     error = ErrorCode.NONE
                 results.append({"name": info.name, "topic_id": info.topic_id, "error_code": error})
+            timeout_s = body.timeout.total_seconds()
+            if deleted and timeout_s > 0:
+                # Kafka's DelayedDeleteTopics: answered once the topics are gone from the
+                # metadata, or REQUEST_TIMED_OUT for those still there at timeout_ms.
+                late = await self.backend.wait_for_deletions(deleted, timeout_s)
+                for result in results:
+                    if result["name"] in late and result["error_code"] == ErrorCode.NONE:
+                        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             return self.helper.respond(header, {"responses": results})
 
         return eager(run())
@@ -318,6 +336,7 @@ class TopicApis:
 
         async def run() -> Any:
             results = []
+            grown: dict[str, int] = {}
             for topic in body.topics:
                 name = str(topic.name)
                 error: ErrorCode
@@ -333,7 +352,17 @@ class TopicApis:
                     error, message = await self.backend.create_partitions(
                         name, int(topic.count), assignment, bool(body.validate_only)
                     )
+                    if error == ErrorCode.NONE and not body.validate_only:
+                        grown[name] = int(topic.count)
                 results.append({"name": name, "error_code": error, "error_message": message})
+            timeout_s = body.timeout.total_seconds()
+            if grown and timeout_s > 0:
+                # Kafka's DelayedCreatePartitions: answered once every new partition has a
+                # leader in the metadata, or REQUEST_TIMED_OUT at timeout_ms.
+                late = await self.backend.wait_for_partitions(grown, timeout_s)
+                for result in results:
+                    if result["name"] in late and result["error_code"] == ErrorCode.NONE:
+                        result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             return self.helper.respond(header, {"results": results})
 
         return eager(run())

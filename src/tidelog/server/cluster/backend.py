@@ -193,6 +193,11 @@ class ZkBackend:
     async def delete_topic(self, name: str) -> None:
         await self.node.delete_topic(name)
 
+    async def wait_for_deletions(
+        self, topic_ids: Mapping[str, uuid.UUID], timeout_s: float
+    ) -> set[str]:
+        return await self.node.propagation.topics_gone(topic_ids, timeout_s)
+
     async def create_partitions(
         self,
         name: str,
@@ -202,8 +207,18 @@ class ZkBackend:
     ) -> Outcome:
         return await self.node.create_partitions(name, count, assignment, validate_only)
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
-        self.cache.set_configs(name, overrides)
+    async def wait_for_partitions(self, counts: Mapping[str, int], timeout_s: float) -> set[str]:
+        return await self.node.propagation.partitions_led(counts, timeout_s)
+
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """ZooKeeper first (Kafka's AdminZkClient.changeTopicConfig, before the answer),
+        then this broker's cache."""
+        await self.node.topic_configs.write(name, overrides)
+        if name in self.cache.topics:
+            self.cache.set_configs(name, overrides)
+
+    async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        await self.node.propagation.configs_seen(name, overrides)
 
     async def allocate_producer_id(self) -> int:
         try:

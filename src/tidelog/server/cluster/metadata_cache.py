@@ -5,7 +5,7 @@ states this broker applied."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from tidelog.model import TopicPartition
@@ -58,8 +58,6 @@ class ClusterMetadataCache:
         self.brokers: dict[int, CachedBroker] = {}
         self.controller_id = -1
         self.controller_epoch = -1
-        #: Called with (topic, overrides) after AlterConfigs changed a topic's overrides.
-        self.on_configs_changed: Callable[[str, Mapping[str, object]], None] | None = None
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for info in self.topics.values():
@@ -70,8 +68,6 @@ class ClusterMetadataCache:
     def set_configs(self, name: str, configs: Mapping[str, object]) -> None:
         """``name``'s config overrides after AlterConfigs (ZooKeeper has them already)."""
         self.topics[name] = replace(self.topics[name], configs=dict(configs))
-        if self.on_configs_changed is not None:
-            self.on_configs_changed(name, configs)
 
     def update_partition(
         self, tp: TopicPartition, topic_id: uuid.UUID | None, state: CachedPartition

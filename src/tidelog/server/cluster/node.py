@@ -62,6 +62,7 @@ from tidelog.server.cluster.metadata_cache import (
     CachedPartition,
     ClusterMetadataCache,
 )
+from tidelog.server.cluster.propagation import MetadataPropagation
 from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.cluster.registration import broker_registration, open_session
 from tidelog.server.cluster.topic_configs import TopicConfigs
@@ -110,6 +111,13 @@ class ClusterNode:
         )
         self.background: set[asyncio.Task[Any]] = set()
         self.fetchers = ReplicaFetcherManager(self)
+        #: CreatePartitions' and DeleteTopics' wait for the metadata (``propagation``).
+        self.propagation = MetadataPropagation(
+            config.broker_id,
+            metadata,
+            f"{config.advertised_listener.host}:{config.advertised_listener.port}",
+            self.peer_security,
+        )
         #: Client requests wait until this broker is registered and has the controller's
         #: metadata for that registration (``tidelog.server.cluster.readiness``).
         self.readiness = ReadinessGate(
@@ -135,7 +143,6 @@ class ClusterNode:
         replica_manager.partition_known = lambda tp: tp in metadata.partitions
         replica_manager.log_dir_failure_sink = self.log_dirs.on_log_dir_offline
         replica_manager.log_dir_recovery_sink = self.log_dirs.on_log_dir_online
-        metadata.on_configs_changed = self.topic_configs.write
 
     def _build_parts(
         self, config: BrokerConfig, replica_manager: ReplicaManager, metadata: ClusterMetadataCache
@@ -271,6 +278,7 @@ class ClusterNode:
             await _bounded("the controller", self.controller.stop())
         await _bounded("the control channels", self.sender.close())
         await _bounded("the client", self.client.close())
+        await _bounded("the propagation client", self.propagation.close())
         if self.controller_connection.conn is not None:
             await _bounded("the controller connection", self.controller_connection.close())
         if self.zk is not None:

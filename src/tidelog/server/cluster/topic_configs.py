@@ -117,16 +117,15 @@ class TopicConfigs:
         """``topic`` was deleted: a topic of that name created later is read again."""
         self._loaded.discard(topic)
 
-    def write(self, topic: str, overrides: Mapping[str, object]) -> None:
-        """AlterConfigs in a cluster: the overrides go to ``/config/topics/<topic>`` (the
-        controller reads ``unclean.leader.election.enable`` there at election time)."""
+    async def write(self, topic: str, overrides: Mapping[str, object]) -> None:
+        """AlterConfigs in a cluster: the overrides go to ``/config/topics/<topic>`` with a
+        change notification (the controller reads ``unclean.leader.election.enable`` there
+        at election time; the other brokers re-read it). Raises ZkError."""
         zk = self.zookeeper()
         if zk is None:
-            return
+            raise ZkError("no ZooKeeper session")
         raw = {k: config_to_string(v) for k, v in overrides.items()}
-        task = asyncio.get_running_loop().create_task(zk.set_topic_config(topic, raw))
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+        await zk.set_topic_config(topic, raw)
 
 
 __all__ = ["TopicConfigs"]

@@ -182,6 +182,15 @@ class MetadataBackend(Protocol):
 
     async def delete_topic(self, name: str) -> None: ...
 
+    async def wait_for_deletions(
+        self, topic_ids: Mapping[str, uuid.UUID], timeout_s: float
+    ) -> set[str]:
+        """Until the deleted topics (by name, with the id they had) are gone from the
+        metadata served here (a cluster broker: and by the other live brokers, as far as
+        ``tidelog.server.cluster.propagation`` rule 2 goes), or the time is up: the topics
+        still here then."""
+        ...
+
     async def create_partitions(
         self,
         name: str,
@@ -190,9 +199,23 @@ class MetadataBackend(Protocol):
         validate_only: bool,
     ) -> Outcome: ...
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+    async def wait_for_partitions(self, counts: Mapping[str, int], timeout_s: float) -> set[str]:
+        """Until the grown topics (name -> partition count) have a leader for every
+        partition in the metadata served here (a cluster broker: and by the other live
+        brokers, as far as ``tidelog.server.cluster.propagation`` rule 2 goes), or the time
+        is up: the topics not led here then."""
+        ...
+
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         """A topic's config overrides after AlterConfigs (persisted, or written where the
-        cluster keeps them)."""
+        cluster keeps them before this broker's cache has them: raises ZkError when
+        ZooKeeper cannot be reached, nothing changed)."""
+        ...
+
+    async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """Until the other live brokers describe ``name`` with ``overrides`` (a cluster
+        broker, as far as ``tidelog.server.cluster.propagation`` rule 2 goes; alone: no
+        wait)."""
         ...
 
     async def allocate_producer_id(self) -> int:

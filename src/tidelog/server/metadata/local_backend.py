@@ -201,6 +201,12 @@ class LocalBackend:
         )
         log.info("deleted topic %s", name)
 
+    async def wait_for_deletions(
+        self, topic_ids: Mapping[str, uuid.UUID], timeout_s: float
+    ) -> set[str]:
+        """Deleted topics are gone from the store at once."""
+        return set()
+
     async def create_partitions(
         self,
         name: str,
@@ -226,8 +232,15 @@ class LocalBackend:
             self.store.set_partitions(name, count)
         return ErrorCode.NONE, None
 
-    def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+    async def wait_for_partitions(self, counts: Mapping[str, int], timeout_s: float) -> set[str]:
+        """New partitions are led here at once."""
+        return set()
+
+    async def set_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         self.store.set_configs(name, overrides)
+
+    async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
+        """No other broker to wait for."""
 
     async def allocate_producer_id(self) -> int:
         return self.store.allocate_producer_id()
