@@ -17,9 +17,11 @@ carries only what changed on ours. Rules, by (session_id, session_epoch) of the 
    updated, its forgotten partitions removed, and the session's epoch advances (wrapping
    from 2^31-1 to 1). A session left empty is closed and the fetch answered sessionless.
 4. An incremental fetch reads every partition of the session (so a parked one wakes on an
-   append to any of them), and its answer holds only the partitions with news for the
-   client: records, an error, or a high watermark, last stable offset or log start offset
-   other than the last one answered (Kafka's ``CachedPartition.maybeUpdateResponseData``).
+   append to any of them; a follower's quiet partitions are only watched until they change,
+   ``tidelog.server.replica.delayed_ops``), and its answer holds only the partitions with
+   news for the client: records, an error, or a high watermark, last stable offset or log
+   start offset other than the last one answered (Kafka's
+   ``CachedPartition.maybeUpdateResponseData``).
    A partition answered with an error caches high watermark -1, so it is answered again
    when the error clears; one answered with records moves to the end of the session, so a
    response's byte budget reaches the others next time.
