@@ -21,6 +21,7 @@ KINDS = (KILL_TXN_COORDINATOR, "kill_leader", "restart_clean", "kill_restart_fas
 REST = (KILL_TXN_COORDINATOR, "restart_clean")
 
 
+@pytest.mark.slow  # ~37 s; `make chaos-txn` runs the long transactional fault run
 def test_short_transactional_run_keeps_every_promise(tmp_path: Path) -> None:
     """4 faults, one of each kind; committed transactions all there exactly once, aborted
     and fenced ones never read by a read_committed consumer, every transaction all or

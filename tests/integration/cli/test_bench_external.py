@@ -28,6 +28,7 @@ def _metadata(bootstrap: str) -> tuple[str | None, set[str]]:
     return md.cluster_id, set(md.topics)
 
 
+@pytest.mark.slow  # ~25 s of benchmark rows; `make test-slow` runs it
 def test_bench_measures_a_cluster_it_did_not_start_and_deletes_only_its_topics(
     broker: BrokerProcess, tidelog: Tidelog, tmp_path: Path
 ) -> None:

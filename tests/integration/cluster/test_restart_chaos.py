@@ -145,6 +145,7 @@ def all_isrs_full(cluster: BrokerCluster) -> bool:
     )
 
 
+@pytest.mark.slow  # ~60 s; `make test` stays under 20 min, `make test-slow` runs it
 def test_a_producer_writes_through_restarts_and_long_pauses_without_an_error(
     new_cluster: Callable[..., BrokerCluster],
 ) -> None:
