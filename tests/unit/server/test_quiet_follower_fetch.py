@@ -9,30 +9,16 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from tidelog.client.records import Record, build_batch
+from tests.unit.server.test_replica_manager import batch, manager
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
+from tidelog.server.replica.manager import ReplicaManager, now_ms
 from tidelog.server.replica.reads import FetchResult, PartitionRead
-from tidelog.storage.log_manager import LogManager
 
 A = TopicPartition("t", 0)
 B = TopicPartition("t", 1)
 IDS = [BrokerId(0), BrokerId(1), BrokerId(2)]
-
-
-def manager(tmp_path: Path) -> ReplicaManager:
-    config = load_broker_config({"log.dirs": str(tmp_path)})
-    logs = LogManager(
-        [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
-    )
-    return ReplicaManager(config, logs)
-
-
-def batch(value: bytes) -> bytes:
-    return build_batch([Record(value=value)], base_timestamp_ms=1)
 
 
 def fetch_now(rm: ReplicaManager, replica: int, reads: list[PartitionRead]) -> None:
