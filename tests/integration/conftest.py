@@ -15,6 +15,15 @@ from tests.harness import BrokerProcess
 from tidelog.testing.zookeeper import ZooKeeperProcess
 
 _chroots = itertools.count()
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration starts real processes: it carries the ``integration``
+    mark whether or not its module says so, so ``make test-fast`` never starts a broker."""
+    for item in items:
+        if item.path.is_relative_to(_HERE):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
