@@ -23,7 +23,7 @@ Rules:
    ``--partitions`` partitions (default 3, the tidelog rows' shape).
 5. Every producer, consumer and admin client gets the ``--command-config`` settings
    (``tidelog.bench.client_conf``); the workers get them in their own processes through
-   ``security.run_with_settings``, so the code measured is the tidelog rows' code.
+   ``client_settings.run_with_settings``, so the code measured is the tidelog rows' code.
 """
 
 # Optional dependencies (the bench extra) load lazily; workers take positional arguments
@@ -34,26 +34,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import secrets
 import time
-from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tidelog.bench.common import MB, Latency, Row, settle
+from tidelog.bench.client_settings import run_with_settings
+from tidelog.bench.common import MB, Row, settle
+from tidelog.bench.e2e import e2e_line, measure_e2e
 from tidelog.bench.kafka import (
     catch_up_worker,
-    e2e_consumer_worker,
-    fixed_rate_producer,
     perf_test_line,
     produce_worker,
     run_parallel,
     summarise_produce,
 )
-from tidelog.bench.security import run_with_settings
-from tidelog.bench.tidelog_rows import _not_ready, _size
+from tidelog.bench.tidelog_rows import not_ready, size_label
 from tidelog.server.config.broker_config import topic_name_error
 
 Say = Callable[[str], None]
@@ -71,7 +68,6 @@ PROBE_TIMEOUT_S: Final = 10.0
 TOPIC_TIMEOUT_S: Final = 60.0
 #: Records/s of the end-to-end rows (the tidelog rows' rates); 100 B records.
 E2E_RATES: Final = (1000, 10_000)
-E2E_RECORD_BYTES: Final = 100
 #: Kafka's error code for a topic a DeleteTopics did not find (already gone).
 _UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 #: Kafka's error code for a refused SASL login.
@@ -315,7 +311,7 @@ class ExternalCluster:
         deadline = time.monotonic() + TOPIC_TIMEOUT_S
         partitions = self.target.partitions
         rf = topic.replication_factor
-        why = _not_ready(self.admin, topic.name, partitions, rf, frozenset())
+        why = not_ready(self.admin, topic.name, partitions, rf, frozenset())
         while why is not None:
             if time.monotonic() > deadline:
                 raise ExternalClusterError(
@@ -323,7 +319,7 @@ class ExternalCluster:
                     f"replicas within {TOPIC_TIMEOUT_S:.0f} s ({why})"
                 )
             time.sleep(0.2)
-            why = _not_ready(self.admin, topic.name, partitions, rf, frozenset())
+            why = not_ready(self.admin, topic.name, partitions, rf, frozenset())
 
     def delete(self, names: Sequence[str], say: Say) -> None:
         """Rule 3: delete those of ``names`` this run created; a failure is said, not
@@ -392,7 +388,7 @@ class ExternalCluster:
             client_cpu_s=round(sum(r["client_cpu_s"] for r in results), 2),
             cluster=self.info.to_json(),
         )
-        workload = f"RF={topic.replication_factor} acks={acks} {_size(size)}"
+        workload = f"RF={topic.replication_factor} acks={acks} {size_label(size)}"
         rows = [Row("produce", SYSTEM, workload, values, note=self._note())]
         say(f"{SYSTEM} {workload}: {perf_test_line(values)}")
         if acks == "all" and values["records"] > 0:
@@ -426,9 +422,9 @@ class ExternalCluster:
             "client_cpu_s": round(res["client_cpu_s"], 2),
             "cluster": self.info.to_json(),
         }
-        workload = f"RF={topic.replication_factor} backlog {_size(size)}"
+        workload = f"RF={topic.replication_factor} backlog {size_label(size)}"
         say(
-            f"{SYSTEM} catch-up {_size(size)}: {cv['records']} records in "
+            f"{SYSTEM} catch-up {size_label(size)}: {cv['records']} records in "
             f"{cv['seconds']:.1f} s, {cv['records_per_s']:.0f} records/s, "
             f"{cv['mb_per_s']:.1f} MB/s"
         )
@@ -447,46 +443,21 @@ class ExternalCluster:
         return rows
 
     def _e2e(self, topic: BenchTopic, rate: int, seconds: float, say: Say) -> Row:
-        conf = dict(self.target.settings)
-        bootstrap = self.target.bootstrap
-        parts = list(range(self.target.partitions))
-        total = int(rate * seconds)
-        settled = settle()
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(2) as pool:
-            consumer = pool.apply_async(
-                run_with_settings,
-                (conf, e2e_consumer_worker, bootstrap, topic.name, parts, total, seconds + 60),
-            )
-            time.sleep(3.0)  # the consumer process imports and joins before the first send
-            producer = pool.apply_async(
-                run_with_settings,
-                (
-                    conf,
-                    fixed_rate_producer,
-                    bootstrap,
-                    topic.name,
-                    parts,
-                    rate,
-                    seconds,
-                    E2E_RECORD_BYTES,
-                ),
-            )
-            sent = producer.get(seconds + 120)
-            got = consumer.get(seconds + 120)
-        values = summarise_e2e(sent, got, rate)
+        parts = range(self.target.partitions)
+        values = measure_e2e(
+            self.target.settings,
+            self.target.bootstrap,
+            topic.name,
+            parts,
+            rate=rate,
+            seconds=seconds,
+        )
         values.update(
-            settled=settled,
             replication_factor=topic.replication_factor,
             partitions=len(parts),
-            client_cpu_s=round(sent["client_cpu_s"] + got["client_cpu_s"], 2),
             cluster=self.info.to_json(),
         )
-        lat = values["latency_ms"]
-        say(
-            f"{SYSTEM} e2e {rate} rec/s: received {got['received']}/{sent['sent']}, p50 "
-            f"{lat['p50']:.1f} ms p99 {lat['p99']:.1f} ms p99.9 {lat['p99.9']:.1f} ms"
-        )
+        say(e2e_line(SYSTEM, rate, values))
         workload = f"RF={topic.replication_factor} acks=all {rate} rec/s"
         note = f"{self._note()}; 100 B records, first second dropped as warm-up"
         return Row("e2e", SYSTEM, workload, values, note=note)
@@ -496,34 +467,6 @@ class ExternalCluster:
             f"{self.target.partitions} partitions; the cluster's topic defaults "
             "(min.insync.replicas included)"
         )
-
-
-def summarise_e2e(sent: Mapping[str, Any], got: Mapping[str, Any], rate: int) -> dict[str, Any]:
-    """An end-to-end row's values from ``fixed_rate_producer`` and ``e2e_consumer_worker``
-    results: produce->consume and send->ack latency, the first second (``rate`` records)
-    left out as warm-up (connections, metadata)."""
-    lat: array[float] = array("d")
-    lat.frombytes(got["latencies"])
-    summary = Latency.of_seconds(lat[min(len(lat), rate) :])
-    ack_lat: array[float] = array("d")
-    ack_lat.frombytes(sent["ack_latencies"])
-    ack = Latency.of_seconds(ack_lat[min(len(ack_lat), rate) :])
-    return {
-        "rate": rate,
-        "record_bytes": E2E_RECORD_BYTES,
-        "sent": sent["sent"],
-        "errors": sent["errors"],
-        "unflushed": sent["unflushed"],
-        "received": got["received"],
-        "measured": summary.count,
-        "latency_ms": {
-            "p50": summary.p50_ms,
-            "p99": summary.p99_ms,
-            "p99.9": summary.p999_ms,
-            "max": summary.max_ms,
-        },
-        "produce_ack_latency_ms": {"p50": ack.p50_ms, "p99": ack.p99_ms, "p99.9": ack.p999_ms},
-    }
 
 
 def plan(

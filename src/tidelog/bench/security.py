@@ -33,28 +33,26 @@ over each row are in the rows' values.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import socket
 import ssl
 import time
-from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from tidelog.bench.client_conf import librdkafka_settings
-from tidelog.bench.common import MB, Latency, Row, cpu_seconds, remove_data, settle
+from tidelog.bench.client_settings import run_with_settings
+from tidelog.bench.common import MB, Row, cpu_seconds, remove_data, settle
+from tidelog.bench.e2e import e2e_line, measure_e2e
 from tidelog.bench.kafka import (
     catch_up_worker,
-    e2e_consumer_worker,
-    fixed_rate_producer,
     perf_test_line,
     produce_worker,
     summarise_produce,
 )
 from tidelog.bench.launch import Cluster, ClusterFactory, Launcher
-from tidelog.bench.tidelog_rows import CLUSTER_OVERRIDES, _not_ready
+from tidelog.bench.tidelog_rows import CLUSTER_OVERRIDES, not_ready
 
 Say = Callable[[str], None]
 
@@ -67,7 +65,6 @@ SASL_SSL: Final = "SASL_SSL"
 SIZES: Final = (100, 1024)
 #: Records/s of the end-to-end row (issue 8's latency target rate); 100 B records.
 E2E_RATE: Final = 10_000
-E2E_RECORD_BYTES: Final = 100
 PARTITIONS: Final = 3
 #: Broker settings of the SASL_SSL cluster besides the bench's CLUSTER_OVERRIDES.
 TLS_OVERRIDES: Final = {"ssl.enabled.protocols": "TLSv1.3"}
@@ -92,41 +89,6 @@ def cluster_settings(cluster: Cluster, client_properties: str) -> dict[str, str]
     return librdkafka_settings(parse_properties(text))
 
 
-#: The clients the workers make (``from confluent_kafka import Producer`` in the worker).
-_CLIENTS: Final = ("Producer", "Consumer")
-
-
-@contextlib.contextmanager
-def client_settings(settings: Mapping[str, str]) -> Iterator[None]:
-    """Within the block, every confluent-kafka Producer and Consumer made through ``from
-    confluent_kafka import ...`` gets ``settings`` on top of its own configuration
-    (nothing changes when ``settings`` is empty). Meant for a worker process: the names
-    are swapped in the ``confluent_kafka`` module for the block's duration."""
-    if not settings:
-        yield
-        return
-    import confluent_kafka
-
-    extra = dict(settings)
-    saved: list[tuple[str, Any]] = []
-
-    def merged(cls: Any) -> Callable[..., Any]:
-        def make(conf: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
-            return cls({**conf, **extra}, *args, **kwargs)
-
-        return make
-
-    try:
-        for name in _CLIENTS:
-            original = getattr(confluent_kafka, name)
-            saved.append((name, original))
-            setattr(confluent_kafka, name, merged(original))
-        yield
-    finally:
-        for name, original in reversed(saved):
-            setattr(confluent_kafka, name, original)
-
-
 def create_topic(
     settings: Mapping[str, str], bootstrap: str, name: str, timeout_s: float = 120
 ) -> None:
@@ -143,24 +105,12 @@ def create_topic(
     )
     futures[name].result(timeout_s)
     deadline = time.monotonic() + timeout_s
-    why = _not_ready(admin, name, PARTITIONS, 3, frozenset())
+    why = not_ready(admin, name, PARTITIONS, 3, frozenset())
     while why is not None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"topic {name}: not all led with a full ISR in {timeout_s}s: {why}")
         time.sleep(0.1)
-        why = _not_ready(admin, name, PARTITIONS, 3, frozenset())
-
-
-def run_with_settings(
-    settings: Mapping[str, str], fn: Callable[..., dict[str, Any]], *args: Any
-) -> dict[str, Any]:
-    """``fn(*args)`` with :func:`client_settings`; a top-level function, so a spawned
-    pool runs it (``fn`` must be top-level too)."""
-    start = time.process_time()  # every thread of this process: librdkafka's too
-    with client_settings(settings):
-        result = fn(*args)
-    result["client_cpu_s"] = time.process_time() - start
-    return result
+        why = not_ready(admin, name, PARTITIONS, 3, frozenset())
 
 
 def _in_process(settings: Mapping[str, str], fn: Callable[..., dict[str, Any]], *args: Any) -> Any:
@@ -362,60 +312,14 @@ def _e2e(
     pids: Sequence[int],
     say: Say,
 ) -> Row:
-    """As ``tidelog_rows.e2e_rows`` for one rate, with the cluster's client settings."""
+    """``bench.e2e`` for one rate, with the cluster's client settings and its brokers' CPU."""
     rate = E2E_RATE
     topic = f"security-e2e-{rate}"
     create_topic(settings, bootstrap, topic)
-    parts = list(range(PARTITIONS))
-    total = int(rate * seconds)
-    settled = settle()
     meter = CpuMeter(pids)
-    conf = dict(settings)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        consumer = pool.apply_async(
-            run_with_settings,
-            (conf, e2e_consumer_worker, bootstrap, topic, parts, total, seconds + 60),
-        )
-        time.sleep(3.0)  # the consumer process imports and joins before the first send
-        producer = pool.apply_async(
-            run_with_settings,
-            (conf, fixed_rate_producer, bootstrap, topic, parts, rate, seconds, E2E_RECORD_BYTES),
-        )
-        sent = producer.get(seconds + 120)
-        got = consumer.get(seconds + 120)
-    cpu = meter.values()
-    lat: array[float] = array("d")
-    lat.frombytes(got["latencies"])
-    summary = Latency.of_seconds(lat[min(len(lat), rate) :])  # first second: warm-up
-    ack_lat: array[float] = array("d")
-    ack_lat.frombytes(sent["ack_latencies"])
-    ack = Latency.of_seconds(ack_lat[min(len(ack_lat), rate) :])
-    values = {
-        "protocol": protocol,
-        "kind": "e2e",
-        "rate": rate,
-        "record_bytes": E2E_RECORD_BYTES,
-        "sent": sent["sent"],
-        "errors": sent["errors"],
-        "unflushed": sent["unflushed"],
-        "received": got["received"],
-        "measured": summary.count,
-        "settled": settled,
-        "client_cpu_s": round(sent["client_cpu_s"] + got["client_cpu_s"], 2),
-        **cpu,
-        "latency_ms": {
-            "p50": summary.p50_ms,
-            "p99": summary.p99_ms,
-            "p99.9": summary.p999_ms,
-            "max": summary.max_ms,
-        },
-        "produce_ack_latency_ms": {"p50": ack.p50_ms, "p99": ack.p99_ms, "p99.9": ack.p999_ms},
-    }
-    say(
-        f"{system} e2e {rate} rec/s: received {got['received']}/{sent['sent']}, p50 "
-        f"{summary.p50_ms:.1f} ms p99 {summary.p99_ms:.1f} ms p99.9 {summary.p999_ms:.1f} ms"
-    )
+    values = measure_e2e(settings, bootstrap, topic, range(PARTITIONS), rate=rate, seconds=seconds)
+    values.update(protocol=protocol, kind="e2e", **meter.values())
+    say(e2e_line(system, rate, values))
     return Row(SECTION, system, f"e2e RF=3 acks=all {rate} rec/s", values)
 
 

@@ -10,22 +10,19 @@ processes on loopback), stopped by PID when the rows are done.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
 import time
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidelog.bench.common import MB, Latency, Row, cpu_seconds, rss_bytes, settle
+from tidelog.bench.common import MB, Row, cpu_seconds, rss_bytes, settle
+from tidelog.bench.e2e import e2e_line, measure_e2e
 from tidelog.bench.kafka import (
     catch_up_worker,
-    e2e_consumer_worker,
-    fixed_rate_producer,
     perf_test_line,
     produce_worker,
     run_parallel,
@@ -92,10 +89,10 @@ def create_topic(
 def _all_ready(
     admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
 ) -> bool:
-    return _not_ready(admin, topic, partitions, isr_size, dead) is None
+    return not_ready(admin, topic, partitions, isr_size, dead) is None
 
 
-def _not_ready(
+def not_ready(
     admin: Any, topic: str, partitions: int, isr_size: int, dead: frozenset[int]
 ) -> str | None:
     """Why Metadata does not yet show every partition led by a live broker with at least
@@ -152,7 +149,7 @@ def produce_rows(
         for size in sizes:
             row = _produce_row(bootstrap, shape, size, seconds, producers)
             rows.append(row)
-            say(f"tidelog {shape.label} {_size(size)}: {perf_test_line(row.values)}")
+            say(f"tidelog {shape.label} {size_label(size)}: {perf_test_line(row.values)}")
             records = row.values["records"]
             if catch_up and shape is PRODUCE_SHAPES[0] and records > 0:
                 rows.append(_catch_up_row(bootstrap, shape, size, records, say))
@@ -174,7 +171,7 @@ def _produce_row(
     note = f"min.insync.replicas={shape.min_isr}" if shape.rf > 1 else ""
     if shape.partitions == 1:
         note += "; one partition: one leader takes every write, as a peer's one stream"
-    return Row("produce", "tidelog", f"{shape.label} {_size(size)}", values, note=note)
+    return Row("produce", "tidelog", f"{shape.label} {size_label(size)}", values, note=note)
 
 
 def _catch_up_row(bootstrap: str, shape: ProduceShape, size: int, expected: int, say: Say) -> Row:
@@ -190,11 +187,11 @@ def _catch_up_row(bootstrap: str, shape: ProduceShape, size: int, expected: int,
         "record_bytes": size,
     }
     say(
-        f"tidelog catch-up {_size(size)}: {cv['records']} records in "
+        f"tidelog catch-up {size_label(size)}: {cv['records']} records in "
         f"{cv['seconds']:.1f} s, {cv['records_per_s']:.0f} records/s, "
         f"{cv['mb_per_s']:.1f} MB/s"
     )
-    return Row("catch-up", "tidelog", f"RF={shape.rf} backlog {_size(size)}", cv)
+    return Row("catch-up", "tidelog", f"RF={shape.rf} backlog {size_label(size)}", cv)
 
 
 #: ``--only compression``: the producers' codecs measured, beside an uncompressed baseline
@@ -252,9 +249,12 @@ def compression_rows(
                 if values["records"]
                 else None,
             )
-            label = f"RF=3 acks=all {codec} {_size(size)}"
+            label = f"RF=3 acks=all {codec} {size_label(size)}"
             if recompress:
-                label = f"RF=3 acks=all {codec}, broker recompresses to {topic_codec} {_size(size)}"
+                label = (
+                    f"RF=3 acks=all {codec}, broker recompresses to {topic_codec} "
+                    f"{size_label(size)}"
+                )
             rows.append(
                 Row(
                     "compression",
@@ -271,54 +271,14 @@ def compression_rows(
 def e2e_rows(
     bootstrap: str, rates: list[int], seconds: float, say: Say, prefix: str = "e2e"
 ) -> list[Row]:
-    """Produce (acks=all, RF=3) at fixed rates; latency from send to a consumer's hands."""
+    """Produce (acks=all, RF=3) at fixed rates; latency from send to a consumer's hands
+    (``bench.e2e``)."""
     rows: list[Row] = []
     for rate in rates:
         topic = f"{prefix}-{rate}"
         partitions = 3
         create_topic(bootstrap, topic, partitions, 3, min_isr=2)
-        total = int(rate * seconds)
-        # Not in the write-back left by the produce rows before it (bench.common.settle).
-        settled = settle()
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(2) as pool:
-            consumer = pool.apply_async(
-                e2e_consumer_worker,
-                (bootstrap, topic, list(range(partitions)), total, seconds + 60),
-            )
-            time.sleep(3.0)  # the consumer process imports and joins before the first send
-            producer = pool.apply_async(
-                fixed_rate_producer,
-                (bootstrap, topic, list(range(partitions)), rate, seconds, 100),
-            )
-            sent = producer.get(seconds + 120)
-            got = consumer.get(seconds + 120)
-        lat: array[float] = array("d")
-        lat.frombytes(got["latencies"])
-        warm = min(len(lat), rate)  # the first second is warm-up (connections, metadata)
-        summary = Latency.of_seconds(lat[warm:])
-        ack_lat: array[float] = array("d")
-        ack_lat.frombytes(sent["ack_latencies"])
-        ack = Latency.of_seconds(ack_lat[min(len(ack_lat), rate) :])
-        values = {
-            "rate": rate,
-            "sent": sent["sent"],
-            "errors": sent["errors"],
-            "received": got["received"],
-            "measured": summary.count,
-            "settled": settled,
-            "latency_ms": {
-                "p50": summary.p50_ms,
-                "p99": summary.p99_ms,
-                "p99.9": summary.p999_ms,
-                "max": summary.max_ms,
-            },
-            "produce_ack_latency_ms": {
-                "p50": ack.p50_ms,
-                "p99": ack.p99_ms,
-                "p99.9": ack.p999_ms,
-            },
-        }
+        values = measure_e2e({}, bootstrap, topic, range(partitions), rate=rate, seconds=seconds)
         rows.append(
             Row(
                 "e2e",
@@ -328,11 +288,7 @@ def e2e_rows(
                 note="100 B records, 3 partitions; first second dropped as warm-up",
             )
         )
-        say(
-            f"tidelog e2e {rate} rec/s: received {got['received']}/{sent['sent']}, p50 "
-            f"{summary.p50_ms:.1f} ms p99 {summary.p99_ms:.1f} ms p99.9 {summary.p999_ms:.1f} ms "
-            f"(send->ack p50 {ack.p50_ms:.1f} ms p99 {ack.p99_ms:.1f} ms)"
-        )
+        say(e2e_line("tidelog", rate, values))
     return rows
 
 
@@ -414,7 +370,7 @@ def _failover(
     reason: str | None = "not checked"
     deadline = start + 120
     while time.perf_counter() < deadline:
-        reason = _not_ready(admin, topic, partitions, 1, dead)
+        reason = not_ready(admin, topic, partitions, 1, dead)
         if reason is None:
             leaders_s = time.perf_counter() - start
             break
@@ -498,10 +454,10 @@ def _failover_round(
     # Kill only a healthy cluster: ISRs may still be settling (a follower slow to
     # start fetching 1,000 partitions is shrunk out after replica.lag.time.max.ms).
     settled = time.perf_counter()
-    not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+    not_full = not_ready(admin, "failover", partitions, 3, frozenset())
     while not_full is not None and time.perf_counter() < settled + 120:
         time.sleep(0.5)
-        not_full = _not_ready(admin, "failover", partitions, 3, frozenset())
+        not_full = not_ready(admin, "failover", partitions, 3, frozenset())
     waited = time.perf_counter() - settled
     result = _failover(cluster, "failover", partitions, victim, crash)
     result["full_isr_wait_before_s"] = waited
@@ -530,7 +486,7 @@ def _failover_round(
         time.sleep(0.5)
     else:
         result["restarted_full_isr_s"] = None
-        result["after_restart"] = _not_ready(admin, "failover", partitions, 3, frozenset())
+        result["after_restart"] = not_ready(admin, "failover", partitions, 3, frozenset())
     say(f"tidelog broker {victim} back: {result.get('restarted_full_isr_s')}")
 
 
@@ -566,7 +522,8 @@ def _bigger_scale_rows(
     )
 
 
-def _size(size: int) -> str:
+def size_label(size: int) -> str:
+    """A record size as the rows name it: ``100 B``, ``64 KiB``."""
     if size >= 1024 and size % 1024 == 0:
         return f"{size // 1024} KiB"
     return f"{size} B"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from tidelog.bench import external
+from tidelog.bench import e2e, external
 from tidelog.bench.client_conf import librdkafka_settings
 from tidelog.bench.report import render_markdown
 
@@ -196,7 +196,7 @@ def test_e2e_values_leave_out_the_first_second() -> None:
         "ack_latencies": array("d", [9.0, 0.001, 0.002, 0.003]).tobytes(),
     }
     got = {"received": 4, "latencies": array("d", [9.0, 0.010, 0.020, 0.030]).tobytes()}
-    v = external.summarise_e2e(sent, got, rate=1)
+    v = e2e.summarise_e2e(sent, got, rate=1)
     assert (v["measured"], v["received"], v["sent"]) == (3, 4, 4)
     assert v["latency_ms"]["max"] == pytest.approx(30.0)
     assert v["produce_ack_latency_ms"]["p99.9"] == pytest.approx(3.0)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import confluent_kafka
 import pytest
 
-from tidelog.bench import runner, security
+from tidelog.bench import client_settings, runner, security
 from tidelog.bench.report import render_markdown
 from tidelog.bench.tidelog_rows import CLUSTER_OVERRIDES
 from tidelog.cli.bench import SECTION_NAMES
@@ -163,7 +163,7 @@ def test_client_settings_reach_every_producer_and_consumer_then_go(
     monkeypatch.setattr(confluent_kafka, "Consumer", _Recorder)
     _Recorder.made = []
     settings = {"security.protocol": "SASL_SSL", "sasl.username": "admin"}
-    with security.client_settings(settings):
+    with client_settings.client_settings(settings):
         from confluent_kafka import Consumer, Producer
 
         Producer({"bootstrap.servers": "b:1", "acks": "all"})
@@ -175,7 +175,7 @@ def test_client_settings_reach_every_producer_and_consumer_then_go(
     names = vars(confluent_kafka)
     assert names["Producer"] is _Recorder
     assert names["Consumer"] is _Recorder
-    with security.client_settings({}):
+    with client_settings.client_settings({}):
         assert names["Producer"] is _Recorder
 
 
@@ -188,7 +188,7 @@ def _worker(bootstrap: str) -> dict[str, Any]:
 def test_run_with_settings_runs_the_worker_with_them(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(confluent_kafka, "Producer", _Recorder)
     _Recorder.made = []
-    security.run_with_settings({"sasl.username": "admin"}, _worker, "b:1")
+    client_settings.run_with_settings({"sasl.username": "admin"}, _worker, "b:1")
     assert _Recorder.made == [{"bootstrap.servers": "b:1", "sasl.username": "admin"}]
 
 
