@@ -109,6 +109,14 @@ class Latency:
             max_ms=ordered[-1] * ms,
         )
 
+    def tail_ms(self) -> dict[str, float]:
+        """The percentiles an end-to-end row shows: p50, p99, p99.9 and the maximum."""
+        return {"p50": self.p50_ms, "p99": self.p99_ms, "p99.9": self.p999_ms, "max": self.max_ms}
+
+    def all_ms(self) -> dict[str, float]:
+        """Every figure of the summary but the count, as a produce row shows them."""
+        return {"avg": self.avg_ms, "p50": self.p50_ms, "p95": self.p95_ms, **self.tail_ms()}
+
 
 @dataclass(slots=True)
 class Row:

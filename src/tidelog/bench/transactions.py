@@ -337,17 +337,6 @@ def _seconds(raw: bytes) -> array[float]:
     return values
 
 
-def _ms(latency: Latency) -> dict[str, float]:
-    return {
-        "avg": latency.avg_ms,
-        "p50": latency.p50_ms,
-        "p95": latency.p95_ms,
-        "p99": latency.p99_ms,
-        "p99.9": latency.p999_ms,
-        "max": latency.max_ms,
-    }
-
-
 def summarise_transactions(results: list[dict[str, Any]], size: int) -> dict[str, Any]:
     """Merge :func:`transactional_produce_worker` results: records/s, MB/s and
     transactions/s over the longest producer's time, delivery latency, and commit latency
@@ -371,8 +360,8 @@ def summarise_transactions(results: list[dict[str, Any]], size: int) -> dict[str
         "records_per_s": records / elapsed,
         "mb_per_s": records * size / elapsed / MB,
         "transactions_per_s": transactions / elapsed,
-        "latency_ms": _ms(Latency.of_seconds(delivery)),
-        "commit_latency_ms": _ms(Latency.of_seconds(commits)) if commits else None,
+        "latency_ms": Latency.of_seconds(delivery).all_ms(),
+        "commit_latency_ms": Latency.of_seconds(commits).all_ms() if commits else None,
     }
 
 
@@ -396,12 +385,7 @@ def summarise_read_committed(
         "first_errors": sent["first_errors"],
         "received": got["received"],
         "measured": summary.count,
-        "latency_ms": {
-            "p50": summary.p50_ms,
-            "p99": summary.p99_ms,
-            "p99.9": summary.p999_ms,
-            "max": summary.max_ms,
-        },
+        "latency_ms": summary.tail_ms(),
         "commit_latency_ms": {"p50": commits.p50_ms, "p99": commits.p99_ms, "max": commits.max_ms},
         "schedule_lag_ms": {"p50": lags.p50_ms, "p99": lags.p99_ms, "max": lags.max_ms},
     }
