@@ -10,7 +10,8 @@
 3. The new offsets come from ``reset_plans`` (its rules 1-4), from the committed offsets
    (OffsetFetch), the log start and end offsets and offsets for a time (ListOffsets).
 4. A dry run by default: the plan is printed (``GROUP TOPIC PARTITION NEW-OFFSET``), or with
-   ``--export`` as the CSV ``--from-file`` reads. ``--execute`` commits it as an admin
+   ``--export`` as the CSV ``--from-file`` reads (the group column unless exactly one
+   ``--group`` was given, as Kafka). ``--execute`` commits it as an admin
    client does, OffsetCommit with generation -1 and no member id, which the coordinator
    takes from an Empty group only.
 """
@@ -296,7 +297,9 @@ def run(client: BlockingClient, args: argparse.Namespace) -> int:
         raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
     scenario = _scenario(args, int(time.time() * 1000))
     groups: list[str] = args.group or [g for g, *_ in list_groups(client)]
-    file_plans = _read_plans(args.from_file, groups) if args.from_file is not None else None
+    file_plans = (
+        _read_plans(args.from_file, args.group or []) if args.from_file is not None else None
+    )
     if not args.execute and not args.dry_run:
         print(NO_EXECUTE_WARNING, file=sys.stderr)
     plans: dict[str, dict[TopicPartition, int]] = {}
@@ -308,7 +311,8 @@ def run(client: BlockingClient, args: argparse.Namespace) -> int:
         else:
             plans[group] = outcome
     if args.export:
-        sys.stdout.write(export_csv(plans, with_group=len(groups) > 1))
+        single = args.group is not None and len(args.group) == 1
+        sys.stdout.write(export_csv(plans, with_group=not single))
     elif args.json:
         print_json(
             [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import struct
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,13 +127,23 @@ def group_request(api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
     return build(load_request_schema(api, version), data)
 
 
-def coordinator_of(client: BlockingClient, group: str) -> int:
-    response = client.send(
-        group_request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
-    )
-    if response.error_code != ErrorCode.NONE:
-        raise kafka_error(_code(response.error_code), response.error_message, f"group '{group}'")
-    return int(response.node_id)
+def coordinator_of(client: BlockingClient, group: str, *, timeout_s: float = 10.0) -> int:
+    """The group's coordinator. A retriable error (COORDINATOR_NOT_AVAILABLE while the first
+    FindCoordinator creates ``__consumer_offsets``) is retried, as Kafka's admin client does,
+    for up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.send(
+            group_request(
+                ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0}
+            )
+        )
+        code = _code(response.error_code)
+        if code == ErrorCode.NONE:
+            return int(response.node_id)
+        if not code.retriable or time.monotonic() >= deadline:
+            raise kafka_error(code, response.error_message, f"group '{group}'")
+        time.sleep(0.2)
 
 
 def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:

@@ -236,7 +236,8 @@ def parse_topic_partitions(spec: str) -> tuple[str, tuple[int, ...] | None]:
 
 def parse_reset_csv(text: str, groups: Sequence[str]) -> dict[str, dict[TopicPartition, int]]:
     """Rule 5: ``--from-file``'s lines, per group. Three columns name no group and belong to
-    the one ``--group``; four columns start with the group."""
+    the one ``--group`` (``groups``: the ``--group`` values; none with ``--all-groups``);
+    four columns start with the group."""
     plans: dict[str, dict[TopicPartition, int]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
