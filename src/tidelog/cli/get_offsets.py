@@ -1,7 +1,9 @@
 """``tidelog get-offsets``: kafka-get-offsets.sh (Kafka's ``GetOffsetShell``).
 
 1. The partitions are those of the topics ``--topic`` matches as a whole (a regular
-   expression; default: every topic), narrowed by ``--partitions 0,2-4``; the internal
+   expression; default: every topic), narrowed by ``--partitions 0,2``, or those
+   ``--topic-partitions`` patterns match (``t1:1,t2:0-3,t3,t4:5-,t5:-3``: a topic regex and
+   a partition, a range with its upper bound excluded, or nothing for all); the internal
    topics (``__consumer_offsets``, ``__transaction_state``) are left out with
    ``--exclude-internal-topics``. Nothing matched is Kafka's "Could not match any
    topic-partitions with the specified filters" (exit 1).
@@ -19,6 +21,7 @@ import argparse
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from tidelog.cli.main import COMMANDS
@@ -60,50 +63,90 @@ def parse_time(text: str) -> int:
     return value
 
 
-def parse_partitions(text: str) -> frozenset[int]:
-    """Rule 1: ``--partitions 0,2-4`` as partition ids."""
-    out: set[int] = set()
+@dataclass(frozen=True, slots=True)
+class PartitionFilter:
+    """Topics whose whole name ``topic`` matches (None: any) and partitions in [low, high)
+    (high None: no upper bound)."""
+
+    topic: re.Pattern[str] | None
+    low: int = 0
+    high: int | None = None
+
+    def matches(self, tp: TopicPartition) -> bool:
+        return (
+            (self.topic is None or self.topic.fullmatch(tp.topic) is not None)
+            and tp.partition >= self.low
+            and (self.high is None or tp.partition < self.high)
+        )
+
+
+def _compile(regex: str, option: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"{option} '{regex}' is not a regular expression: {exc}") from None
+
+
+def topic_filters(topic: str | None, partitions: str | None) -> list[PartitionFilter]:
+    """Rule 1: ``--topic REGEX`` and ``--partitions 0,2`` (ids only, as Kafka)."""
+    pattern = _compile(topic, "--topic") if topic is not None else None
+    if partitions is None:
+        return [PartitionFilter(pattern)]
+    try:
+        ids = sorted({int(item) for item in partitions.split(",")})
+    except ValueError:
+        raise ValueError(
+            "--partitions expects a comma separated list of numeric partition ids, but "
+            f"received: {partitions}"
+        ) from None
+    return [PartitionFilter(pattern, p, p + 1) for p in ids]
+
+
+_PATTERN: Final = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
+
+
+def topic_partition_filters(text: str) -> list[PartitionFilter]:
+    """Rule 1: ``--topic-partitions`` as Kafka reads it: comma-separated ``REGEX:PARTITIONS``,
+    either part optional; PARTITIONS is ``N``, ``N-M`` (M excluded), ``N-`` or ``-M``."""
+    out = []
     for item in text.split(","):
-        low, sep, high = item.strip().partition("-")
-        try:
-            first = int(low)
-            last = int(high) if sep else first
-        except ValueError:
-            raise ValueError(
-                f"--partitions '{text}': expected partition ids or ranges, e.g. 0,2-4"
-            ) from None
-        if first < 0 or last < first:
-            raise ValueError(f"--partitions '{text}': '{item}' is not a partition or a range")
-        out.update(range(first, last + 1))
-    return frozenset(out)
+        match = _PATTERN.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"Invalid topic-partition pattern: {item}")
+        regex, single, low, high = match.groups()
+        pattern = _compile(regex, "--topic-partitions") if regex else None
+        if single:
+            out.append(PartitionFilter(pattern, int(single), int(single) + 1))
+        else:
+            out.append(PartitionFilter(pattern, int(low or 0), int(high) if high else None))
+    return out
 
 
 def matching_partitions(
     topics: Mapping[str, frozenset[int]],
-    topic_regex: str | None,
-    partitions: frozenset[int] | None,
+    filters: list[PartitionFilter],
     *,
     exclude_internal: bool,
 ) -> list[TopicPartition]:
-    """Rule 1 over topic -> its partitions: the partitions asked for, sorted."""
-    try:
-        pattern = re.compile(topic_regex) if topic_regex is not None else None
-    except re.error as exc:
-        raise ValueError(f"--topic '{topic_regex}' is not a regular expression: {exc}") from None
+    """Rule 1 over topic -> its partitions: those any filter matches, sorted."""
     return sorted(
-        TopicPartition(topic, p)
+        tp
         for topic, ids in topics.items()
-        if (pattern is None or pattern.fullmatch(topic))
-        and not (exclude_internal and topic in INTERNAL_TOPICS)
-        for p in ids
-        if partitions is None or p in partitions
+        if not (exclude_internal and topic in INTERNAL_TOPICS)
+        for tp in (TopicPartition(topic, p) for p in ids)
+        if any(f.matches(tp) for f in filters)
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_flags(parser)
     parser.add_argument("--topic", metavar="REGEX", help="topics (a regex; default: all)")
-    parser.add_argument("--partitions", metavar="P,...", help="partition ids or ranges (0,2-4)")
+    parser.add_argument("--partitions", metavar="P,...", help="partition ids (with --topic)")
+    parser.add_argument(
+        "--topic-partitions",
+        metavar="PATTERNS",
+        help="REGEX:PARTITIONS patterns, comma-separated: t1:1,t2:0-3,t3,t4:5-,t5:-3",
+    )
     parser.add_argument(
         "--time",
         default="-1",
@@ -115,10 +158,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _filters(args: argparse.Namespace) -> list[PartitionFilter]:
+    if args.topic_partitions is not None:
+        if args.topic is not None or args.partitions is not None:
+            raise ValueError("--topic-partitions cannot be used with --topic or --partitions")
+        return topic_partition_filters(args.topic_partitions)
+    return topic_filters(args.topic, args.partitions)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         timestamp = parse_time(args.time)
-        wanted = parse_partitions(args.partitions) if args.partitions is not None else None
+        filters = _filters(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     with BlockingClient(
@@ -130,12 +181,7 @@ def run(args: argparse.Namespace) -> int:
             for name, t in cluster.topics.items()
             if t.error_code == ErrorCode.NONE
         }
-        try:
-            tps = matching_partitions(
-                topics, args.topic, wanted, exclude_internal=args.exclude_internal_topics
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        tps = matching_partitions(topics, filters, exclude_internal=args.exclude_internal_topics)
         if not tps:
             raise CommandError("Could not match any topic-partitions with the specified filters")
         results = client.list_offsets(dict.fromkeys(tps, timestamp))

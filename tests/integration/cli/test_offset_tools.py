@@ -298,6 +298,8 @@ def test_delete_records_and_get_offsets(
         "get-offsets", *bs, "--topic", "dr", "--partitions", "0", "--time", str(BASE_MS + 6000)
     )
     assert at.stdout == "dr:0:6\n"
+    patterned = cli("get-offsets", *bs, "--topic-partitions", "d.:1-,nothing:0", "--time", "-2")
+    assert patterned.stdout == "dr:1:10\n"
     newest = cli("get-offsets", *bs, "--topic", "dr", "--time", "-3")
     assert (newest.stdout, newest.stderr) == ("dr:0:9\n", "")  # dr-1: no record left, no line
     everything = cli("get-offsets", *bs, "--exclude-internal-topics")

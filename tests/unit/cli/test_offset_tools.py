@@ -7,7 +7,13 @@ import re
 import pytest
 
 from tidelog.cli.delete_records import parse_offset_json
-from tidelog.cli.get_offsets import matching_partitions, parse_partitions, parse_time
+from tidelog.cli.get_offsets import (
+    PartitionFilter,
+    matching_partitions,
+    parse_time,
+    topic_filters,
+    topic_partition_filters,
+)
 from tidelog.model import TopicPartition
 
 
@@ -63,36 +69,60 @@ def test_bad_times(text: str) -> None:
         parse_time(text)
 
 
-def test_partition_lists_and_ranges() -> None:
-    assert parse_partitions("0,2-4") == {0, 2, 3, 4}
-    with pytest.raises(ValueError, match="'3-1' is not a partition or a range"):
-        parse_partitions("3-1")
-    with pytest.raises(ValueError, match="expected partition ids or ranges"):
-        parse_partitions("x")
+TOPICS = {
+    "orders": frozenset({0, 1, 2, 3}),
+    "orders-dlq": frozenset({0}),
+    "__consumer_offsets": frozenset({0}),
+}
+
+
+def matching(filters: list[PartitionFilter], *, exclude_internal: bool = False) -> list[str]:
+    return [
+        f"{tp.topic}:{tp.partition}"
+        for tp in matching_partitions(TOPICS, filters, exclude_internal=exclude_internal)
+    ]
 
 
 def test_topic_regex_matches_whole_names() -> None:
-    topics = {
-        "orders": frozenset({0, 1}),
-        "orders-dlq": frozenset({0}),
-        "__consumer_offsets": frozenset({0}),
-    }
-    tp = TopicPartition
-    assert matching_partitions(topics, "orders", None, exclude_internal=False) == [
-        tp("orders", 0),
-        tp("orders", 1),
+    assert matching(topic_filters("orders", None)) == [
+        "orders:0",
+        "orders:1",
+        "orders:2",
+        "orders:3",
     ]
-    assert matching_partitions(topics, "orders.*", frozenset({0}), exclude_internal=False) == [
-        tp("orders", 0),
-        tp("orders-dlq", 0),
+    assert matching(topic_filters("orders.*", "0,2")) == ["orders:0", "orders:2", "orders-dlq:0"]
+    everything = matching(topic_filters(None, None))
+    assert "__consumer_offsets:0" in everything
+    assert matching(topic_filters(None, None), exclude_internal=True) == [
+        p for p in everything if not p.startswith("__")
     ]
-    assert matching_partitions(topics, None, None, exclude_internal=True) == [
-        tp("orders", 0),
-        tp("orders", 1),
-        tp("orders-dlq", 0),
-    ]
-    assert tp("__consumer_offsets", 0) in matching_partitions(
-        topics, None, None, exclude_internal=False
-    )
-    with pytest.raises(ValueError, match=r"--topic '\(' is not a regular expression"):
-        matching_partitions(topics, "(", None, exclude_internal=False)
+    with pytest.raises(ValueError, match=r"^--topic '\(' is not a regular expression"):
+        topic_filters("(", None)
+    with pytest.raises(
+        ValueError,
+        match=r"^--partitions expects a comma separated list of numeric partition ids, but "
+        r"received: 0-2$",
+    ):
+        topic_filters("orders", "0-2")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        ("orders:1", ["orders:1"]),
+        ("orders:1-3", ["orders:1", "orders:2"]),  # the upper bound is excluded
+        ("orders:2-", ["orders:2", "orders:3"]),
+        ("orders:-1,orders-dlq", ["orders:0", "orders-dlq:0"]),
+        (":0", ["__consumer_offsets:0", "orders:0", "orders-dlq:0"]),
+        ("orders-.*:", ["orders-dlq:0"]),
+    ],
+)
+def test_topic_partition_patterns_as_kafka_reads_them(patterns: str, expected: list[str]) -> None:
+    assert matching(topic_partition_filters(patterns)) == expected
+
+
+def test_bad_topic_partition_patterns() -> None:
+    with pytest.raises(ValueError, match=r"^Invalid topic-partition pattern: orders:x$"):
+        topic_partition_filters("orders:x")
+    with pytest.raises(ValueError, match=r"^--topic-partitions '\[' is not a regular expression"):
+        topic_partition_filters("[:1")
