@@ -7,13 +7,16 @@
   per partition with the committed offset, the log end offset (what a consumer can read up
   to: the high watermark) and the lag between them.
 - ``delete --group G``: DeleteGroups at the coordinator (only an Empty group; its offsets go).
+- ``reset-offsets`` and ``delete-offsets`` live in ``group_offsets`` and
+  ``group_offset_delete``, registered in ``ACTIONS``.
 """
 
 from __future__ import annotations
 
 import argparse
 import struct
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,16 @@ DESCRIBE_GROUPS_V = 5
 LIST_GROUPS_V = 4
 OFFSET_FETCH_V = 7
 DELETE_GROUPS_V = 2
+
+
+#: Actions other modules add (``group_offsets``, ``group_offset_delete``): name -> (help,
+#: add_arguments, run with the command's client).
+GroupAction = tuple[
+    str,
+    Callable[[argparse.ArgumentParser], None],
+    Callable[[BlockingClient, argparse.Namespace], int],
+]
+ACTIONS: dict[str, GroupAction] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +122,28 @@ def _code(value: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def _request(api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
+def group_request(api: ApiKey, version: int, data: Mapping[str, Any]) -> Any:
+    """Request ``api`` at ``version`` from a version-independent dict."""
     return build(load_request_schema(api, version), data)
 
 
-def coordinator_of(client: BlockingClient, group: str) -> int:
-    response = client.send(
-        _request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0})
-    )
-    if response.error_code != ErrorCode.NONE:
-        raise kafka_error(_code(response.error_code), response.error_message, f"group '{group}'")
-    return int(response.node_id)
+def coordinator_of(client: BlockingClient, group: str, *, timeout_s: float = 10.0) -> int:
+    """The group's coordinator. A retriable error (COORDINATOR_NOT_AVAILABLE while the first
+    FindCoordinator creates ``__consumer_offsets``) is retried, as Kafka's admin client does,
+    for up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.send(
+            group_request(
+                ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V, {"key": group, "key_type": 0}
+            )
+        )
+        code = _code(response.error_code)
+        if code == ErrorCode.NONE:
+            return int(response.node_id)
+        if not code.retriable or time.monotonic() >= deadline:
+            raise kafka_error(code, response.error_message, f"group '{group}'")
+        time.sleep(0.2)
 
 
 def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:
@@ -128,7 +152,7 @@ def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:
     out = []
     for node_id in sorted(cluster.brokers):
         response = client.send(
-            _request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": []}), node_id=node_id
+            group_request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": []}), node_id=node_id
         )
         if response.error_code != ErrorCode.NONE:
             raise kafka_error(_code(response.error_code), None, f"broker {node_id}")
@@ -139,10 +163,26 @@ def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:
     return sorted(out)
 
 
+def committed_offsets(client: BlockingClient, node: int, group: str) -> dict[TopicPartition, int]:
+    """Every offset ``group`` committed (OffsetFetch of all topics at its coordinator)."""
+    fetched = client.send(
+        group_request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V, {"group_id": group, "topics": None}),
+        node_id=node,
+    )
+    if fetched.error_code != ErrorCode.NONE:
+        raise kafka_error(_code(fetched.error_code), None, f"offsets of group '{group}'")
+    return {
+        TopicPartition(str(t.name), int(p.partition_index)): int(p.committed_offset)
+        for t in fetched.topics
+        for p in t.partitions
+        if int(p.committed_offset) >= 0
+    }
+
+
 def describe_group(client: BlockingClient, group: str) -> GroupView:
     node = coordinator_of(client, group)
     described = client.send(
-        _request(
+        group_request(
             ApiKey.DESCRIBE_GROUPS,
             DESCRIBE_GROUPS_V,
             {"groups": [group], "include_authorized_operations": False},
@@ -163,18 +203,7 @@ def describe_group(client: BlockingClient, group: str) -> GroupView:
         )
         for m in described.members
     )
-    fetched = client.send(
-        _request(ApiKey.OFFSET_FETCH, OFFSET_FETCH_V, {"group_id": group, "topics": None}),
-        node_id=node,
-    )
-    if fetched.error_code != ErrorCode.NONE:
-        raise kafka_error(_code(fetched.error_code), None, f"offsets of group '{group}'")
-    committed = {
-        TopicPartition(str(t.name), int(p.partition_index)): int(p.committed_offset)
-        for t in fetched.topics
-        for p in t.partitions
-        if int(p.committed_offset) >= 0
-    }
+    committed = committed_offsets(client, node, group)
     owner = {tp: m for m in members for tp in m.assignment}
     tps = sorted(set(committed) | set(owner))
     ends: dict[TopicPartition, int] = {}
@@ -302,6 +331,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe.add_argument("--group", action="append", help="group (repeatable; default: all)")
     delete = add("delete", "delete an empty group and its committed offsets (DeleteGroups)")
     delete.add_argument("--group", action="append", required=True)
+    for name, (help_text, add_action_arguments, _run) in ACTIONS.items():
+        add_action_arguments(add(name, help_text))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -331,6 +362,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.action == "delete":
             return _delete(client, args)
+        if args.action in ACTIONS:
+            return ACTIONS[args.action][2](client, args)
     raise AssertionError(args.action)
 
 
@@ -339,7 +372,7 @@ def _delete(client: BlockingClient, args: argparse.Namespace) -> int:
     for group in args.group:
         node = coordinator_of(client, group)
         response = client.send(
-            _request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": [group]}),
+            group_request(ApiKey.DELETE_GROUPS, DELETE_GROUPS_V, {"groups_names": [group]}),
             node_id=node,
         )
         results[group] = _code(response.results[0].error_code)
@@ -360,4 +393,8 @@ def _delete(client: BlockingClient, args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS["groups"] = ("list, describe and delete consumer groups", add_arguments, run)
+COMMANDS["groups"] = (
+    "list, describe and delete consumer groups; reset and delete their offsets",
+    add_arguments,
+    run,
+)
