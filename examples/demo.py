@@ -47,7 +47,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tidelog.cli.launcher import ClusterError, LocalCluster
-from tidelog.cli.topics import describe_topics
+from tidelog.cli.topics_describe import describe_topics
 from tidelog.client import BlockingClient, ClientError, NewTopic
 from tidelog.errors import ErrorCode
 from tidelog.testing.zookeeper import ZooKeeperStartError

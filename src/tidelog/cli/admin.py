@@ -177,14 +177,27 @@ async def incremental_alter_topic_configs(
 
 
 async def create_partitions(
-    client: Client, topic: str, count: int, *, timeout_ms: int = 30000, validate_only: bool = False
+    client: Client,
+    topic: str,
+    count: int,
+    *,
+    assignments: Sequence[Sequence[int]] | None = None,
+    timeout_ms: int = 30000,
+    validate_only: bool = False,
 ) -> tuple[ErrorCode, str | None]:
+    """CreatePartitions; ``assignments`` (None: the broker places them) lists the new
+    partitions' replicas, in partition order."""
     conn = await client.connection()
     version = _version(conn, ApiKey.CREATE_PARTITIONS)
     m = _module(ApiKey.CREATE_PARTITIONS, version)
+    given = (
+        None
+        if assignments is None
+        else tuple(m.CreatePartitionsAssignment(broker_ids=tuple(rs)) for rs in assignments)
+    )
     response = await conn.send(
         m.CreatePartitionsRequest(
-            topics=(m.CreatePartitionsTopic(name=topic, count=count, assignments=None),),
+            topics=(m.CreatePartitionsTopic(name=topic, count=count, assignments=given),),
             timeout=_ms(timeout_ms),
             validate_only=validate_only,
         ),

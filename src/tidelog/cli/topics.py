@@ -1,26 +1,31 @@
-"""``tidelog topics create|list|describe|alter|delete`` and ``tidelog elect-leaders``.
+"""``tidelog topics create|list|describe|alter|delete`` and ``tidelog elect-leaders``, with
+``kafka-topics.sh``'s options (``describe`` and its filters: ``topics_describe``).
 
-``describe`` prints what ``kafka-topics.sh --describe`` prints (a topic line with TopicId,
-PartitionCount, ReplicationFactor and Configs, then one line per partition with Leader,
-Replicas, Isr), plus the partition's high watermark and, per replica, its log end offset
-(LEO) and lag behind the leader, from DescribeQuorum (API 55) sent to each partition's
-leader. A broker without DescribeQuorum gets a note and the HW from ListOffsets.
+Rules of the options, as Kafka's ``TopicCommandOptions`` checks them:
+
+1. ``--replica-assignment B:B:B,B:B:B,...`` lists partition 0's replicas, then partition
+   1's, ...; the first broker of each is its preferred leader. With ``create`` it replaces
+   ``--partitions`` and ``--replication-factor`` (giving either too is Kafka's usage error);
+   with ``alter`` it needs ``--partitions N`` and lists every partition, of which those past
+   the current count are created (Kafka's ``topicNewPartitions`` skips the others).
+2. The command checks only that each entry is a broker id; the broker judges the rest
+   (duplicates, differing replica counts, unknown brokers, gaps) and answers
+   INVALID_REPLICA_ASSIGNMENT (39) with Kafka's message, which the user sees.
+3. ``--exclude-internal`` (``list``, ``describe``) leaves out ``__consumer_offsets`` and
+   ``__transaction_state``.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import time
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tidelog.cli import admin
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
+    UsageError,
     add_bootstrap_flags,
     add_json_flag,
     format_table,
@@ -30,268 +35,39 @@ from tidelog.cli.output import (
     resolve_bootstrap,
     resolve_security,
 )
-from tidelog.client import (
-    LATEST_TIMESTAMP,
-    BlockingClient,
-    ClientConnectionError,
-    ClientTimeoutError,
-    NewTopic,
-    NoCompatibleVersionError,
+from tidelog.cli.topics_describe import (
+    INTERNAL_TOPICS,
+    DescribeFilter,
+    checked_metadata,
+    describe_to_json,
+    describe_topics,
+    format_describe,
 )
-from tidelog.client.client import ClusterMetadata, TopicMetadata
+from tidelog.client import BlockingClient, NewTopic, NoCompatibleVersionError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
-
-def kafka_uuid(value: uuid.UUID | None) -> str:
-    """Kafka's printed form of a Uuid: URL-safe base64 of the 16 bytes, no padding."""
-    if value is None or value.int == 0:
-        return "AAAAAAAAAAAAAAAAAAAAAA"
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+ASSIGNMENT_HINT = (
+    "e.g. --replica-assignment 1:2:3,2:3:1 (partition 0 on brokers 1,2,3, led by 1; "
+    "partition 1 on 2,3,1, led by 2)"
+)
 
 
-# --- the description (pure values, formatted by pure functions) --------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaDescription:
-    broker_id: int
-    log_end_offset: int | None
-    lag: int | None
-    in_sync: bool
-    #: Milliseconds since the replica last caught up with the leader (None: unknown).
-    caught_up_ms_ago: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    high_watermark: int | None
-    replica_states: tuple[ReplicaDescription, ...]
-    #: Whether the leader is live (in the Metadata's brokers).
-    leader_live: bool = True
-
-    @property
-    def under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
-
-    @property
-    def unavailable(self) -> bool:
-        return self.leader < 0 or not self.leader_live
-
-
-@dataclass(frozen=True, slots=True)
-class TopicDescription:
-    name: str
-    topic_id: str
-    replication_factor: int
-    configs: Mapping[str, str | None]
-    partitions: tuple[PartitionDescription, ...]
-
-
-def _ids(values: Sequence[int]) -> str:
-    return ",".join(str(v) for v in values)
-
-
-def format_partition_line(topic: str, p: PartitionDescription) -> str:
-    leader = p.leader if p.leader >= 0 else "none"
-    line = (
-        f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}"
-        f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-    )
-    if p.high_watermark is not None:
-        line += f"\tHW: {p.high_watermark}"
-    return line
-
-
-def format_replica_line(r: ReplicaDescription) -> str:
-    leo = "?" if r.log_end_offset is None else str(r.log_end_offset)
-    lag = "?" if r.lag is None else str(r.lag)
-    in_sync = "yes" if r.in_sync else "no"
-    line = f"\t\tReplica: {r.broker_id}\tLEO: {leo}\tLag: {lag}\tInSync: {in_sync}"
-    if r.caught_up_ms_ago is not None:
-        line += f"\tCaughtUp: {r.caught_up_ms_ago / 1000:.1f}s ago"
-    return line
-
-
-def format_describe(
-    topics: Sequence[TopicDescription],
-    *,
-    under_replicated_only: bool = False,
-    unavailable_only: bool = False,
-) -> str:
-    """kafka-topics.sh's layout; with a filter flag only matching partition lines (as Kafka)."""
-    lines: list[str] = []
-    filtered = under_replicated_only or unavailable_only
-    for t in topics:
-        if not filtered:
-            configs = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
-            lines.append(
-                f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}"
-                f"\tReplicationFactor: {t.replication_factor}\tConfigs: {configs}"
-            )
-        for p in t.partitions:
-            if under_replicated_only and not p.under_replicated:
-                continue
-            if unavailable_only and not p.unavailable:
-                continue
-            lines.append(format_partition_line(t.name, p))
-            lines.extend(format_replica_line(r) for r in p.replica_states)
-    return "\n".join(lines)
-
-
-def describe_to_json(topics: Sequence[TopicDescription]) -> list[dict[str, Any]]:
-    return [
-        {
-            "topic": t.name,
-            "topic_id": t.topic_id,
-            "partition_count": len(t.partitions),
-            "replication_factor": t.replication_factor,
-            "configs": dict(t.configs),
-            "partitions": [
-                {
-                    "partition": p.partition,
-                    "leader": p.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": list(p.replicas),
-                    "isr": list(p.isr),
-                    "high_watermark": p.high_watermark,
-                    "under_replicated": p.under_replicated,
-                    "unavailable": p.unavailable,
-                    "replica_states": [
-                        {
-                            "broker_id": r.broker_id,
-                            "log_end_offset": r.log_end_offset,
-                            "lag": r.lag,
-                            "in_sync": r.in_sync,
-                            "caught_up_ms_ago": r.caught_up_ms_ago,
-                        }
-                        for r in p.replica_states
-                    ],
-                }
-                for p in t.partitions
-            ],
-        }
-        for t in topics
-    ]
-
-
-def replica_descriptions(
-    quorum: admin.QuorumInfo, replicas: Sequence[int], now_ms: int
-) -> tuple[ReplicaDescription, ...]:
-    """Per replica in assignment order: LEO, lag = leader's LEO - its LEO, in-sync flag."""
-    states = {r.replica_id: r for r in quorum.replicas}
-    leader_state = states.get(quorum.leader_id)
-    leader_leo = leader_state.log_end_offset if leader_state else None
-    result = []
-    for broker_id in replicas:
-        state = states.get(broker_id)
-        leo = state.log_end_offset if state and state.log_end_offset >= 0 else None
-        caught_up = state.last_caught_up_timestamp if state else -1
-        result.append(
-            ReplicaDescription(
-                broker_id=broker_id,
-                log_end_offset=leo,
-                lag=None if leo is None or leader_leo is None else max(0, leader_leo - leo),
-                in_sync=bool(state and state.in_sync),
-                caught_up_ms_ago=max(0, now_ms - caught_up) if caught_up > 0 else None,
-            )
-        )
-    return tuple(result)
-
-
-# --- talking to the cluster ---------------------------------------------------------------
-
-
-def _metadata(client: BlockingClient, topics: Sequence[str] | None) -> ClusterMetadata:
-    md = client.metadata(topics)
-    for name in topics or ():
-        t = md.topics.get(name)
-        if t is None or t.error_code != ErrorCode.NONE:
-            code = t.error_code if t else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            raise kafka_error(code, None, f"topic '{name}'")
-    return md
-
-
-def describe_topics(
-    client: BlockingClient, names: Sequence[str] | None
-) -> tuple[list[TopicDescription], list[str]]:
-    """The descriptions and notes (e.g. DescribeQuorum unsupported)."""
-    md = _metadata(client, names)
-    wanted = sorted(names) if names else sorted(md.topics)
-    topics: list[TopicMetadata] = [md.topics[n] for n in wanted if n in md.topics]
-    notes: list[str] = []
-    configs: dict[str, admin.ResourceConfigs] = {}
-    if topics:
-        try:
-            configs = client.run(
-                admin.describe_topic_configs(client.client, [t.name for t in topics])
-            )
-        except NoCompatibleVersionError as exc:
-            notes.append(f"configs not shown: {exc}")
-    leaders = {
-        TopicPartition(t.name, p.partition): p.leader_id
-        for t in topics
-        for p in t.partitions.values()
-        if p.leader_id >= 0 and p.leader_id in md.brokers
-    }
-    quorum: dict[TopicPartition, admin.QuorumInfo] = {}
-    hws: dict[TopicPartition, int] = {}
-    try:
-        quorum, unreachable = client.run(admin.describe_quorum(client.client, leaders))
-        notes.extend(
-            f"leader {leader} did not answer DescribeQuorum ({why}); its partitions show no "
-            "HW or replica LEOs"
-            for leader, why in sorted(unreachable.items())
-        )
-    except NoCompatibleVersionError as exc:
-        notes.append(
-            f"per-replica LEO and lag not shown: {exc}; HW is the leader's, from ListOffsets"
-        )
-        if leaders:
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """Rule 1's list, per partition its broker ids; a non-integer is a UsageError."""
+    result: list[list[int]] = []
+    for partition in text.split(","):
+        brokers: list[int] = []
+        for item in partition.split(":"):
             try:
-                offsets = client.list_offsets(dict.fromkeys(leaders, LATEST_TIMESTAMP))
-            except (ClientConnectionError, ClientTimeoutError) as error:
-                notes.append(f"HW not shown: {error}")
-            else:
-                hws = {tp: r.offset for tp, r in offsets.items() if r.error_code == ErrorCode.NONE}
-    now_ms = int(time.time() * 1000)
-    result = []
-    for t in topics:
-        parts = []
-        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
-            tp = TopicPartition(t.name, p.partition)
-            q = quorum.get(tp)
-            ok = q is not None and q.error_code == ErrorCode.NONE
-            parts.append(
-                PartitionDescription(
-                    partition=p.partition,
-                    leader=p.leader_id,
-                    leader_epoch=p.leader_epoch,
-                    replicas=p.replicas,
-                    isr=p.isr,
-                    high_watermark=q.high_watermark if q is not None and ok else hws.get(tp),
-                    replica_states=replica_descriptions(q, p.replicas, now_ms)
-                    if q is not None and ok
-                    else (),
-                    leader_live=p.leader_id in md.brokers,
-                )
-            )
-        topic_configs = configs.get(t.name)
-        result.append(
-            TopicDescription(
-                name=t.name,
-                topic_id=kafka_uuid(t.topic_id),
-                replication_factor=max((len(p.replicas) for p in parts), default=0),
-                configs=topic_configs.overrides() if topic_configs else {},
-                partitions=tuple(parts),
-            )
-        )
-    return result, notes
+                brokers.append(int(item.strip()))
+            except ValueError:
+                raise UsageError(
+                    f"--replica-assignment {text!r}: {item.strip()!r} is not a broker id",
+                    hint=ASSIGNMENT_HINT,
+                ) from None
+        result.append(brokers)
+    return result
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -306,25 +82,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_json_flag(p)
         return p
 
+    assignment_help = (
+        "partition 0's brokers, then partition 1's, ...; the first of each is the preferred "
+        "leader (B:B,B:B,...)"
+    )
     create = add("create", "create a topic (CreateTopics)")
     create.add_argument("--topic", required=True)
-    create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    create.add_argument("--partitions", type=int, help="default: num.partitions")
     create.add_argument(
-        "--replication-factor", type=int, default=-1, help="default: default.replication.factor"
+        "--replication-factor", type=int, help="default: default.replication.factor"
     )
+    create.add_argument("--replica-assignment", metavar="ASSIGNMENT", help=assignment_help)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     create.add_argument("--if-not-exists", action="store_true")
 
-    add("list", "list topic names")
+    listing = add("list", "list topic names")
+    listing.add_argument("--exclude-internal", action="store_true")
 
     describe = add("describe", "partitions, leaders, replicas, ISR, HW, per-replica LEO and lag")
     describe.add_argument("--topic", action="append", help="topic (repeatable; default: all)")
     describe.add_argument("--under-replicated-partitions", action="store_true")
+    describe.add_argument(
+        "--under-min-isr-partitions", action="store_true", help="ISR below min.insync.replicas"
+    )
+    describe.add_argument(
+        "--at-min-isr-partitions", action="store_true", help="ISR equal to min.insync.replicas"
+    )
     describe.add_argument("--unavailable-partitions", action="store_true")
+    describe.add_argument(
+        "--topics-with-overrides", action="store_true", help="only topics with config overrides"
+    )
+    describe.add_argument("--exclude-internal", action="store_true")
 
     alter = add("alter", "change topic configs (IncrementalAlterConfigs) or partition count")
     alter.add_argument("--topic", required=True)
     alter.add_argument("--partitions", type=int, help="new (larger) partition count")
+    alter.add_argument(
+        "--replica-assignment",
+        metavar="ASSIGNMENT",
+        help=f"with --partitions: every partition's brokers ({assignment_help})",
+    )
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY")
 
@@ -334,6 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)
     bootstrap = resolve_bootstrap(args)
     with BlockingClient(
         bootstrap, client_id="tidelog-cli", security=resolve_security(args)
@@ -352,8 +150,54 @@ def run(args: argparse.Namespace) -> int:
     raise AssertionError(action)
 
 
+def _describe_filter(args: argparse.Namespace) -> DescribeFilter:
+    return DescribeFilter(
+        under_replicated=args.under_replicated_partitions,
+        under_min_isr=args.under_min_isr_partitions,
+        at_min_isr=args.at_min_isr_partitions,
+        unavailable=args.unavailable_partitions,
+        topics_with_overrides=args.topics_with_overrides,
+    )
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Kafka's ``checkInvalidArgs``/``checkRequiredArgs`` for these options, its words."""
+    if args.action == "create" and args.replica_assignment is not None:
+        for flag, value in (
+            ("partitions", args.partitions),
+            ("replication-factor", args.replication_factor),
+        ):
+            if value is not None:
+                raise UsageError(
+                    f'Option "[replica-assignment]" can\'t be used with option "[{flag}]"',
+                    hint="--replica-assignment gives the partitions and their replicas",
+                )
+    if args.action == "alter" and args.replica_assignment is not None and args.partitions is None:
+        raise UsageError('Missing required argument "[partitions]"', hint=ASSIGNMENT_HINT)
+    if args.action == "describe":
+        selection = _describe_filter(args)
+        if selection.topics_with_overrides and selection.partition_filtered:
+            used = next(
+                flag
+                for flag, on in (
+                    ("under-replicated-partitions", selection.under_replicated),
+                    ("under-min-isr-partitions", selection.under_min_isr),
+                    ("at-min-isr-partitions", selection.at_min_isr),
+                    ("unavailable-partitions", selection.unavailable),
+                )
+                if on
+            )
+            raise UsageError(
+                f'Option "[{used}]" can\'t be used with option "[topics-with-overrides]"'
+            )
+
+
 def _list(client: BlockingClient, args: argparse.Namespace) -> int:
-    names = sorted(client.metadata(None).topics)
+    names = sorted(
+        n
+        for n in client.metadata(None).topics
+        if not (args.exclude_internal and n in INTERNAL_TOPICS)
+    )
     if args.json:
         print_json(names)
     else:
@@ -363,15 +207,12 @@ def _list(client: BlockingClient, args: argparse.Namespace) -> int:
 
 
 def _describe(client: BlockingClient, args: argparse.Namespace) -> int:
-    topics, notes = describe_topics(client, args.topic)
+    topics, notes = describe_topics(client, args.topic, exclude_internal=args.exclude_internal)
+    selection = _describe_filter(args)
     if args.json:
-        print_json({"topics": describe_to_json(topics), "notes": notes})
+        print_json({"topics": describe_to_json(topics, selection), "notes": notes})
     else:
-        text = format_describe(
-            topics,
-            under_replicated_only=args.under_replicated_partitions,
-            unavailable_only=args.unavailable_partitions,
-        )
+        text = format_describe(topics, selection)
         if text:
             print(text)
         for note in notes:
@@ -399,12 +240,18 @@ def _say(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
 
 def _create(client: BlockingClient, args: argparse.Namespace) -> int:
     configs = dict(parse_key_value(item) for item in args.config)
+    assignments: dict[int, list[int]] = {}
+    if args.replica_assignment is not None:
+        assignments = dict(enumerate(parse_replica_assignment(args.replica_assignment)))
     errors = client.create_topics(
         [
             NewTopic(
                 args.topic,
-                num_partitions=args.partitions,
-                replication_factor=args.replication_factor,
+                num_partitions=-1 if args.partitions is None else args.partitions,
+                replication_factor=-1
+                if args.replication_factor is None
+                else args.replication_factor,
+                assignments=assignments,
                 configs=configs,
             )
         ]
@@ -425,7 +272,12 @@ def _alter(client: BlockingClient, args: argparse.Namespace) -> int:
             "nothing to alter",
             hint="give --partitions N, --config KEY=VALUE or --delete-config KEY",
         )
-    _metadata(client, [args.topic])
+    assignment = (
+        None
+        if args.replica_assignment is None
+        else parse_replica_assignment(args.replica_assignment)
+    )
+    md = checked_metadata(client, [args.topic])
     done: dict[str, Any] = {"topic": args.topic}
     if configs or args.delete_config:
         code, message = client.run(
@@ -440,8 +292,15 @@ def _alter(client: BlockingClient, args: argparse.Namespace) -> int:
         if not args.json:
             print(f"Updated configs for topic {args.topic}.")
     if args.partitions is not None:
+        # Rule 1: the entries of the partitions that exist already are skipped.
+        existing = len(md.topics[args.topic].partitions)
         code, message = client.run(
-            admin.create_partitions(client.client, args.topic, args.partitions)
+            admin.create_partitions(
+                client.client,
+                args.topic,
+                args.partitions,
+                assignments=None if assignment is None else assignment[existing:],
+            )
         )
         if code != ErrorCode.NONE:
             raise kafka_error(code, message, f"topic '{args.topic}'")
@@ -475,7 +334,7 @@ def run_elect(args: argparse.Namespace) -> int:
     ) as client:
         partitions: list[TopicPartition] | None = None
         if args.topic is not None:
-            md = _metadata(client, [args.topic])
+            md = checked_metadata(client, [args.topic])
             numbers = (
                 [args.partition]
                 if args.partition is not None

@@ -72,25 +72,23 @@ async def create_topic(
 def _given_replicas(
     assignment: Mapping[int, Sequence[BrokerId]], live: Collection[BrokerId]
 ) -> dict[int, tuple[BrokerId, ...]] | CreateTopicResult:
-    """CreateTopics' explicit assignment checked as Kafka's ``validateReplicaAssignment``
-    does: partitions 0..n-1, no empty or repeated replica list, every broker live."""
+    """CreateTopics' explicit assignment checked as Kafka checks one: partitions 0..n-1, no
+    empty replica list, then ``replica_assignment_error`` (no broker twice in a partition,
+    every partition with partition 0's replica count, every broker live)."""
     replicas = {p: tuple(r) for p, r in assignment.items()}
     if sorted(replicas) != list(range(len(replicas))) or not replicas:
         return CreateTopicResult(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "Partitions should be consecutive and start from 0",
         )
-    for p, rs in replicas.items():
-        if not rs or len(set(rs)) != len(rs):
-            return CreateTopicResult(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate or empty replica assignment for partition {p}: {list(rs)}",
-            )
-        if any(r not in live for r in rs):
-            return CreateTopicResult(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Unknown broker in the assignment of partition {p}: {list(rs)}",
-            )
+    if any(not rs for rs in replicas.values()):
+        return CreateTopicResult(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    problem = replica_assignment_error(replicas, len(replicas[0]), live)
+    if problem is not None:
+        return CreateTopicResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
     return replicas
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 
 import pytest
 from hypothesis import given
@@ -14,141 +13,10 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from tidelog.cli import admin
 from tidelog.cli.output import CommandError, format_table, parse_key_value
 from tidelog.cli.records import format_record, parse_line, read_batches
-from tidelog.cli.topics import (
-    PartitionDescription,
-    ReplicaDescription,
-    TopicDescription,
-    describe_to_json,
-    format_describe,
-    kafka_uuid,
-    replica_descriptions,
-    report_election,
-)
+from tidelog.cli.topics import report_election
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.partitioner import murmur2, partition_for_key
-
-
-def _topic() -> TopicDescription:
-    healthy = PartitionDescription(
-        partition=0,
-        leader=1,
-        leader_epoch=0,
-        replicas=(1, 2, 3),
-        isr=(1, 2, 3),
-        high_watermark=10,
-        replica_states=(
-            ReplicaDescription(1, 10, 0, True, None),
-            ReplicaDescription(2, 10, 0, True, 300),
-            ReplicaDescription(3, 10, 0, True, 200),
-        ),
-    )
-    shrunk = PartitionDescription(
-        partition=1,
-        leader=2,
-        leader_epoch=1,
-        replicas=(1, 2, 3),
-        isr=(2, 3),
-        high_watermark=7,
-        replica_states=(
-            ReplicaDescription(1, None, None, False, None),
-            ReplicaDescription(2, 9, 0, True, None),
-            ReplicaDescription(3, 7, 2, True, 1500),
-        ),
-    )
-    offline = PartitionDescription(
-        partition=2,
-        leader=-1,
-        leader_epoch=2,
-        replicas=(1,),
-        isr=(),
-        high_watermark=None,
-        replica_states=(),
-        leader_live=False,
-    )
-    return TopicDescription(
-        name="orders",
-        topic_id="QwhVzy7QRWyiVbG8qDeRZA",
-        replication_factor=3,
-        configs={"min.insync.replicas": "2", "retention.ms": "60000"},
-        partitions=(healthy, shrunk, offline),
-    )
-
-
-def test_describe_has_kafka_topics_layout_and_replica_lines() -> None:
-    text = format_describe([_topic()])
-    lines = text.splitlines()
-    assert lines[0] == (
-        "Topic: orders\tTopicId: QwhVzy7QRWyiVbG8qDeRZA\tPartitionCount: 3\t"
-        "ReplicationFactor: 3\tConfigs: min.insync.replicas=2,retention.ms=60000"
-    )
-    assert lines[1] == (
-        "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tHW: 10"
-    )
-    assert lines[2] == "\t\tReplica: 1\tLEO: 10\tLag: 0\tInSync: yes"
-    assert lines[3] == "\t\tReplica: 2\tLEO: 10\tLag: 0\tInSync: yes\tCaughtUp: 0.3s ago"
-    assert "\t\tReplica: 1\tLEO: ?\tLag: ?\tInSync: no" in lines
-    assert "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 1\tIsr: " in lines
-
-
-def test_describe_filters_print_only_matching_partition_lines() -> None:
-    under = format_describe([_topic()], under_replicated_only=True).splitlines()
-    assert [line.split("\t")[2] for line in under if line.startswith("\tTopic")] == [
-        "Partition: 1",
-        "Partition: 2",
-    ]
-    assert not any(line.startswith("Topic:") for line in under)
-    unavailable = format_describe([_topic()], unavailable_only=True).splitlines()
-    assert unavailable == ["\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 1\tIsr: "]
-
-
-def test_describe_json_carries_flags_and_replica_states() -> None:
-    data = describe_to_json([_topic()])
-    assert data[0]["partition_count"] == 3
-    p1 = data[0]["partitions"][1]
-    assert p1["under_replicated"] is True
-    assert p1["unavailable"] is False
-    assert p1["replica_states"][2] == {
-        "broker_id": 3,
-        "log_end_offset": 7,
-        "lag": 2,
-        "in_sync": True,
-        "caught_up_ms_ago": 1500,
-    }
-    assert data[0]["partitions"][2]["unavailable"] is True
-    json.dumps(data)  # serialisable as is
-
-
-def test_replica_descriptions_lag_is_leader_leo_minus_replica_leo() -> None:
-    quorum = admin.QuorumInfo(
-        error_code=ErrorCode.NONE,
-        leader_id=2,
-        leader_epoch=3,
-        high_watermark=90,
-        replicas=(
-            admin.ReplicaState(2, 100, -1, -1, True),
-            admin.ReplicaState(3, 90, 9_000, 9_500, True),
-            admin.ReplicaState(1, 40, 5_000, 4_000, False),
-        ),
-    )
-    states = replica_descriptions(quorum, (1, 2, 3, 4), now_ms=10_000)
-    assert [(r.broker_id, r.log_end_offset, r.lag, r.in_sync) for r in states] == [
-        (1, 40, 60, False),
-        (2, 100, 0, True),
-        (3, 90, 10, True),
-        (4, None, None, False),
-    ]
-    assert states[0].caught_up_ms_ago == 6_000
-    assert states[1].caught_up_ms_ago is None
-
-
-def test_kafka_uuid_is_urlsafe_base64_without_padding() -> None:
-    value = uuid.UUID("4308557b-3ed0-456c-8a89-56f1bc0de464")
-    text = kafka_uuid(value)
-    assert len(text) == 22
-    assert "=" not in text
-    assert uuid.UUID(bytes=__import__("base64").urlsafe_b64decode(text + "==")) == value
-    assert kafka_uuid(None) == "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 def test_report_election_summarises_like_kafka_and_fails_on_errors(

@@ -24,9 +24,17 @@ def _brokers(assignment: Mapping[int, Sequence[int]]) -> dict[int, list[BrokerId
         ({}, "Partitions should be consecutive and start from 0"),
         ({0: [1], 2: [2]}, "Partitions should be consecutive and start from 0"),
         ({1: [1]}, "Partitions should be consecutive and start from 0"),
-        ({0: []}, "Duplicate or empty replica assignment for partition 0: []"),
-        ({0: [1], 1: [2, 2]}, "Duplicate or empty replica assignment for partition 1: [2, 2]"),
-        ({0: [1, 4]}, "Unknown broker in the assignment of partition 0: [1, 4]"),
+        ({0: [1], 1: []}, "The manual partition assignment includes an empty replica list."),
+        (
+            {0: [1, 2], 1: [2, 2]},
+            "Duplicate brokers not allowed in replica assignment: 1 -> 2,2",
+        ),
+        (
+            {0: [1, 2], 1: [2, 3, 1], 2: [3]},
+            "Inconsistent replication factor between partitions, partition 0 has 2 while "
+            "partitions [1, 2] have replication factors [3, 1], respectively.",
+        ),
+        ({0: [1, 4], 1: [5, 2]}, "Unknown broker(s) in replica assignment: 4, 5."),
     ],
 )
 def test_a_given_assignment_is_refused(
@@ -38,7 +46,7 @@ def test_a_given_assignment_is_refused(
 
 
 def test_a_given_assignment_is_kept_as_tuples() -> None:
-    assert _given_replicas(_brokers({1: [3, 1], 0: [2]}), LIVE) == {1: (3, 1), 0: (2,)}
+    assert _given_replicas(_brokers({1: [3, 1], 0: [2, 3]}), LIVE) == {1: (3, 1), 0: (2, 3)}
 
 
 @pytest.mark.parametrize(

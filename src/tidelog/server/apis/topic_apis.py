@@ -41,6 +41,12 @@ from tidelog.server.metadata.local import TopicInfo
 
 #: Kafka's CreatePartitions message for a topic without ALTER.
 CREATE_PARTITIONS_DENIED = "The topic authorization is failed."
+#: Kafka's CreateTopics message (ZkAdminManager) for a topic with replica assignments and
+#: a partition count or replication factor other than -1.
+BOTH_COUNTS_AND_ASSIGNMENTS = (
+    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+    "Both cannot be used at the same time."
+)
 #: How long CreateTopics waits at most for the new partitions' leaders to reach the brokers.
 CREATE_WAIT_S = 10.0
 #: CreateTopics v5+ ``configs``: a topic's config entries from its overrides
@@ -235,6 +241,10 @@ class TopicApis:
         message: str | None
         if name in not_creatable:
             error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        elif topic.assignments and (
+            int(topic.num_partitions) != -1 or int(topic.replication_factor) != -1
+        ):
+            error, message = ErrorCode.INVALID_REQUEST, BOTH_COUNTS_AND_ASSIGNMENTS
         elif (
             checked := self.backend.check_new_topic(
                 name,
@@ -391,4 +401,4 @@ class TopicApis:
         )
 
 
-__all__ = ["CREATE_PARTITIONS_DENIED", "TopicApis"]
+__all__ = ["BOTH_COUNTS_AND_ASSIGNMENTS", "CREATE_PARTITIONS_DENIED", "TopicApis"]
