@@ -113,7 +113,12 @@ def test_keys_headers_codecs_and_the_formatter_columns(
     consumer.assign([CTopicPartition("rec-fmt", 0, 0)])
     got: list[Any] = []
     try:
-        wait_until(lambda: got.extend(consumer.consume(3, 0.5)) or len(got) >= 3, 30, "3 records")
+
+        def all_read() -> bool:
+            got.extend(consumer.consume(3, 0.5))
+            return len(got) >= 3
+
+        wait_until(all_read, 30, "3 records")
     finally:
         consumer.close()
     assert [(m.key(), m.value(), m.headers()) for m in got] == [
