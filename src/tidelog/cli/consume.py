@@ -5,7 +5,8 @@ end (default), the beginning (``--from-beginning``) or ``--offset``, and commits
 With ``--group G`` it is a member of consumer group G (``tidelog.client.group_member``):
 it reads the partitions the group's range assignment gives it, each from the group's
 committed offset, else from where ``auto.offset.reset`` says (``latest``; ``earliest``
-with ``--from-beginning``; ``none`` is an error), follows rebalances, commits its
+with ``--from-beginning``; ``none`` is an error), as it does when a position falls outside
+the log (OFFSET_OUT_OF_RANGE), follows rebalances, commits its
 positions every ``auto.commit.interval.ms`` (5000) and on exit, and leaves the group on
 exit. A committed position is the offset after the last record printed, so a run stopped
 by ``--max-messages`` is continued by the next exactly where it stopped.
@@ -292,6 +293,19 @@ def _consume_in_group(
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
     )
     next_commit_ms = _now_ms() + settings.auto_commit_interval_ms
+
+    def reset_offset(tp: TopicPartition) -> int:
+        if settings.auto_offset_reset == "none":
+            raise kafka_error(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {consumption.positions[tp]} is outside the log and "
+                "auto.offset.reset is none",
+                f"{tp.topic}-{tp.partition}",
+            )
+        earliest = settings.auto_offset_reset == "earliest"
+        return list_offsets(client, [tp], earliest, consumption.isolation_level)[tp]
+
+    consumption.reset_offset = reset_offset
 
     def between_rounds() -> None:
         nonlocal next_commit_ms

@@ -8,7 +8,8 @@ position printed in log order until ``--max-messages``, and the position moved p
 last record printed, or past the last whole batch once every record of the answer is
 printed (transaction markers and aborted records take offsets too). A leader that moved
 or does not answer costs a metadata refresh and a retry; more than 50 in a row end the
-command.
+command. A position outside the log (OFFSET_OUT_OF_RANGE: the records were deleted, or
+the topic recreated) starts again where ``reset_offset`` says, when there is one.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class Consumption:
         isolation_level: int,
         max_messages: int | None,
         max_wait_ms: int = 500,
+        reset_offset: Callable[[TopicPartition], int] | None = None,
     ) -> None:
         self.client = client
         self.topic = topic
@@ -86,6 +88,9 @@ class Consumption:
         self.isolation_level = isolation_level
         self.max_messages = max_messages
         self.max_wait_ms = max_wait_ms
+        #: Where a partition whose position left the log starts again (a group's
+        #: auto.offset.reset); None: OFFSET_OUT_OF_RANGE ends the command.
+        self.reset_offset = reset_offset
         self.positions: dict[TopicPartition, int] = {}
         self.printed = 0
         self._failed_rounds = 0
@@ -155,6 +160,9 @@ class Consumption:
         for tp in tps:
             r = results.get(tp)
             if r is None:
+                continue
+            if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and self.reset_offset is not None:
+                self.positions[tp] = self.reset_offset(tp)
                 continue
             if not fetched_cleanly(r, tp, self.positions[tp]):
                 clean = False

@@ -4,7 +4,7 @@ positions, read_committed, and the option checks."""
 from __future__ import annotations
 
 import io
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -169,3 +169,44 @@ def test_bad_group_settings_are_usage_errors(
     with pytest.raises(UsageError) as caught:
         group_settings(props, from_beginning)
     assert str(caught.value) == message
+
+
+class _OneLeaderClient:
+    """A client whose metadata puts every partition on broker 0 and whose fetches answer
+    from a script."""
+
+    def __init__(self, answers: list[FetchResult]) -> None:
+        self.answers = answers
+        self.fetched_from: list[int] = []
+        self.client = self
+        self.cluster = self
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        return 0
+
+    def fetch(self, partitions: dict[TopicPartition, Any], **kwargs: Any) -> Any:
+        self.fetched_from.append(partitions[TP].fetch_offset)
+        return {TP: self.answers.pop(0)}
+
+
+def test_a_position_outside_the_log_starts_again_where_reset_offset_says() -> None:
+    batch = build_batch([Record(b"x")], base_offset=2)
+    client = _OneLeaderClient(
+        [_result(ErrorCode.OFFSET_OUT_OF_RANGE), _result(ErrorCode.NONE, batch)]
+    )
+    out = io.StringIO()
+    consumption = Consumption(
+        cast(BlockingClient, client),
+        "t",
+        out,
+        MessageFormatter().format,
+        isolation_level=READ_UNCOMMITTED,
+        max_messages=None,
+        reset_offset=lambda tp: 2,
+    )
+    consumption.assign({TP: 40})
+    assert not consumption.poll()
+    assert consumption.poll()
+    assert client.fetched_from == [40, 2]
+    assert out.getvalue() == "x\n"
+    assert consumption.positions[TP] == 3
