@@ -162,7 +162,7 @@ def _spawn(args: list[str], out: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def test_two_members_split_the_partitions_and_leave_on_sigterm(
+def test_two_members_split_the_partitions_commit_and_leave_on_sigterm(
     broker: BrokerProcess, tidelog: Tidelog, tmp_path: Path
 ) -> None:
     bs = ("--bootstrap-server", broker.bootstrap)
@@ -170,6 +170,7 @@ def test_two_members_split_the_partitions_and_leave_on_sigterm(
     member = [
         "consume", *bs, "--topic", "rec-split", "--group", "rec-g2",
         "--consumer-property", "heartbeat.interval.ms=300",
+        "--consumer-property", "auto.commit.interval.ms=300",
         "--property", "print.partition=true",
     ]  # fmt: skip
     outs = [tmp_path / "m0.out", tmp_path / "m1.out"]
@@ -198,6 +199,15 @@ def test_two_members_split_the_partitions_and_leave_on_sigterm(
 
         texts = wait_until(printed, 30, "every record printed by one member")
         assert isinstance(texts, list)
+
+        def committed_while_running() -> bool:
+            got = json.loads(
+                _ok(tidelog("groups", "describe", *bs, "--group", "rec-g2", "--json"))
+            )[0]
+            offsets = [p["current_offset"] or 0 for p in got["partitions"]]
+            return got["state"] == "Stable" and sum(offsets) == len(records)
+
+        wait_until(committed_while_running, 30, "periodic commits of every record", interval=0.3)
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
