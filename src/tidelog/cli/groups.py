@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from tidelog.cli.output import (
     resolve_security,
 )
 from tidelog.client import BlockingClient
+from tidelog.client.consumer_protocol import decode_assignment
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
@@ -89,30 +89,6 @@ class GroupView:
     coordinator: int
     members: tuple[MemberView, ...]
     partitions: tuple[PartitionView, ...] = field(default=())
-
-
-def decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
-    """A ConsumerProtocolAssignment (version int16, [topic string, [partition int32]], user
-    data bytes) -> its partitions; empty when it cannot be read."""
-    try:
-        pos = 2
-        (n_topics,) = struct.unpack_from(">i", raw, pos)
-        pos += 4
-        out = []
-        for _ in range(max(0, n_topics)):
-            (n,) = struct.unpack_from(">h", raw, pos)
-            pos += 2
-            topic = raw[pos : pos + n].decode()
-            pos += n
-            (count,) = struct.unpack_from(">i", raw, pos)
-            pos += 4
-            for _ in range(max(0, count)):
-                (p,) = struct.unpack_from(">i", raw, pos)
-                pos += 4
-                out.append(TopicPartition(topic, p))
-        return tuple(sorted(out))
-    except (struct.error, UnicodeDecodeError):
-        return ()
 
 
 def _code(value: int) -> ErrorCode:

@@ -6,6 +6,9 @@ controller RPCs and the Spark source.
 ``Client`` routes requests; each API's request and answer live in the module of its job
 (``metadata``, ``produce``, ``fetch``, ``offsets``, ``topic_admin``, ``transactions``, the
 ``*_admin`` modules) over ``wire`` (kio schema modules and error codes).
+``fetched_records`` is what a consumer sees of a Fetch answer at its isolation level;
+``group_member`` a blocking consumer-group member speaking the consumer protocol of
+``consumer_protocol`` (subscription and assignment bytes, the range assignor).
 """
 
 from tidelog.client.blocking import BlockingClient

@@ -25,6 +25,7 @@ from tidelog.protocol.batch_builder import (
 )
 from tidelog.protocol.records import (
     BATCH_HEADER_SIZE,
+    BatchHeader,
     Compression,
     CorruptRecordBatchError,
     TimestampType,
@@ -217,6 +218,17 @@ class _Cursor:
         return value
 
 
+def whole_batches(buf: bytes) -> bytes:
+    """``buf`` without a truncated batch at its end (a broker may cut one at ``max_bytes``)."""
+    end = 0
+    while end < len(buf):
+        size = read_batch_size(buf, end)
+        if size is None or end + size > len(buf):
+            break
+        end += size
+    return buf[:end] if end != len(buf) else buf
+
+
 def decode_records(
     buf: bytes, *, verify_crc: bool = True, include_control: bool = False
 ) -> Iterator[ConsumerRecord]:
@@ -225,54 +237,51 @@ def decode_records(
     A truncated batch at the end (a broker may cut one at ``max_bytes``) is ignored.
     Control batches (transaction markers) are skipped unless ``include_control``.
     """
-    end = 0
-    while end < len(buf):
-        size = read_batch_size(buf, end)
-        if size is None or end + size > len(buf):
-            break
-        end += size
-    view = buf[:end] if end != len(buf) else buf
+    view = whole_batches(buf)
     for pos, header in iter_batches(view, verify_crc=verify_crc):
         if header.is_control and not include_control:
             continue
-        payload = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
-        try:
-            data = decompress(header.compression, payload)
-        except CorruptRecordBatchError:
-            raise
-        except Exception as exc:  # cramjam's DecompressionError and friends
+        yield from batch_records(view, pos, header)
+
+
+def batch_records(buf: bytes, pos: int, header: BatchHeader) -> Iterator[ConsumerRecord]:
+    """The records of the batch at ``buf[pos:]`` whose header is ``header``, decompressed."""
+    payload = bytes(buf[pos + BATCH_HEADER_SIZE : pos + header.size])
+    try:
+        data = decompress(header.compression, payload)
+    except CorruptRecordBatchError:
+        raise
+    except Exception as exc:  # cramjam's DecompressionError and friends
+        raise CorruptRecordBatchError(
+            f"batch at offset {header.base_offset} does not decompress: {exc}"
+        ) from exc
+    cursor = _Cursor(data)
+    timestamp_type = header.timestamp_type
+    for _ in range(header.records_count):
+        length = cursor.varint()
+        record_end = cursor.pos + length
+        cursor.pos += 1  # attributes
+        timestamp_delta = cursor.varint()
+        offset_delta = cursor.varint()
+        key = cursor.nullable_bytes()
+        value = cursor.nullable_bytes()
+        headers = []
+        for _h in range(cursor.varint()):
+            header_key = cursor.nullable_bytes()
+            headers.append(((header_key or b"").decode(errors="replace"), cursor.nullable_bytes()))
+        if cursor.pos != record_end:
             raise CorruptRecordBatchError(
-                f"batch at offset {header.base_offset} does not decompress: {exc}"
-            ) from exc
-        cursor = _Cursor(data)
-        timestamp_type = header.timestamp_type
-        for _ in range(header.records_count):
-            length = cursor.varint()
-            record_end = cursor.pos + length
-            cursor.pos += 1  # attributes
-            timestamp_delta = cursor.varint()
-            offset_delta = cursor.varint()
-            key = cursor.nullable_bytes()
-            value = cursor.nullable_bytes()
-            headers = []
-            for _h in range(cursor.varint()):
-                header_key = cursor.nullable_bytes()
-                headers.append(
-                    ((header_key or b"").decode(errors="replace"), cursor.nullable_bytes())
-                )
-            if cursor.pos != record_end:
-                raise CorruptRecordBatchError(
-                    f"record at offset {header.base_offset + offset_delta} declares {length} "
-                    "bytes but its fields take a different size"
-                )
-            yield ConsumerRecord(
-                offset=header.base_offset + offset_delta,
-                timestamp_ms=header.max_timestamp
-                if timestamp_type == TimestampType.LOG_APPEND_TIME
-                else header.base_timestamp + timestamp_delta,
-                timestamp_type=timestamp_type,
-                key=key,
-                value=value,
-                headers=tuple(headers),
-                leader_epoch=header.partition_leader_epoch,
+                f"record at offset {header.base_offset + offset_delta} declares {length} "
+                "bytes but its fields take a different size"
             )
+        yield ConsumerRecord(
+            offset=header.base_offset + offset_delta,
+            timestamp_ms=header.max_timestamp
+            if timestamp_type == TimestampType.LOG_APPEND_TIME
+            else header.base_timestamp + timestamp_delta,
+            timestamp_type=timestamp_type,
+            key=key,
+            value=value,
+            headers=tuple(headers),
+            leader_epoch=header.partition_leader_epoch,
+        )

@@ -108,7 +108,7 @@ def test_bad_input_prints_kafka_error_and_hint(broker: BrokerProcess, tidelog: T
         "produce", *bs, "--topic", "cli-dup", "--key-separator", ":", input="k:v\nnovalue\n"
     )
     assert no_sep.returncode == 1
-    assert "line 2 has no key separator ':'" in no_sep.stderr
+    assert "No key separator found on line number 2: 'novalue'" in no_sep.stderr
 
     to_unknown = tidelog("produce", *bs, "--topic", "no-such-topic-2", input="x\n")
     assert to_unknown.returncode == 1

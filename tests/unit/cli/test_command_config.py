@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tidelog.cli import groups, output, records, topics, transactions
+from tidelog.cli import consume, groups, output, produce, topics, transactions
 from tidelog.cli.main import build_parser, main
 from tidelog.cli.output import (
     UsageError,
@@ -213,8 +213,8 @@ class BuiltError(Exception):
     [
         (topics, ["topics", "list"]),
         (topics, ["elect-leaders", "--preferred"]),
-        (records, ["produce", "--topic", "t"]),
-        (records, ["consume", "--topic", "t"]),
+        (produce, ["produce", "--topic", "t"]),
+        (consume, ["consume", "--topic", "t"]),
         (groups, ["groups", "list"]),
         (transactions, ["transactions", "list"]),
     ],

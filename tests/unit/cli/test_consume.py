@@ -1,63 +1,212 @@
-"""``tidelog consume``'s steps without a broker: fetch errors and printing records."""
+"""``tidelog consume``'s steps without a broker: fetch errors, printing records and moving
+positions, read_committed, and the option checks."""
 
 from __future__ import annotations
 
-import argparse
 import io
+from typing import Any, cast
 
 import pytest
 
-from tidelog.cli.output import CommandError
-from tidelog.cli.records import _fetched_cleanly, _print_records
-from tidelog.client import FetchResult, Record, build_batch
+from tidelog.cli.consume import group_settings
+from tidelog.cli.consume_fetch import Consumption, fetched_cleanly
+from tidelog.cli.output import CommandError, UsageError
+from tidelog.cli.record_format import MessageFormatter
+from tidelog.client import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    BlockingClient,
+    FetchResult,
+    Record,
+    build_batch,
+)
+from tidelog.client.records import build_control_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
 TP = TopicPartition("t", 0)
 
 
-def _result(code: ErrorCode, records: bytes = b"") -> FetchResult:
+def _result(
+    code: ErrorCode, records: bytes = b"", aborted: list[tuple[int, int]] | None = None
+) -> FetchResult:
     return FetchResult(
-        code, high_watermark=9, last_stable_offset=9, log_start_offset=2, records=records
+        code,
+        high_watermark=9,
+        last_stable_offset=9,
+        log_start_offset=2,
+        records=records,
+        aborted_transactions=aborted or [],
     )
 
 
 def test_a_clean_fetch_is_used_and_a_retriable_error_asks_for_a_refresh() -> None:
-    assert _fetched_cleanly(_result(ErrorCode.NONE), TP, 5)
-    assert not _fetched_cleanly(_result(ErrorCode.NOT_LEADER_OR_FOLLOWER), TP, 5)
+    assert fetched_cleanly(_result(ErrorCode.NONE), TP, 5)
+    assert not fetched_cleanly(_result(ErrorCode.NOT_LEADER_OR_FOLLOWER), TP, 5)
 
 
 @pytest.mark.parametrize(
     ("code", "text"),
     [
-        (ErrorCode.OFFSET_OUT_OF_RANGE, "offset 12 is outside [2, 9]"),
+        (ErrorCode.OFFSET_OUT_OF_RANGE, "t-0: offset 12 is outside [2, 9]"),
         (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "t-0"),
     ],
 )
 def test_other_fetch_errors_stop_the_command(code: ErrorCode, text: str) -> None:
-    with pytest.raises(CommandError, match=text.replace("[", r"\[").replace("]", r"\]")):
-        _fetched_cleanly(_result(code), TP, 12)
+    with pytest.raises(CommandError) as caught:
+        fetched_cleanly(_result(code), TP, 12)
+    assert caught.value.code == code
+    assert caught.value.message == text
 
 
-def _args(max_messages: int | None) -> argparse.Namespace:
-    return argparse.Namespace(max_messages=max_messages, json=False, print_key=True)
+def _consumption(
+    max_messages: int | None, position: int, isolation_level: int = READ_UNCOMMITTED
+) -> tuple[Consumption, io.StringIO]:
+    out = io.StringIO()
+    consumption = Consumption(
+        cast(BlockingClient, None),  # print_records never touches the client
+        "t",
+        out,
+        MessageFormatter(print_key=True).format,
+        isolation_level=isolation_level,
+        max_messages=max_messages,
+    )
+    consumption.assign({TP: position})
+    return consumption, out
 
 
 def test_records_before_the_position_are_skipped_and_the_position_advances() -> None:
     batch = build_batch(
         [Record(b"a", b"k0"), Record(b"b", b"k1"), Record(b"c", b"k2")], base_offset=10
     )
-    positions = {TP: 11}
-    out = io.StringIO()
-    assert _print_records(batch, TP, positions, _args(None), out, printed=4) == 6
+    consumption, out = _consumption(None, 11)
+    consumption.print_records(TP, _result(ErrorCode.NONE, batch))
     assert out.getvalue() == "k1\tb\nk2\tc\n"
-    assert positions[TP] == 13
+    assert consumption.positions[TP] == 13
+    assert consumption.printed == 2
 
 
-def test_printing_stops_at_max_messages() -> None:
+def test_printing_stops_at_max_messages_and_the_position_stays_after_the_last_printed() -> None:
     batch = build_batch([Record(b"a"), Record(b"b"), Record(b"c")], base_offset=0)
-    positions = {TP: 0}
+    consumption, out = _consumption(2, 0)
+    consumption.print_records(TP, _result(ErrorCode.NONE, batch))
+    assert out.getvalue() == "null\ta\nnull\tb\n"
+    assert consumption.positions[TP] == 2
+    assert consumption.done
+
+
+def _txn_batch(base_offset: int, producer_id: int, values: list[bytes]) -> bytes:
+    return build_batch(
+        [Record(v) for v in values],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+def _marker(producer_id: int, *, commit: bool, base_offset: int) -> bytes:
+    return build_control_batch(
+        producer_id, 0, commit, coordinator_epoch=0, timestamp_ms=1, base_offset=base_offset
+    )
+
+
+def test_read_committed_drops_aborted_records_and_moves_past_markers() -> None:
+    records = b"".join(
+        [
+            _txn_batch(0, 7, [b"aborted-0", b"aborted-1"]),
+            _txn_batch(2, 8, [b"committed"]),
+            _marker(7, commit=False, base_offset=3),
+            _marker(8, commit=True, base_offset=4),
+        ]
+    )
+    committed, out = _consumption(None, 0, READ_COMMITTED)
+    committed.print_records(TP, _result(ErrorCode.NONE, records, aborted=[(7, 0)]))
+    assert out.getvalue() == "null\tcommitted\n"
+    assert committed.positions[TP] == 5  # past both markers
+
+    uncommitted, out = _consumption(None, 0)
+    uncommitted.print_records(TP, _result(ErrorCode.NONE, records, aborted=[(7, 0)]))
+    assert out.getvalue() == "null\taborted-0\nnull\taborted-1\nnull\tcommitted\n"
+    assert uncommitted.positions[TP] == 5
+
+
+def test_group_settings_follow_kafkas_console_consumer() -> None:
+    assert group_settings({}, from_beginning=False).auto_offset_reset == "latest"
+    assert group_settings({}, from_beginning=True).auto_offset_reset == "earliest"
+    settings = group_settings(
+        {"enable.auto.commit": "false", "auto.commit.interval.ms": "100"}, from_beginning=False
+    )
+    assert not settings.enable_auto_commit
+    assert settings.auto_commit_interval_ms == 100
+
+
+@pytest.mark.parametrize(
+    ("props", "from_beginning", "message"),
+    [
+        (
+            {"auto.offset.reset": "latest"},
+            True,
+            "Can't simultaneously specify --from-beginning and 'auto.offset.reset=latest'",
+        ),
+        (
+            {"auto.offset.reset": "smallest"},
+            False,
+            "--consumer-property auto.offset.reset='smallest': "
+            "expected one of earliest, latest, none",
+        ),
+        (
+            {"session.timeout.ms": "soon"},
+            False,
+            "--consumer-property session.timeout.ms='soon' is not a number",
+        ),
+    ],
+)
+def test_bad_group_settings_are_usage_errors(
+    props: dict[str, str], from_beginning: bool, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        group_settings(props, from_beginning)
+    assert str(caught.value) == message
+
+
+class _OneLeaderClient:
+    """A client whose metadata puts every partition on broker 0 and whose fetches answer
+    from a script."""
+
+    def __init__(self, answers: list[FetchResult]) -> None:
+        self.answers = answers
+        self.fetched_from: list[int] = []
+        self.client = self
+        self.cluster = self
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        return 0
+
+    def fetch(self, partitions: dict[TopicPartition, Any], **kwargs: Any) -> Any:
+        self.fetched_from.append(partitions[TP].fetch_offset)
+        return {TP: self.answers.pop(0)}
+
+
+def test_a_position_outside_the_log_starts_again_where_reset_offset_says() -> None:
+    batch = build_batch([Record(b"x")], base_offset=2)
+    client = _OneLeaderClient(
+        [_result(ErrorCode.OFFSET_OUT_OF_RANGE), _result(ErrorCode.NONE, batch)]
+    )
     out = io.StringIO()
-    assert _print_records(batch, TP, positions, _args(2), out, printed=1) == 2
-    assert out.getvalue() == "\ta\n"
-    assert positions[TP] == 1
+    consumption = Consumption(
+        cast(BlockingClient, client),
+        "t",
+        out,
+        MessageFormatter().format,
+        isolation_level=READ_UNCOMMITTED,
+        max_messages=None,
+        reset_offset=lambda tp: 2,
+    )
+    consumption.assign({TP: 40})
+    assert not consumption.poll()
+    assert consumption.poll()
+    assert client.fetched_from == [40, 2]
+    assert out.getvalue() == "x\n"
+    assert consumption.positions[TP] == 3

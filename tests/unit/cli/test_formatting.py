@@ -1,9 +1,6 @@
-"""Formatting and parsing of the CLI (no processes): describe layout, errors, records."""
+"""Formatting and parsing of the CLI (no processes): describe layout, errors, partitioner."""
 
 from __future__ import annotations
-
-import io
-import json
 
 import pytest
 from hypothesis import given
@@ -12,7 +9,6 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from tidelog.cli import admin
 from tidelog.cli.output import CommandError, format_table, parse_key_value
-from tidelog.cli.records import format_record, parse_line, read_batches
 from tidelog.cli.topics import report_election
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -63,21 +59,6 @@ def test_format_table_aligns_columns() -> None:
     assert text.splitlines() == ["A      LONGER", "1      x", "22222"]
 
 
-def test_parse_line_with_and_without_separator() -> None:
-    record = parse_line("k1:v:1", ":", 1)
-    assert (record.key, record.value) == (b"k1", b"v:1")
-    assert parse_line("plain", None, 1).key is None
-    with pytest.raises(CommandError, match="line 7 has no key separator ':'"):
-        parse_line("no-separator", ":", 7)
-
-
-def test_read_batches_groups_lines_and_strips_newlines() -> None:
-    stream = io.StringIO("a\nb\r\nc\nd\ne")
-    batches = list(read_batches(stream, 2))
-    assert [line for batch in batches for line in batch] == ["a", "b", "c", "d", "e"]
-    assert all(len(batch) <= 2 for batch in batches)
-
-
 @given(st.binary(max_size=64))
 def test_murmur2_matches_kafka_python(data: bytes) -> None:
     # kafka-python returns the hash unsigned; Kafka's Java (and ours) signed.
@@ -93,17 +74,3 @@ def test_murmur2_signed_like_kafkas_utils() -> None:
 @given(st.binary(min_size=1, max_size=32), st.integers(min_value=1, max_value=64))
 def test_partition_for_key_in_range(key: bytes, n: int) -> None:
     assert 0 <= partition_for_key(key, n) < n
-
-
-def test_format_record_plain_key_and_json() -> None:
-    tp = TopicPartition("t", 3)
-    assert format_record(tp, 5, 1000, b"k", b"v", as_json=False, print_key=False) == "v"
-    assert format_record(tp, 5, 1000, b"k", b"v", as_json=False, print_key=True) == "k\tv"
-    assert json.loads(format_record(tp, 5, 1000, None, b"\xff", as_json=True, print_key=False)) == {
-        "topic": "t",
-        "partition": 3,
-        "offset": 5,
-        "timestamp": 1000,
-        "key": None,
-        "value": "\ufffd",
-    }
