@@ -1,6 +1,7 @@
 // kafkajs (2.2.4, unchanged) against a tidelog cluster: an admin round, an idempotent acks=-1
-// producer, a consumer group that rebalances when a second member joins, and transactions
-// read by read_committed and read_uncommitted consumers.
+// producer, a consumer group that rebalances when a second member joins, transactions (with
+// sendOffsets and a fenced zombie) read by read_committed and read_uncommitted consumers,
+// and a cleanup round (deleteTopicRecords, deleteGroups, deleteTopics).
 //
 //   node scenario.mjs --bootstrap HOST:PORT,... --admin-topic A --group-topic G --txn-topic T
 //
@@ -265,16 +266,22 @@ async function groupStep() {
   return finding
 }
 
-const txnProducer = track(
-  kafka.producer({
-    transactionalId: `${args['txn-topic']}-txn`,
-    idempotent: true,
-    maxInFlightRequests: 1,
-    transactionTimeout: 60_000,
-    retry: IDEMPOTENT_RETRY,
-    createPartitioner: Partitioners.DefaultPartitioner,
-  })
-)
+const transactionalId = `${args['txn-topic']}-txn`
+const transactionalProducer = () =>
+  track(
+    kafka.producer({
+      transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: 60_000,
+      retry: IDEMPOTENT_RETRY,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    })
+  )
+const txnProducer = transactionalProducer()
+
+const txnValues = tag => Array.from({ length: PER_TXN }, (_, i) => `${tag}-${i}`)
+const txnMessages = values => values.map((value, i) => ({ value, partition: i % TXN_PARTITIONS }))
 
 const offsetsGroup = `${args['txn-topic']}-transform`
 
@@ -283,13 +290,9 @@ const offsetsGroup = `${args['txn-topic']}-transform`
  * consume-transform-produce: the offset counts only if the transaction commits). */
 async function transaction(tag, commit, partition, offset) {
   const txn = await txnProducer.transaction()
-  const values = []
-  for (let i = 0; i < PER_TXN; i++) values.push(`${tag}-${i}`)
+  const values = txnValues(tag)
   try {
-    await txn.send({
-      topic: args['txn-topic'],
-      messages: values.map((value, i) => ({ value, partition: i % TXN_PARTITIONS })),
-    })
+    await txn.send({ topic: args['txn-topic'], messages: txnMessages(values) })
     await txn.sendOffsets({
       consumerGroupId: offsetsGroup,
       topics: [{ topic: args['group-topic'], partitions: [{ partition, offset: String(offset) }] }],
@@ -324,13 +327,44 @@ async function readAll(readUncommitted, expected) {
   return values
 }
 
+/** A second producer with the same transactional id fences the first mid-transaction
+ * (KIP-98): its InitProducerId aborts the open transaction and bumps the epoch, so the
+ * zombie's next send (Produce) and its commit (EndTxn) fail with INVALID_PRODUCER_EPOCH
+ * (kafkajs speaks EndTxn v1, older than KIP-588's PRODUCER_FENCED). */
+async function fence() {
+  const zombie = txnValues('zombie')
+  const zombieTxn = await txnProducer.transaction()
+  await zombieTxn.send({ topic: args['txn-topic'], messages: txnMessages(zombie) })
+  const successor = transactionalProducer()
+  await successor.connect()
+  const successorTxn = await successor.transaction()
+  const refused = []
+  for (const attempt of [
+    () => zombieTxn.send({ topic: args['txn-topic'], messages: txnMessages(['late']) }),
+    () => zombieTxn.commit(),
+  ]) {
+    try {
+      await attempt()
+      refused.push(null)
+    } catch (e) {
+      refused.push(e.type ?? e.name)
+    }
+  }
+  const successorValues = txnValues('successor')
+  await successorTxn.send({ topic: args['txn-topic'], messages: txnMessages(successorValues) })
+  await successorTxn.commit()
+  return { zombie, refused, successor: successorValues }
+}
+
 async function transactionStep() {
   await txnProducer.connect()
   const committed1 = await transaction('committed1', true, 0, 10)
   const aborted = await transaction('aborted', false, 1, 20)
   const committed2 = await transaction('committed2', true, 2, 30)
-  const readCommitted = await readAll(false, committed1.length + committed2.length)
-  const readUncommitted = await readAll(true, committed1.length + aborted.length + committed2.length)
+  const fenced = await fence()
+  const committed = [...committed1, ...committed2, ...fenced.successor]
+  const readCommitted = await readAll(false, committed.length)
+  const readUncommitted = await readAll(true, committed.length + aborted.length + PER_TXN)
   const offsets = await admin.fetchTopicOffsets(args['txn-topic'])
   const [transformed] = await admin.fetchOffsets({
     groupId: offsetsGroup,
@@ -341,23 +375,47 @@ async function transactionStep() {
     transformOffsets: transformed.partitions
       .map(p => ({ partition: p.partition, offset: Number(p.offset) }))
       .sort((a, b) => a.partition - b.partition),
-    committed: [...committed1, ...committed2],
+    committed,
     aborted,
+    zombie: fenced.zombie,
+    zombieRefused: fenced.refused,
     readCommitted,
     readUncommitted,
-    // Three transactions, each with a control record (its marker) in every partition.
     highWatermarks: offsets.map(o => Number(o.high)).sort((a, b) => a - b),
   }
 }
 
 async function cleanupStep() {
+  // DeleteRecords: partition 0 of the group topic starts at offset 10 from now on. kafkajs
+  // looks the leaders up in metadata it already holds: fetchTopicMetadata loads them.
+  await admin.fetchTopicMetadata({ topics: [args['group-topic']] })
+  await admin.deleteTopicRecords({
+    topic: args['group-topic'],
+    partitions: [{ partition: 0, offset: '10' }],
+  })
+  const groupTopicOffsets = await admin.fetchTopicOffsets(args['group-topic'])
+  let deleteGroupsRefused = null
+  try {
+    await admin.deleteGroups([groupId, `${groupId}-never-joined`])
+  } catch (e) {
+    // kafkajs throws when any group failed, with every failed one.
+    deleteGroupsRefused = (e.groups ?? []).map(g => ({ groupId: g.groupId, errorCode: g.errorCode }))
+  }
+  const groupsLeft = (await admin.listGroups()).groups.map(g => g.groupId)
   await admin.deleteTopics({ topics: [args['admin-topic']], timeout: 30_000 })
   await until(
     async () => !(await admin.listTopics()).includes(args['admin-topic']),
     30_000,
     'the deleted topic to leave the topic list'
   )
-  return { remaining: (await admin.listTopics()).filter(t => t.startsWith(args['admin-topic'])) }
+  return {
+    lowWatermarks: groupTopicOffsets
+      .map(o => ({ partition: o.partition, low: Number(o.low) }))
+      .sort((a, b) => a.partition - b.partition),
+    deleteGroupsRefused,
+    groupDeleted: !groupsLeft.includes(groupId),
+    remaining: (await admin.listTopics()).filter(t => t.startsWith(args['admin-topic'])),
+  }
 }
 
 const withTimeout = (promise, what) =>

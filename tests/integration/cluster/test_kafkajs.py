@@ -1,6 +1,7 @@
 """kafkajs, the fifth client family (issue 30 point 7), unchanged against three broker
 processes: an admin round, an idempotent acks=-1 producer, a consumer group that rebalances
-when a second member joins, and transactions read with both isolation levels.
+when a second member joins, transactions (sendOffsets, a fenced zombie) read with both
+isolation levels, and deletions (records, groups, topics).
 
 ``tests/js/scenario.mjs`` runs every step once against this module's cluster and prints its
 findings as JSON; each test here asserts on one step. kafkajs 2.2.4 is pinned by
@@ -98,7 +99,6 @@ def test_admin_round(kafkajs_run: dict[str, Any]) -> None:
     assert admin["configs"] == {"retention.ms": "3600000", "cleanup.policy": "delete"}
     assert admin["alteredRetentionMs"] == "7200000"
     assert admin["listed"] == [ADMIN_TOPIC, GROUP_TOPIC, TXN_TOPIC]
-    assert _step(kafkajs_run, "cleanup")["remaining"] == []  # deleteTopics took the admin topic
 
 
 def test_idempotent_producer_acks_all(kafkajs_run: dict[str, Any]) -> None:
@@ -144,12 +144,14 @@ def test_group_rebalance_splits_partitions_and_reads_each_record_once(
 
 def test_transactions_read_committed_and_uncommitted(kafkajs_run: dict[str, Any]) -> None:
     txn = _step(kafkajs_run, "transaction")
-    assert len(txn["committed"]) == 2 * PER_TXN
+    assert len(txn["committed"]) == 3 * PER_TXN  # two, then the successor's
     assert len(txn["aborted"]) == PER_TXN
+    assert len(txn["zombie"]) == PER_TXN  # aborted by the successor's InitProducerId
     assert sorted(txn["readCommitted"]) == sorted(txn["committed"])
-    assert sorted(txn["readUncommitted"]) == sorted(txn["committed"] + txn["aborted"])
-    # Per partition: 30 records and three markers (one per transaction, committed or not).
-    assert txn["highWatermarks"] == [3 * PER_TXN // 2 + 3] * 2
+    everything = txn["committed"] + txn["aborted"] + txn["zombie"]
+    assert sorted(txn["readUncommitted"]) == sorted(everything)
+    # Per partition: 50 records and five markers (one per transaction, committed or not).
+    assert txn["highWatermarks"] == [5 * PER_TXN // 2 + 5] * 2
     # sendOffsets: the committed transactions' offsets count, the aborted one's does not.
     assert txn["transformOffsets"] == [
         {"partition": 0, "offset": 10},
@@ -157,3 +159,27 @@ def test_transactions_read_committed_and_uncommitted(kafkajs_run: dict[str, Any]
         {"partition": 2, "offset": 30},
         {"partition": 3, "offset": -1},
     ]
+
+
+def test_zombie_producer_is_fenced(kafkajs_run: dict[str, Any]) -> None:
+    txn = _step(kafkajs_run, "transaction")
+    # The fenced producer's next send (Produce: its partition is already in the transaction)
+    # and its commit (EndTxn).
+    assert txn["zombieRefused"] == ["INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_EPOCH"]
+    assert "late" not in txn["readUncommitted"]
+
+
+def test_delete_records_groups_and_topics(kafkajs_run: dict[str, Any]) -> None:
+    cleanup = _step(kafkajs_run, "cleanup")
+    assert cleanup["lowWatermarks"] == [
+        {"partition": 0, "low": 10},
+        {"partition": 1, "low": 0},
+        {"partition": 2, "low": 0},
+        {"partition": 3, "low": 0},
+    ]
+    # The emptied group goes; one that never existed answers GROUP_ID_NOT_FOUND (69).
+    assert cleanup["groupDeleted"] is True
+    assert cleanup["deleteGroupsRefused"] == [
+        {"groupId": "kafkajs-group-group-never-joined", "errorCode": 69}
+    ]
+    assert cleanup["remaining"] == []  # deleteTopics took the admin topic
