@@ -30,6 +30,8 @@ command -v gcc >/dev/null 2>&1 || missing+=(gcc python3-dev)        # wheels tha
 # The web console's browser test (dev extra: playwright drives Debian's chromium; never
 # `playwright install`, which downloads a browser build of its own).
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)                # kafkajs in tests/js
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   apt_install "${missing[@]}"
@@ -47,4 +49,14 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import tidelog, kio, crc32c" # fail loudly if the install did not take
   touch "$stamp"
+fi
+
+# kafkajs, the JS client family of the integration tests, pinned by tests/js/package-lock.json
+# (which names no registry: the npm client's own registry setting applies). `npm ci` again
+# only when the lock file changed.
+js_stamp="tests/js/node_modules/.installed-$(sha1sum <tests/js/package-lock.json | cut -c1-12)"
+if [ ! -f "$js_stamp" ]; then
+  echo "bootstrap: installing tests/js packages (npm ci)"
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+  touch "$js_stamp"
 fi
