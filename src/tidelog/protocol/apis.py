@@ -162,8 +162,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.SYNC_GROUP: (0, 5),
-        ApiKey.DESCRIBE_GROUPS: (0, 5),
-        ApiKey.LIST_GROUPS: (0, 4),
+        # DescribeGroups v6: KIP-1043's per-group error message; ListGroups v5: KIP-848's
+        # type filter (every group here is "classic").
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
+        ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         # KIP-98 TxnOffsetCommit (group coordinator); v5 is KIP-890's, not built.
@@ -176,10 +178,11 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
-        # Transaction admin (tidelog.server.apis.txn_admin), KIP-664.
+        # Transaction admin (tidelog.server.apis.txn_admin), KIP-664; ListTransactions v2
+        # is KIP-1152's transactional id pattern.
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-        ApiKey.LIST_TRANSACTIONS: (0, 1),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
         # Security: SASL logins (handshake v0 is followed by raw tokens, v1 by
         # SaslAuthenticate), ACLs from v1 (v0 has no pattern type; Kafka 4 dropped it),
         # SCRAM credentials (KIP-554).
