@@ -19,6 +19,7 @@ from typing import Any
 from tidelog.controller.controller import Controller
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import ClientSecurity
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
@@ -125,6 +126,22 @@ class ZkBackend:
         if address is None:
             return None
         return broker.broker_id, address[0], address[1]
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        state = self.cache.partitions.get(tp)
+        if state is None:
+            return -1, -1, None
+        broker = self.cache.brokers.get(state.leader)
+        address = None if broker is None else broker.address_on(current_request().listener_name)
+        if broker is None or address is None:
+            return state.leader, state.leader_epoch, None
+        return (
+            state.leader,
+            state.leader_epoch,
+            NodeEndpoint(broker.broker_id, address[0], address[1], broker.rack),
+        )
 
     @property
     def peer_security(self) -> ClientSecurity:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import ClientSecurity
 from tidelog.server.metadata.local import TopicInfo
 
@@ -121,6 +122,15 @@ class MetadataBackend(Protocol):
         request came in on, where ``own_address`` is this broker's (FindCoordinator: a client
         on the SASL_SSL port must be sent to the coordinator's SASL_SSL port). A lone broker
         answers as a one-broker cluster: the leader of every partition it hosts."""
+        ...
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        """KIP-951's leader hint for ``tp``: the leader's id and epoch as this broker knows
+        them (``(-1, -1)``: partition unknown here) and the leader's endpoint on the current
+        request's listener, where ``own_address`` is this broker's (None: the leader is not
+        alive or has no such listener). Kafka's ``KafkaApis.getCurrentLeader``."""
         ...
 
     @property

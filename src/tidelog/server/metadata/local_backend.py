@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
 from tidelog.server.config.topic_config import effective_topic_config
@@ -97,6 +98,16 @@ class LocalBackend:
             endpoint = self.config.advertised_listener
             own_address = endpoint.host, endpoint.port
         return self.broker_id, own_address[0], own_address[1]
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        hosted = self.replica_manager.partitions.get(tp)
+        if hosted is None:
+            return -1, -1, None
+        rack = self.config.get_str("broker.rack") or None
+        endpoint = NodeEndpoint(self.broker_id, own_address[0], own_address[1], rack)
+        return self.broker_id, hosted.partition.leader_epoch, endpoint
 
     @property
     def peer_security(self) -> ClientSecurity:
