@@ -23,6 +23,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import ClientSecurity
+from tidelog.server.metadata.features import FinalizedFeatures
 from tidelog.server.metadata.local import TopicInfo
 
 if TYPE_CHECKING:
@@ -102,6 +103,15 @@ class MetadataBackend(Protocol):
 
     def live_broker_ids(self) -> list[int]:
         """The brokers of the cluster, sorted."""
+        ...
+
+    def finalized_features(self) -> FinalizedFeatures:
+        """The cluster's finalized features and their epoch (KIP-584; ``features``)."""
+        ...
+
+    async def write_finalized_features(self, levels: Mapping[str, int], epoch: int) -> None:
+        """Finalize ``levels`` (the whole set) if the epoch is still ``epoch``; raises
+        ``KafkaError(FEATURE_UPDATE_FAILED)`` when it cannot."""
         ...
 
     def brokers(self, own_address: tuple[str, int]) -> list[dict[str, Any]]:
