@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka.admin import KafkaAdminClient
+from kafka.structs import OffsetAndMetadata, TopicPartition
 from kio.schema.describe_quorum.v2 import request as dq
 
 from tests.harness import BrokerCluster, BrokerProcess
@@ -278,3 +280,30 @@ def test_kip_951_a_follower_names_the_leader(pair: BrokerCluster) -> None:
         assert ahead.node_endpoints == ()
     finally:
         raw.close()
+
+
+def test_kafka_python_admin(pair: BrokerCluster) -> None:
+    """kafka-python's admin client (3.0) on the versions and features above: ApiVersions
+    v4's features, UpdateFeatures at the controller, ListGroups v5's type filter and
+    ListTransactions v2's pattern."""
+    create_topic(pair, "kp", rf=1)
+    admin = KafkaAdminClient(bootstrap_servers=pair.bootstrap, request_timeout_ms=10_000)
+    try:
+        assert admin.describe_features() == {
+            "group.version": {"supported": (0, 0)},
+            "transaction.version": {"supported": (0, 0)},
+        }
+        assert admin.update_features({"group.version": 1}) == {
+            "group.version": f"[Error 42] InvalidRequestError: {INCOMPATIBLE}"
+        }
+        # A "simple" group (offsets committed without members) is a classic group.
+        admin.alter_group_offsets(
+            "kp-group", {TopicPartition("kp", 0): OffsetAndMetadata(3, "", -1)}
+        )
+        classic = [g["group_id"] for g in admin.list_groups(types_filter=["classic"])]
+        assert "kp-group" in classic
+        assert admin.list_groups(types_filter=["consumer"]) == []
+        by_broker = admin.list_transactions(transactional_id_pattern="x.*")
+        assert by_broker == {b.broker_id: [] for b in pair.brokers}
+    finally:
+        admin.close()
