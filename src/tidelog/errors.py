@@ -137,6 +137,7 @@ class ErrorCode(enum.IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = (106, True)
     INELIGIBLE_REPLICA = (107, False)
     NEW_LEADER_ELECTED = (108, False)
+    INVALID_REGULAR_EXPRESSION = (128, False)
 
 
 class TidelogError(Exception):

@@ -297,6 +297,32 @@ def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(broker: BrokerP
     raw.close()
 
 
+def test_lone_broker_features_and_no_describe_quorum(broker: BrokerProcess) -> None:
+    raw = Raw(broker)
+    try:
+        versions = raw.call(ApiKey.API_VERSIONS, 4, {})
+        assert ApiKey.DESCRIBE_QUORUM not in {int(k.api_key) for k in versions.api_keys}
+        assert [f.name for f in versions.supported_features] == [
+            "group.version",
+            "transaction.version",
+        ]
+        assert (versions.finalized_features, versions.finalized_features_epoch) == ((), 0)
+        # Its own controller: UpdateFeatures is answered here, and refused as Kafka does.
+        update = {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}
+        answer = raw.call(ApiKey.UPDATE_FEATURES, 1, {"feature_updates": [update]})
+        assert answer.error_code == ErrorCode.NONE
+        assert [(r.feature, r.error_code) for r in answer.results] == [
+            ("transaction.version", ErrorCode.INVALID_REQUEST)
+        ]
+        # A lone broker does not serve DescribeQuorum: the connection closes, as a
+        # ZooKeeper-mode Kafka closes it for an API it does not expose.
+        _cid, frame = raw.encode(ApiKey.DESCRIBE_QUORUM, 2, {"topics": []})
+        raw.send_bytes(frame)
+        assert raw.is_closed_by_peer()
+    finally:
+        raw.close()
+
+
 def test_idle_connections_are_closed(new_broker: Callable[..., BrokerProcess]) -> None:
     broker = new_broker({"connections.max.idle.ms": "500"})
     idle = Raw(broker)

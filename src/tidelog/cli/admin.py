@@ -27,7 +27,11 @@ from tidelog.client import (
 from tidelog.client.connection import BrokerConnection
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.apis import (
+    UNADVERTISED_DESCRIBE_QUORUM_VERSION,
+    ApiKey,
+    is_tidelog_cluster_broker,
+)
 
 _PREFERRED: Final[Mapping[ApiKey, tuple[int, ...]]] = {
     ApiKey.DESCRIBE_CONFIGS: (4, 3, 2, 1),
@@ -78,6 +82,16 @@ def _version(conn: BrokerConnection, api_key: ApiKey) -> int:
             f"{conn.address} does not support {api_key.name} (API {int(api_key)})"
         )
     return version
+
+
+def _describe_quorum_version(conn: BrokerConnection) -> int:
+    """The advertised DescribeQuorum version, else the one a tidelog cluster broker serves
+    unadvertised (``protocol.apis.UNADVERTISED``, as ZooKeeper-mode Kafka does not
+    advertise it); NoCompatibleVersionError for any other broker."""
+    advertised = conn.pick_version(ApiKey.DESCRIBE_QUORUM, _PREFERRED[ApiKey.DESCRIBE_QUORUM])
+    if advertised is None and is_tidelog_cluster_broker(conn.api_versions):
+        return UNADVERTISED_DESCRIBE_QUORUM_VERSION
+    return _version(conn, ApiKey.DESCRIBE_QUORUM)
 
 
 def _ms(value: int) -> datetime.timedelta:
@@ -292,7 +306,7 @@ async def describe_quorum(
         except (ClientConnectionError, ClientTimeoutError) as exc:
             unreachable[leader] = str(exc)
             continue
-        version = _version(conn, ApiKey.DESCRIBE_QUORUM)
+        version = _describe_quorum_version(conn)
         m = _module(ApiKey.DESCRIBE_QUORUM, version)
         by_topic: dict[str, list[int]] = {}
         for tp in tps:

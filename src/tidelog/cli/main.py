@@ -35,6 +35,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tidelog.cli.reassign",
     "tidelog.cli.brokers",
     "tidelog.cli.console",
+    "tidelog.cli.api_versions",
+    "tidelog.cli.features",
 )
 
 

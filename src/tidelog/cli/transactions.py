@@ -1,9 +1,11 @@
 """``tidelog transactions``: transactions and the producers of partitions, as
 kafka-transactions.sh shows them (KIP-664), and aborting a hanging transaction.
 
-- ``list [--state S]... [--producer-id N]... [--duration-filter MS]``: ListTransactions on
-  every broker (each coordinates its own share of the transactional ids), merged into one
-  table: TransactionalId, Coordinator, ProducerId, TransactionState.
+- ``list [--state S]... [--producer-id N]... [--duration-filter MS]
+  [--transactional-id-pattern RE]``: ListTransactions on every broker (each coordinates
+  its own share of the transactional ids), merged into one table: TransactionalId,
+  Coordinator, ProducerId, TransactionState. An invalid pattern is the brokers'
+  INVALID_REGULAR_EXPRESSION (exit 1).
 - ``describe --transactional-id T``: FindCoordinator (key type 1), then DescribeTransactions
   at the coordinator: producer id and epoch, state, timeout, when the current transaction
   started, how long it has been running and its partitions ("None" when no transaction
@@ -135,6 +137,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="only transactions running for longer than MS milliseconds",
     )
+    listing.add_argument(
+        "--transactional-id-pattern",
+        metavar="RE",
+        help="only transactional ids this regular expression matches whole (KIP-1152)",
+    )
     describe = add("describe", "the state of one transactional id (DescribeTransactions)")
     describe.add_argument("--transactional-id", required=True)
     producers = add("describe-producers", "the active producers of a partition (DescribeProducers)")
@@ -214,7 +221,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _list(client: BlockingClient, args: argparse.Namespace) -> int:
     listings, unknown = list_transactions(
-        client, args.state, args.producer_id, args.duration_filter
+        client,
+        args.state,
+        args.producer_id,
+        args.duration_filter,
+        args.transactional_id_pattern,
     )
     if unknown:
         print(f"warning: states unknown to the brokers: {', '.join(unknown)}", file=sys.stderr)

@@ -95,14 +95,15 @@ def list_transactions(
     states: Sequence[str] = (),
     producer_ids: Sequence[int] = (),
     duration_ms: int | None = None,
+    id_pattern: str | None = None,
 ) -> tuple[list[TxnListing], list[str]]:
     """Every broker's transactions that pass the filters, and the state filters a broker
-    did not know."""
+    did not know. ``id_pattern`` (KIP-1152) needs ListTransactions v2."""
     cluster = client.metadata(None)
     listings: list[TxnListing] = []
     unknown: set[str] = set()
     for node_id in sorted(cluster.brokers):
-        version = _supported_version(client, node_id, ApiKey.LIST_TRANSACTIONS, 1)
+        version = _supported_version(client, node_id, ApiKey.LIST_TRANSACTIONS, 2)
         data: dict[str, Any] = {
             "state_filters": list(states),
             "producer_id_filters": list(producer_ids),
@@ -114,6 +115,14 @@ def list_transactions(
                     code=ErrorCode.UNSUPPORTED_VERSION,
                 )
             data["duration_filter"] = duration_ms
+        if id_pattern:
+            if version < 2:
+                raise CommandError(
+                    f"broker {node_id} does not take a transactional id pattern "
+                    "(ListTransactions v2)",
+                    code=ErrorCode.UNSUPPORTED_VERSION,
+                )
+            data["transactional_id_pattern"] = id_pattern
         response = client.send(_request(ApiKey.LIST_TRANSACTIONS, version, data), node_id=node_id)
         if response.error_code != ErrorCode.NONE:
             raise command_error(_code(response.error_code), f"broker {node_id}")

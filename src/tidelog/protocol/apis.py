@@ -154,6 +154,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         # topic metadata (tidelog.server.apis.config_apis, tidelog.server.apis.topic_partitions).
         ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+        # KIP-584 feature versioning as a ZooKeeper-mode Kafka does it (v2's all-or-nothing
+        # answer is KRaft's; tidelog.server.apis.feature_apis).
+        ApiKey.UPDATE_FEATURES: (0, 1),
         # Group coordination (tidelog.server.coordinators.group), classic protocol.
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
@@ -162,8 +165,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.SYNC_GROUP: (0, 5),
-        ApiKey.DESCRIBE_GROUPS: (0, 5),
-        ApiKey.LIST_GROUPS: (0, 4),
+        # DescribeGroups v6: KIP-1043's per-group error message; ListGroups v5: KIP-848's
+        # type filter (every group here is "classic").
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
+        ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         # KIP-98 TxnOffsetCommit (group coordinator); v5 is KIP-890's, not built.
@@ -176,10 +181,11 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
-        # Transaction admin (tidelog.server.apis.txn_admin), KIP-664.
+        # Transaction admin (tidelog.server.apis.txn_admin), KIP-664; ListTransactions v2
+        # is KIP-1152's transactional id pattern.
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-        ApiKey.LIST_TRANSACTIONS: (0, 1),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
         # Security: SASL logins (handshake v0 is followed by raw tokens, v1 by
         # SaslAuthenticate), ACLs from v1 (v0 has no pattern type; Kafka 4 dropped it),
         # SCRAM credentials (KIP-554).
@@ -195,6 +201,15 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
     }
 )
+
+#: APIs a broker serves (``decode_request`` accepts them) but leaves out of ApiVersions.
+#: DescribeQuorum (55) is a KRaft API (Kafka's listeners "broker" and "controller", not
+#: "zkBroker"): a ZooKeeper-mode Kafka does not advertise it, so Kafka's Admin
+#: ``describeMetadataQuorum`` (kafka-metadata-quorum.sh) fails at once with "The node does
+#: not support DESCRIBE_QUORUM", and tools that take it for a KRaft cluster do not. A
+#: tidelog broker in a cluster still answers it for topic partitions (ISR replication in
+#: Raft's shape), which tidelog's own console and ``topics describe`` send.
+UNADVERTISED: Final = frozenset({ApiKey.DESCRIBE_QUORUM})
 
 #: APIs a server may add to the table once it implements them.
 OPTIONAL_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
@@ -225,3 +240,20 @@ def narrow_versions(
             raise ValueError(f"bad version range {value} for {ApiKey(key).name}")
         result[ApiKey(key)] = (low, high)
     return MappingProxyType(dict(sorted(result.items())))
+
+
+def advertised_versions(table: Mapping[ApiKey, tuple[int, int]]) -> dict[ApiKey, tuple[int, int]]:
+    """What ApiVersions lists of the served ``table``: all but ``UNADVERTISED``."""
+    return {k: v for k, v in table.items() if k not in UNADVERTISED}
+
+
+#: The DescribeQuorum version a tidelog cluster broker serves unadvertised (``UNADVERTISED``).
+UNADVERTISED_DESCRIBE_QUORUM_VERSION: Final = 2
+
+
+def is_tidelog_cluster_broker(advertised: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether a broker's ApiVersions ranges are a tidelog broker's in a cluster, which
+    answers DescribeQuorum without advertising it: LeaderAndIsr exactly v0 (tidelog's own
+    control-plane schema; Kafka's ZooKeeper-mode brokers advertise it up to v7, KRaft
+    brokers not at all, a lone tidelog broker not at all)."""
+    return advertised.get(int(ApiKey.LEADER_AND_ISR)) == (0, 0)

@@ -296,8 +296,14 @@ def api_versions_response(
     *,
     error_code: ErrorCode = ErrorCode.NONE,
     throttle_time_ms: int = 0,
+    supported_features: Mapping[str, tuple[int, int]] | None = None,
+    finalized_features: Mapping[str, int] | None = None,
+    finalized_features_epoch: int = -1,
 ) -> Any:
-    """An ApiVersions response body (kio entity) of ``version`` advertising ``table``."""
+    """An ApiVersions response body (kio entity) of ``version`` advertising ``table`` and,
+    from v3 (KIP-584), the features: ``supported_features`` (name -> min, max level; below
+    v4 those with minimum 0 are left out, the schema's rule) and the finalized ones (name ->
+    level) with their epoch."""
     schema = load_response_schema(ApiKey.API_VERSIONS, version)
     module = __import__(schema.__module__, fromlist=["ApiVersion"])
     api_keys = tuple(
@@ -307,6 +313,17 @@ def api_versions_response(
     kwargs: dict[str, Any] = {"error_code": KioErrorCode(int(error_code)), "api_keys": api_keys}
     if version >= 1:
         kwargs["throttle_time"] = datetime.timedelta(milliseconds=throttle_time_ms)
+    if version >= 3:
+        kwargs["supported_features"] = tuple(
+            module.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in sorted((supported_features or {}).items())
+            if version >= 4 or low >= 1
+        )
+        kwargs["finalized_features"] = tuple(
+            module.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+            for name, level in sorted((finalized_features or {}).items())
+        )
+        kwargs["finalized_features_epoch"] = finalized_features_epoch
     return schema(**kwargs)
 
 

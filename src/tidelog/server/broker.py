@@ -27,6 +27,7 @@ from tidelog.protocol.codec import warm_up_steps
 from tidelog.server.apis.acl_apis import AclApis
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.dispatcher import Dispatcher
+from tidelog.server.apis.feature_apis import FeatureApis
 from tidelog.server.apis.find_coordinator import FindCoordinatorApis
 from tidelog.server.apis.handler_table import HandlerGroup, HandlerTable
 from tidelog.server.apis.kafka_apis import KafkaApis
@@ -134,6 +135,7 @@ SERVED_APIS = frozenset(
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.LIST_CONFIG_RESOURCES,
         ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        ApiKey.UPDATE_FEATURES,
     }
     | GROUP_APIS
     | TXN_APIS
@@ -234,6 +236,7 @@ class Broker:
                 AclApis(self.security.authorizer),
                 self.scram_apis,
                 LogDirApis(helper, self.log_dir_mover),
+                FeatureApis(helper, self.backend),
                 *cluster_groups,
             ]
         )

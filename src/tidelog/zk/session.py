@@ -31,7 +31,7 @@ import enum
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Self, TypeVar
 
 from kazoo.client import KazooClient
@@ -384,6 +384,24 @@ class ZkSession:
             return new_id
 
         return await self._call(run)
+
+    async def ensure_feature_znode(self) -> None:
+        """``/feature`` created with nothing finalized unless it exists (KIP-584; Kafka's
+        controller creates it so at its election)."""
+
+        def run() -> None:
+            with contextlib.suppress(NodeExistsError):
+                self._kz.retry(
+                    self._kz.create, znodes.FEATURE_PATH, znodes.encode_feature_znode({})
+                )
+
+        await self._call(run)
+
+    async def set_feature_znode(self, levels: Mapping[str, int], version: int) -> None:
+        """``/feature`` finalizing ``levels``, if its data version is still ``version``
+        (else kazoo's BadVersionError, as a ``ZkError``)."""
+        data = znodes.encode_feature_znode(levels)
+        await self._call(self._kz.set, znodes.FEATURE_PATH, data, version)
 
 
 async def secure_existing_tree(

@@ -4,6 +4,7 @@ The shapes follow Kafka's ``kafka.zk.ZkData`` (2.8-3.x) so an operator who knows
 ZooKeeper layout, or ``zookeeper-shell``, recognises every node::
 
     /cluster/id                                   {"version":"1","id":"<base64 uuid>"}
+    /feature                                      {"features":{},"version":2,"status":1}
     /controller            (ephemeral)            {"version":1,"brokerid":1,"timestamp":"..."}
     /controller_epoch                             1
     /brokers/ids/<id>      (ephemeral)            {"version":5,"host":..,"port":..,
@@ -48,6 +49,7 @@ from tidelog.replication.partition import LeaderAndIsr
 # -- paths --------------------------------------------------------------------------------------
 
 CLUSTER_ID_PATH: Final = "/cluster/id"
+FEATURE_PATH: Final = "/feature"
 CONTROLLER_PATH: Final = "/controller"
 CONTROLLER_EPOCH_PATH: Final = "/controller_epoch"
 BROKER_IDS_PATH: Final = "/brokers/ids"
@@ -210,6 +212,41 @@ def decode_cluster_id(data: bytes) -> str:
     if not isinstance(value, str):
         raise ZNodeDecodeError("/cluster/id", data, "'id' is not a string")
     return value
+
+
+# -- /feature ------------------------------------------------------------------------------------
+
+#: Kafka's FeatureZNode: version 2 (no minimum levels), status 1 = enabled (KIP-584).
+FEATURE_ZNODE_VERSION: Final = 2
+FEATURE_ZNODE_ENABLED: Final = 1
+
+
+def encode_feature_znode(levels: Mapping[str, int]) -> bytes:
+    """The ``/feature`` data finalizing ``levels`` (name -> max level)."""
+    return _dumps(
+        {
+            "features": {name: {"max_version_level": level} for name, level in levels.items()},
+            "version": FEATURE_ZNODE_VERSION,
+            "status": FEATURE_ZNODE_ENABLED,
+        }
+    )
+
+
+def decode_feature_znode(data: bytes) -> dict[str, int]:
+    """The finalized levels of ``/feature`` (none while its status is disabled)."""
+    obj = _loads(FEATURE_PATH, data)
+    if obj.get("status", FEATURE_ZNODE_ENABLED) != FEATURE_ZNODE_ENABLED:
+        return {}
+    features = obj.get("features", {})
+    if not isinstance(features, dict):
+        raise ZNodeDecodeError(FEATURE_PATH, data, "'features' is not an object")
+    levels: dict[str, int] = {}
+    for name, value in features.items():
+        level = value.get("max_version_level") if isinstance(value, dict) else None
+        if not isinstance(level, int):
+            raise ZNodeDecodeError(FEATURE_PATH, data, f"no max_version_level for {name!r}")
+        levels[name] = level
+    return levels
 
 
 # -- /brokers/ids/<id> ---------------------------------------------------------------------------

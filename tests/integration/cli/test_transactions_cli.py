@@ -143,6 +143,16 @@ def test_list_describe_and_abort_an_open_transaction(
     assert ids("--producer-id", str(pid)) == ["t1"]
     assert "t1" in ids("--duration-filter", "0")
     assert ids("--duration-filter", str(3_600_000)) == []
+    # KIP-1152: the whole id must match the pattern; a bad one is the brokers' error 128.
+    assert sorted(ids("--transactional-id-pattern", "t.*")) == ["t-idle", "t1"]
+    assert ids("--transactional-id-pattern", "t[0-9]") == ["t1"]
+    assert ids("--transactional-id-pattern", "t") == []
+    bad = tidelog(
+        "transactions", "--bootstrap-server", cluster.bootstrap,
+        "list", "--transactional-id-pattern", "t[",
+    )  # fmt: skip
+    assert bad.returncode == 1
+    assert "INVALID_REGULAR_EXPRESSION" in bad.stderr
 
     # describe: Ongoing, with its partition; the idle one has no start time.
     described = _json(tidelog, cluster, "describe", "--transactional-id", "t1")

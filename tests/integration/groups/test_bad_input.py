@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 
 from tests.harness import BrokerProcess
 from tests.integration.groups.helpers import GROUP_OVERRIDES
@@ -211,3 +213,34 @@ def test_inconsistent_protocol(raw: Raw) -> None:
         },
     )
     assert body.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_describe_groups_v6_and_list_groups_v5(raw: Raw) -> None:
+    member(raw, "g-v6")
+    # KIP-1043: from v6 an unknown group is GROUP_ID_NOT_FOUND with Kafka's message.
+    described = raw.call(ApiKey.DESCRIBE_GROUPS, 6, {"groups": ["g-v6", "nope"]})
+    rows = [(g.group_id, g.error_code, g.group_state, g.error_message) for g in described.groups]
+    assert rows == [
+        ("g-v6", ErrorCode.NONE, "Stable", None),
+        ("nope", ErrorCode.GROUP_ID_NOT_FOUND, "Dead", "Group nope not found."),
+    ]
+
+    # KIP-848's type filter: every tidelog group is classic; names are case-insensitive.
+    def listed(types: list[str]) -> list[tuple[str, str]]:
+        answer = raw.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": types})
+        assert answer.error_code == ErrorCode.NONE
+        return sorted((g.group_id, g.group_type) for g in answer.groups if g.group_id == "g-v6")
+
+    assert listed([]) == [("g-v6", "classic")]
+    assert listed(["Classic"]) == [("g-v6", "classic")]
+    assert listed(["consumer"]) == []
+    # confluent-kafka (librdkafka 2.16) sends the type filter in ListGroups v5.
+    host, port = raw.sock.getpeername()[:2]
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+    cases = (({ConsumerGroupType.CLASSIC}, True), ({ConsumerGroupType.CONSUMER}, False))
+    for types, expected in cases:
+        result = admin.list_consumer_groups(types=types, request_timeout=10).result(timeout=15)
+        found = {g.group_id: g.type for g in result.valid}
+        assert ("g-v6" in found) is expected, (types, found)
+        if expected:
+            assert found["g-v6"] == ConsumerGroupType.CLASSIC

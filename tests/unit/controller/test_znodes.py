@@ -259,3 +259,19 @@ def test_uuid_round_trip(value: uuid.UUID) -> None:
     assert len(text) == 22
     assert "=" not in text
     assert znodes.decode_uuid(text) == value
+
+
+def test_feature_znode() -> None:
+    # Kafka's FeatureZNode, version 2, status 1 (enabled), as its controller first writes it.
+    assert znodes.encode_feature_znode({}) == b'{"features":{},"version":2,"status":1}'
+    data = znodes.encode_feature_znode({"group.version": 1})
+    assert data == b'{"features":{"group.version":{"max_version_level":1}},"version":2,"status":1}'
+    assert znodes.decode_feature_znode(data) == {"group.version": 1}
+    # Version 1 (Kafka 2.7-3.2) also wrote min_version_level; a disabled node finalizes none.
+    old = b'{"features":{"f":{"min_version_level":1,"max_version_level":2}},"version":1,"status":1}'
+    assert znodes.decode_feature_znode(old) == {"f": 2}
+    assert (
+        znodes.decode_feature_znode(b'{"features":{"f":{"max_version_level":2}},"status":0}') == {}
+    )
+    with pytest.raises(znodes.ZNodeDecodeError):
+        znodes.decode_feature_znode(b'{"features":{"f":{}},"version":2,"status":1}')

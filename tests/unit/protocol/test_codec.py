@@ -297,3 +297,19 @@ def test_unknown_tags_are_dropped_and_known_ones_kept() -> None:
     assert payload.endswith(b"\x01\x00\x03\x03c1")
     with_unknown = payload[: -len(b"\x01\x00\x03\x03c1")] + b"\x02\x00\x03\x03c1\x07\x02hi"
     assert decode_request(with_unknown) == (RequestHeader(1, 12, 3, None), body)
+
+
+def test_api_versions_features_from_v3() -> None:
+    supported = {"a": (0, 0), "b": (1, 2)}
+    v4 = api_versions_response(4, {}, supported_features=supported, finalized_features={"b": 2},
+                               finalized_features_epoch=5)  # fmt: skip
+    assert [(f.name, f.min_version, f.max_version) for f in v4.supported_features] == [
+        ("a", 0, 0),
+        ("b", 1, 2),
+    ]
+    assert [(f.name, f.max_version_level) for f in v4.finalized_features] == [("b", 2)]
+    assert v4.finalized_features_epoch == 5
+    # v0-v3 leave out features whose minimum is 0 (the schema's rule).
+    v3 = api_versions_response(3, {}, supported_features=supported, finalized_features_epoch=5)
+    assert [f.name for f in v3.supported_features] == ["b"]
+    assert api_versions_response(2, {}, supported_features=supported).api_keys == ()

@@ -36,6 +36,7 @@ from tidelog.security.acls import (
 )
 from tidelog.security.principal import KafkaPrincipal
 from tidelog.server.apis.control_apis import ControlApis
+from tidelog.server.apis.feature_apis import FeatureApis
 from tidelog.server.apis.find_coordinator import FindCoordinatorApis
 from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.txn_admin import TxnAdmin
@@ -1068,6 +1069,20 @@ def test_requests_to_the_controller(cluster_apis: KafkaApis) -> None:
     assert err(answer.error_code) == denied
     # The broker's own principal passes: not the controller here.
     answer = control_call(cluster_apis, "broker", ApiKey.ALTER_PARTITION, alter, 2)
+    assert err(answer.error_code) == E.NOT_CONTROLLER
+    # UpdateFeatures needs ALTER on the cluster (Kafka's handleUpdateFeatures).
+    cluster_apis.handlers.update(FeatureApis(cluster_apis.helper, cluster_apis.backend).handlers())
+    features = build(
+        load_request_schema(ApiKey.UPDATE_FEATURES, 1),
+        {"feature_updates": [{"feature": "group.version", "max_version_level": 1}]},
+    )
+    answer = control_call(cluster_apis, "alice", ApiKey.UPDATE_FEATURES, features, 1)
+    assert (err(answer.error_code), answer.error_message, answer.results) == (
+        denied,
+        "Cluster authorization failed.",
+        (),
+    )
+    answer = control_call(cluster_apis, "broker", ApiKey.UPDATE_FEATURES, features, 1)
     assert err(answer.error_code) == E.NOT_CONTROLLER
 
 

@@ -231,7 +231,7 @@ def test_describe_transactions_elsewhere_is_not_coordinator(admin: TxnAdmin) -> 
         admin.replica_manager.partitions[TopicPartition(TXN_TOPIC, 0)] = hosted
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_list_transactions(admin: TxnAdmin, version: int) -> None:
     def listed(**filters: Any) -> tuple[list[tuple[str, int, str]], list[str]]:
         answer = call(admin, ApiKey.LIST_TRANSACTIONS, version, filters)
@@ -249,6 +249,18 @@ def test_list_transactions(admin: TxnAdmin, version: int) -> None:
     if version >= 1:
         assert listed(duration_filter=0) == ([("open", 11, "Ongoing")], [])
         assert listed(duration_filter=10**12) == ([], [])
+    if version >= 2:
+        # KIP-1152: the whole id must match; null and empty patterns keep everything.
+        assert listed(transactional_id_pattern="op.*") == ([("open", 11, "Ongoing")], [])
+        assert listed(transactional_id_pattern="op") == ([], [])
+        assert listed(transactional_id_pattern="") == listed()
+        assert listed(transactional_id_pattern=None) == listed()
+
+
+def test_list_transactions_invalid_pattern(admin: TxnAdmin) -> None:
+    answer = call(admin, ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern": "op[en"})
+    assert answer.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+    assert answer.transaction_states == ()
 
 
 def _append(admin: TxnAdmin, tp: TopicPartition, batch: bytes) -> None:

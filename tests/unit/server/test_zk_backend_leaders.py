@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tidelog.model import TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.metadata_cache import CachedBroker, CachedPartition
 from tidelog.server.network.request_context import (
@@ -61,3 +62,13 @@ def test_no_leader_known(backend: ZkBackend) -> None:
 
 def test_peers_are_reached_with_the_inter_broker_security(backend: ZkBackend) -> None:
     assert backend.peer_security is backend.node.peer_security
+
+
+def test_kip_951_hint_on_the_request_listener(backend: ZkBackend) -> None:
+    _on_listener("SSL")
+    assert backend.current_leader(TP, OWN) == (2, 5, NodeEndpoint(2, "b2", 9094, None))
+    _on_listener("SASL_SSL")  # named, but with no endpoint there
+    assert backend.current_leader(TP, OWN) == (2, 5, None)
+    assert backend.current_leader(TopicPartition("t", 1), OWN) == (-1, -1, None)
+    backend.cache.partitions[TP] = CachedPartition(3, 6, (3,), (3,), 4)  # not a live broker
+    assert backend.current_leader(TP, OWN) == (3, 6, None)

@@ -32,6 +32,7 @@ from tidelog.protocol.responses import (
 from tidelog.replication.truncation import leader_end_offset_for_epoch
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server.apis.helper import RequestHelper
+from tidelog.server.apis.leader_hints import fetch_hints, produce_hints
 from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
@@ -117,8 +118,11 @@ class _FetchPlan:
     refused: list[int] = field(default_factory=list)
 
 
-def _partition_answer(partition: int, result: FetchResult) -> FetchPartitionResponse:
-    """One read partition's answer."""
+def _partition_answer(
+    partition: int, result: FetchResult, current_leader: tuple[int, int]
+) -> FetchPartitionResponse:
+    """One read partition's answer (``current_leader``: KIP-951's hint, ``_NO_HINT``
+    for none)."""
     return FetchPartitionResponse(
         partition_index=partition,
         error_code=int(result.error),
@@ -131,9 +135,12 @@ def _partition_answer(partition: int, result: FetchResult) -> FetchPartitionResp
         # b"", never null (PROTOCOL_NOTES: kafka-python crashes, librdkafka stops reporting
         # the end of the partition).
         records=result.records if result.records is not None else b"",
+        current_leader=current_leader,
     )
 
 
+#: Kafka's default ``CurrentLeader``: no hint (not written on the wire).
+_NO_HINT: Final = (-1, -1)
 #: A partition not read (overwritten before use).
 _UNREAD: Final = PartitionNews(int(ErrorCode.UNKNOWN_SERVER_ERROR), 0, -1, -1, -1)
 
@@ -198,28 +205,6 @@ class DataApis:
                     entries[tp] = part.records
         appended = self.replica_manager.append_records(entries, acks)
 
-        def make_response(final: Mapping[TopicPartition, ProduceResult]) -> Response:
-            by_topic: dict[str, list[ProducePartitionResponse]] = {}
-            for tp in order:
-                r = final[tp]
-                by_topic.setdefault(tp.topic, []).append(
-                    ProducePartitionResponse(
-                        index=tp.partition,
-                        error_code=int(r.error),
-                        base_offset=r.base_offset,
-                        log_append_time_ms=r.log_append_time_ms,
-                        log_start_offset=r.log_start_offset,
-                        error_message=r.message,
-                    )
-                )
-            topics = [
-                ProduceTopicResponse(name=name, partitions=parts)
-                for name, parts in by_topic.items()
-            ]
-            # The hand-written encoder (byte-exact with kio, ~10x faster).
-            frame = encode_produce_response(header.correlation_id, header.api_version, topics)
-            return Response([frame])
-
         if acks == 0:
             failed = [tp for tp, (r, _req) in appended.items() if r.error != ErrorCode.NONE]
             failed += list(early)
@@ -231,17 +216,50 @@ class DataApis:
         results = {tp: result for tp, (result, _req) in appended.items()}
         results.update(early)
         if acks != -1 or all(req < 0 for _r, req in appended.values()):
-            return make_response(results)
+            return self._produce_response(header, order, results)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def respond(final: dict[TopicPartition, ProduceResult]) -> None:
             if not future.done():
                 final.update(early)
-                future.set_result(make_response(final))
+                future.set_result(self._produce_response(header, order, final))
 
         timeout_ms = int(body.timeout.total_seconds() * 1000)
         self.replica_manager.wait_for_acks(appended, timeout_ms, respond)
         return future
+
+    def _produce_response(
+        self,
+        header: RequestHeader,
+        order: Sequence[TopicPartition],
+        final: Mapping[TopicPartition, ProduceResult],
+    ) -> Response:
+        """The Produce answer: ``final``'s results in request order, grouped by topic."""
+        hints, endpoints = produce_hints(
+            self.backend, self.helper.own_address, header.api_version, final
+        )
+        by_topic: dict[str, list[ProducePartitionResponse]] = {}
+        for tp in order:
+            r = final[tp]
+            by_topic.setdefault(tp.topic, []).append(
+                ProducePartitionResponse(
+                    index=tp.partition,
+                    error_code=int(r.error),
+                    base_offset=r.base_offset,
+                    log_append_time_ms=r.log_append_time_ms,
+                    log_start_offset=r.log_start_offset,
+                    error_message=r.message,
+                    current_leader=hints.get(tp, _NO_HINT),
+                )
+            )
+        topics = [
+            ProduceTopicResponse(name=name, partitions=parts) for name, parts in by_topic.items()
+        ]
+        # The hand-written encoder (byte-exact with kio, ~10x faster).
+        frame = encode_produce_response(
+            header.correlation_id, header.api_version, topics, node_endpoints=endpoints
+        )
+        return Response([frame])
 
     def _produce_refusals(self, body: Any) -> dict[str, ErrorCode]:
         """Kafka's handleProduceRequest: a request carrying transactional batches needs WRITE
@@ -469,6 +487,14 @@ class DataApis:
         for i, error in errors.items():
             news[i] = PartitionNews(int(error), 0, -1, -1, -1)
         session_id, chosen = self.sessions.respond(context, news, now_ms())
+        hints, endpoints = fetch_hints(
+            self.backend,
+            self.helper.own_address,
+            version,
+            partitions=context.partitions,
+            chosen=chosen,
+            read=read,
+        )
         by_topic: dict[Any, list[FetchPartitionResponse]] = {}
         names: dict[Any, tuple[str, Any]] = {}
         for i in chosen:
@@ -476,7 +502,7 @@ class DataApis:
             k = part.topic_id if version >= 13 else part.topic
             names[k] = (part.topic or "", part.topic_id)
             by_topic.setdefault(k, []).append(
-                _partition_answer(part.partition, read[i])
+                _partition_answer(part.partition, read[i], hints.get(i, _NO_HINT))
                 if i in read
                 else FetchPartitionResponse(
                     partition_index=part.partition,
@@ -489,7 +515,13 @@ class DataApis:
             for k, parts in by_topic.items()
         ]
         return Response(
-            encode_fetch_response(header.correlation_id, version, topics, session_id=session_id)
+            encode_fetch_response(
+                header.correlation_id,
+                version,
+                topics,
+                session_id=session_id,
+                node_endpoints=endpoints,
+            )
         )
 
     def _fetch_refusals(self, partitions: list[SessionPartition], replica_id: int) -> set[int]:

@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tidelog.protocol.apis import ApiKey
+from tidelog.protocol.apis import ApiKey, advertised_versions
 from tidelog.protocol.codec import (
     RequestHeader,
     decode_request,
@@ -118,7 +118,8 @@ class Dispatcher:
             return decode_request(frame, self._supported)
         except UnsupportedVersionError as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
-                return Response([encode_api_versions_fallback(exc.header, self._supported)])
+                advertised = advertised_versions(self._supported)
+                return Response([encode_api_versions_fallback(exc.header, advertised)])
             raise CloseConnection(
                 f"{exc} (client {exc.header.client_id!r}, correlation id "
                 f"{exc.header.correlation_id}){when}"

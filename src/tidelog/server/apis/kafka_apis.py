@@ -76,7 +76,7 @@ class KafkaApis:
         self.data = DataApis(helper, backend, replica_manager)
         #: The groups answering the APIs of every broker, alone or in a cluster.
         self.groups: tuple[HandlerGroup, ...] = (
-            ApiVersionsApi(supported_versions),
+            ApiVersionsApi(supported_versions, backend.finalized_features),
             TopicApis(helper, backend, self.config_apis.topic_entries),
             self.data,
             self.config_apis,

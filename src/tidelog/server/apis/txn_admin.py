@@ -7,11 +7,15 @@ kafka-transactions.sh ask a broker about transactions and the producers of its p
   does not know it (or knows it as Dead); else its state (Kafka's name: "Ongoing",
   "PrepareCommit", ...), producer id and epoch, timeout, the start of the current
   transaction (-1 when none, as Kafka) and its partitions, grouped by topic.
-- ListTransactions (66, v0-v1): the transactional ids this broker coordinates (Dead ones
+- ListTransactions (66, v0-v2): the transactional ids this broker coordinates (Dead ones
   never), filtered by ``state_filters`` (names; one this broker does not know is answered in
   ``unknown_state_filters`` and matches nothing, so only unknown names list nothing), by
-  ``producer_id_filters`` and (v1) by ``duration_filter``: only transactions running
-  (``txn_start_ms`` >= 0) for longer than that many ms. Empty filters keep everything.
+  ``producer_id_filters``, (v1) by ``duration_filter``: only transactions running
+  (``txn_start_ms`` >= 0) for longer than that many ms, and (v2, KIP-1152) by
+  ``transactional_id_pattern``: a regular expression the whole id must match (Java's
+  ``Matcher.matches``; Python's ``re`` syntax, which agrees with Java's for the usual
+  patterns); one that does not compile is INVALID_REGULAR_EXPRESSION (128) and no rows.
+  Empty filters (and a null or empty pattern) keep everything.
 - DescribeProducers (61, v0), per partition, at its leader: the active producers of the
   partition's log (``tidelog.storage.producer_state``): id, epoch, last sequence and
   timestamp, the coordinator epoch of its newest marker and the first offset of its open
@@ -25,6 +29,7 @@ Everything is answered from memory, at once (no request waits on anything).
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -89,6 +94,7 @@ class ListFilters:
     states: frozenset[str] = frozenset()
     producer_ids: frozenset[int] = frozenset()
     duration_ms: int = -1
+    transactional_id_pattern: re.Pattern[str] | None = None
 
     @property
     def unknown_states(self) -> list[str]:
@@ -98,6 +104,9 @@ class ListFilters:
         if meta.state == TxnState.DEAD:
             return False
         if self.producer_ids and meta.producer_id not in self.producer_ids:
+            return False
+        pattern = self.transactional_id_pattern
+        if pattern is not None and pattern.fullmatch(meta.transactional_id) is None:
             return False
         if self.states:
             known = {STATE_NAMES[s] for s in self.states if s in STATE_NAMES}
@@ -205,10 +214,16 @@ class TxnAdmin:
     # --- ListTransactions (66) -------------------------------------------------------------
 
     def handle_list_transactions(self, header: RequestHeader, body: Any) -> Any:
+        raw_pattern = getattr(body, "transactional_id_pattern", None)
+        try:
+            pattern = re.compile(raw_pattern) if raw_pattern else None
+        except re.error:
+            return self.helper.respond(header, {"error_code": ErrorCode.INVALID_REGULAR_EXPRESSION})
         filters = ListFilters(
             states=frozenset(str(s) for s in body.state_filters),
             producer_ids=frozenset(int(p) for p in body.producer_id_filters),
             duration_ms=int(getattr(body, "duration_filter", -1)),
+            transactional_id_pattern=pattern,
         )
         rows = list_transactions(self._coordinated(), filters, now_ms())
         authorizer = self.helper.authorizer

@@ -17,18 +17,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tidelog.controller.controller import Controller
-from tidelog.errors import ErrorCode
+from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import ClientSecurity
 from tidelog.server.cluster.metadata_cache import ClusterMetadataCache
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.cluster.readiness import ReadinessGate
 from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.metadata.backend import FollowerFetcher, Outcome, ProducerIdUnavailableError
+from tidelog.server.metadata.features import FinalizedFeatures
 from tidelog.server.metadata.local import TopicInfo
 from tidelog.server.network.request_context import current_request
 from tidelog.storage.producer_id import ProducerIdsExhaustedError
-from tidelog.zk import ZkClient, ZkError
+from tidelog.zk import Watch, ZkClient, ZkError
+from tidelog.zk.znodes import FEATURE_PATH, ZNodeDecodeError, decode_feature_znode
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,9 @@ class ZkBackend:
         self.config = config
         self.node = node
         self.cache: ClusterMetadataCache = node.metadata
+        #: KIP-584: ``/feature`` as last read (``_on_feature_znode``).
+        self._features = FinalizedFeatures()
+        self._feature_watch: Watch | None = None
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -62,6 +68,27 @@ class ZkBackend:
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.cache.brokers)
+
+    def finalized_features(self) -> FinalizedFeatures:
+        return self._features
+
+    async def write_finalized_features(self, levels: Mapping[str, int], epoch: int) -> None:
+        zk = self.node.zk
+        if zk is None:
+            raise KafkaError(ErrorCode.FEATURE_UPDATE_FAILED, "not connected to ZooKeeper")
+        try:
+            await zk.set_feature_znode(levels, epoch)
+        except ZkError as exc:
+            raise KafkaError(ErrorCode.FEATURE_UPDATE_FAILED, str(exc)) from None
+
+    def _on_feature_znode(self, data: bytes | None, version: int) -> None:
+        if data is None:
+            self._features = FinalizedFeatures()
+            return
+        try:
+            self._features = FinalizedFeatures(version, decode_feature_znode(data))
+        except ZNodeDecodeError as exc:
+            log.error("finalized features kept as they were: %s", exc)
 
     def brokers(self, own_address: tuple[str, int]) -> list[dict[str, Any]]:
         """The live brokers with an endpoint on the request's listener, at that endpoint
@@ -125,6 +152,22 @@ class ZkBackend:
         if address is None:
             return None
         return broker.broker_id, address[0], address[1]
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        state = self.cache.partitions.get(tp)
+        if state is None:
+            return -1, -1, None
+        broker = self.cache.brokers.get(state.leader)
+        address = None if broker is None else broker.address_on(current_request().listener_name)
+        if broker is None or address is None:
+            return state.leader, state.leader_epoch, None
+        return (
+            state.leader,
+            state.leader_epoch,
+            NodeEndpoint(broker.broker_id, address[0], address[1], broker.rack),
+        )
 
     @property
     def peer_security(self) -> ClientSecurity:
@@ -249,7 +292,10 @@ class ZkBackend:
 
     async def connect(self) -> None:
         await self.node.connect()
-        assert self.node.zk is not None
+        zk = self.node.zk
+        assert zk is not None
+        await zk.ensure_feature_znode()
+        self._feature_watch = await zk.watch_data(FEATURE_PATH, self._on_feature_znode)
 
     async def start(self, bound_ports: Mapping[str, int]) -> None:
         await self.node.start(bound_ports)
@@ -264,6 +310,8 @@ class ZkBackend:
         await self.node.controlled_shutdown()
 
     async def stop(self) -> None:
+        if self._feature_watch is not None:
+            self._feature_watch.cancel()
         await self.node.stop()
         log.info("left the cluster")
 

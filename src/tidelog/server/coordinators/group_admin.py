@@ -111,7 +111,7 @@ class GroupAdminApis:
                     }
                 )
                 continue
-            entry = self._describe(group_id)
+            entry = self._describe(group_id, header.api_version)
             if with_operations and entry["error_code"] == ErrorCode.NONE:
                 entry["authorized_operations"] = authz.authorized_operations(
                     authorizer, ResourceType.GROUP, group_id, header.api_key
@@ -119,9 +119,11 @@ class GroupAdminApis:
             results.append(entry)
         return self._respond(header, {"groups": results})
 
-    def _describe(self, group_id: str) -> dict[str, Any]:
-        """One group's DescribeGroups entry (a group this coordinator does not know: Dead);
-        members' metadata and assignments only while the group is Stable."""
+    def _describe(self, group_id: str, version: int) -> dict[str, Any]:
+        """One group's DescribeGroups entry; members' metadata and assignments only while
+        the group is Stable. A group this coordinator does not know is Dead, and from v6 on
+        also GROUP_ID_NOT_FOUND with Kafka's message (KIP-1043); before v6 its error is
+        NONE, as Kafka answers."""
         _p, manager, error = self._lookup(group_id) if group_id else (-1, None, ErrorCode.NONE)
         entry: dict[str, Any] = {
             "error_code": error if group_id else ErrorCode.INVALID_GROUP_ID,
@@ -133,6 +135,9 @@ class GroupAdminApis:
         }
         group = manager.groups.get(group_id) if manager is not None else None
         if group is None:
+            if version >= 6 and entry["error_code"] == ErrorCode.NONE:
+                entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+                entry["error_message"] = f"Group {group_id} not found."
             return entry
         stable = group.state == GroupState.STABLE
         entry.update(

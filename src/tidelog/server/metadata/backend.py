@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import ClientSecurity
+from tidelog.server.metadata.features import FinalizedFeatures
 from tidelog.server.metadata.local import TopicInfo
 
 if TYPE_CHECKING:
@@ -103,6 +105,15 @@ class MetadataBackend(Protocol):
         """The brokers of the cluster, sorted."""
         ...
 
+    def finalized_features(self) -> FinalizedFeatures:
+        """The cluster's finalized features and their epoch (KIP-584; ``features``)."""
+        ...
+
+    async def write_finalized_features(self, levels: Mapping[str, int], epoch: int) -> None:
+        """Finalize ``levels`` (the whole set) if the epoch is still ``epoch``; raises
+        ``KafkaError(FEATURE_UPDATE_FAILED)`` when it cannot."""
+        ...
+
     def brokers(self, own_address: tuple[str, int]) -> list[dict[str, Any]]:
         """Metadata's ``brokers`` (node_id, host, port, rack) on the request's listener;
         ``own_address`` is this broker's on it (a lone broker's only entry)."""
@@ -121,6 +132,15 @@ class MetadataBackend(Protocol):
         request came in on, where ``own_address`` is this broker's (FindCoordinator: a client
         on the SASL_SSL port must be sent to the coordinator's SASL_SSL port). A lone broker
         answers as a one-broker cluster: the leader of every partition it hosts."""
+        ...
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        """KIP-951's leader hint for ``tp``: the leader's id and epoch as this broker knows
+        them (``(-1, -1)``: partition unknown here) and the leader's endpoint on the current
+        request's listener, where ``own_address`` is this broker's (None: the leader is not
+        alive or has no such listener). Kafka's ``KafkaApis.getCurrentLeader``."""
         ...
 
     @property

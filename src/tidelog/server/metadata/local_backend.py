@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tidelog.errors import ErrorCode, KafkaError
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.protocol.responses import NodeEndpoint
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.server.config.broker_config import BrokerConfig, topic_name_error
 from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.server.metadata.backend import FollowerFetcher, Outcome, RequestGate
+from tidelog.server.metadata.features import FinalizedFeatures
 from tidelog.server.metadata.local import MetadataStore, TopicInfo
 from tidelog.server.replica.manager import ReplicaManager
 
@@ -28,6 +30,10 @@ if TYPE_CHECKING:
     from tidelog.zk import ZkClient
 
 log = logging.getLogger(__name__)
+
+
+#: A lone broker's finalized features: none, at epoch 0 (``features`` rule 2).
+LONE_FEATURES: Final = FinalizedFeatures(0, {})
 
 
 class LocalBackend:
@@ -97,6 +103,23 @@ class LocalBackend:
             endpoint = self.config.advertised_listener
             own_address = endpoint.host, endpoint.port
         return self.broker_id, own_address[0], own_address[1]
+
+    def finalized_features(self) -> FinalizedFeatures:
+        # Its own controller, which finalized nothing: the empty agreement's epoch 0.
+        return LONE_FEATURES
+
+    async def write_finalized_features(self, levels: Mapping[str, int], epoch: int) -> None:
+        raise KafkaError(ErrorCode.FEATURE_UPDATE_FAILED, "a lone broker finalizes no features")
+
+    def current_leader(
+        self, tp: TopicPartition, own_address: tuple[str, int]
+    ) -> tuple[int, int, NodeEndpoint | None]:
+        hosted = self.replica_manager.partitions.get(tp)
+        if hosted is None:
+            return -1, -1, None
+        rack = self.config.get_str("broker.rack") or None
+        endpoint = NodeEndpoint(self.broker_id, own_address[0], own_address[1], rack)
+        return self.broker_id, hosted.partition.leader_epoch, endpoint
 
     @property
     def peer_security(self) -> ClientSecurity:
