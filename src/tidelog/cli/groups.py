@@ -42,7 +42,7 @@ from tidelog.protocol.messages import build
 
 FIND_COORDINATOR_V = 3
 DESCRIBE_GROUPS_V = 5
-LIST_GROUPS_V = 4
+LIST_GROUPS_V = 5
 OFFSET_FETCH_V = 7
 DELETE_GROUPS_V = 2
 
@@ -122,13 +122,18 @@ def coordinator_of(client: BlockingClient, group: str, *, timeout_s: float = 10.
         time.sleep(0.2)
 
 
-def list_groups(client: BlockingClient) -> list[tuple[str, str, str, int]]:
-    """(group, state, protocol type, coordinator) of every broker's groups."""
+def list_groups(
+    client: BlockingClient, states: Sequence[str] = (), types: Sequence[str] = ()
+) -> list[tuple[str, str, str, int]]:
+    """(group, state, protocol type, coordinator) of every broker's groups; with ``states``
+    or ``types`` only those in one of them (ListGroups v4's state filter, v5's type filter:
+    KIP-518, KIP-848; the broker matches them case-insensitively)."""
     cluster = client.metadata(None)
     out = []
+    body = {"states_filter": list(states), "types_filter": list(types)}
     for node_id in sorted(cluster.brokers):
         response = client.send(
-            group_request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, {"states_filter": []}), node_id=node_id
+            group_request(ApiKey.LIST_GROUPS, LIST_GROUPS_V, body), node_id=node_id
         )
         if response.error_code != ErrorCode.NONE:
             raise kafka_error(_code(response.error_code), None, f"broker {node_id}")
@@ -293,6 +298,13 @@ def group_to_json(view: GroupView) -> dict[str, Any]:
     }
 
 
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected one or more comma-separated names")
+    return names
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -302,7 +314,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_json_flag(p)
         return p
 
-    add("list", "every consumer group with its state (ListGroups on every broker)")
+    listing = add("list", "every consumer group with its state (ListGroups on every broker)")
+    listing.add_argument(
+        "--state",
+        type=_names,
+        default=[],
+        help="only groups in these states, comma-separated (Stable,Empty,...)",
+    )
+    listing.add_argument(
+        "--type",
+        type=_names,
+        default=[],
+        help="only groups of these types, comma-separated (classic; consumer is KIP-848's)",
+    )
     describe = add("describe", "members, assignments, committed offsets and lag")
     describe.add_argument("--group", action="append", help="group (repeatable; default: all)")
     delete = add("delete", "delete an empty group and its committed offsets (DeleteGroups)")
@@ -317,7 +341,7 @@ def run(args: argparse.Namespace) -> int:
         bootstrap, client_id="tidelog-cli", security=resolve_security(args)
     ) as client:
         if args.action == "list":
-            groups = list_groups(client)
+            groups = list_groups(client, args.state, args.type)
             if args.json:
                 print_json(
                     [

@@ -86,6 +86,11 @@ def test_describe_shows_members_offsets_and_lag(cli_broker: BrokerProcess) -> No
             "consumer",
             "0",
         ]
+        # ListGroups v5's filters: the state (any case) and the type (every group is classic).
+        chosen = tidelog(cli_broker, "list", "--state", "Empty,stable", "--type", "classic")
+        assert chosen.stdout.split()[4:] == ["dashboards", "Stable", "consumer", "0"]
+        assert tidelog(cli_broker, "list", "--state", "Empty").stdout == ""
+        assert tidelog(cli_broker, "list", "--type", "consumer").stdout == ""
         refused = tidelog(cli_broker, "delete", "--group", "dashboards")
         assert refused.returncode == 1
         assert refused.stderr.splitlines() == [
