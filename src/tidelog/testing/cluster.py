@@ -13,6 +13,9 @@ records everything in ``<dir>/cluster.json`` (the state file)::
     <dir>/security/, client.properties with ``security != "plaintext"`` (the CLI's
                                        ``tidelog.cli.launcher.LocalCluster``)
 
+``racks=("a", "b")`` (``tidelog cluster up --racks a,b``) gives broker i ``broker.rack`` =
+racks[(i - 1) mod len], recorded in the state file so a restarted broker keeps it.
+
 ``start()`` returns when every broker answers ApiVersions and, when the brokers form a cluster
 through ZooKeeper and a ``metadata_view`` is given, every broker's Metadata lists every broker.
 A cluster started by one process can be driven by another: ``LocalCluster.attach(dir)`` reads
