@@ -97,6 +97,38 @@ def test_partitions_and_new_partitions_span_both_racks(racked: str) -> None:
     assert f"\tRacks: {','.join(RACKS[b] for b in replicas)}" in lines[0]
 
 
+def test_reassign_generate_and_decommission_keep_partitions_on_both_racks(
+    racked: str, tmp_path: Path
+) -> None:
+    """Neither changes anything here (generate proposes; decommission --dry-run plans):
+    generate's proposal spans both racks; decommissioning broker 3 (rack b) moves each of
+    its replicas to broker 4, the other broker of rack b, however loaded."""
+    created = tidelog(
+        "topics", "create", "--dir", racked, "--topic", "moved", "--partitions", "4",
+        "--replication-factor", "2",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics":[{"topic":"moved"}],"version":1}')
+    generated = tidelog(
+        "reassign", "generate", "--dir", racked, "--topics-to-move-json-file", str(topics),
+        "--broker-list", "1,2,3,4",
+    )  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    proposal = json.loads(generated.stdout.strip().splitlines()[-1])["partitions"]
+    assert len(proposal) == 4
+    assert all(sorted(RACKS[b] for b in p["replicas"]) == ["a", "b"] for p in proposal)
+    plan = tidelog("brokers", "decommission", "--dir", racked, "3", "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.rstrip().endswith("Dry run: nothing was changed.")
+    lines = plan.stdout.splitlines()
+    proposed = json.loads(lines[lines.index("Proposed partition reassignment configuration") + 1])
+    assert proposed["partitions"]  # broker 3 holds replicas of "moved" at least
+    for p in proposed["partitions"]:
+        assert 3 not in p["replicas"]
+        assert sorted(RACKS[b] for b in p["replicas"]) == ["a", "b"], p
+
+
 def console_port(d: str) -> int:
     """The port broker 1 logged for its ``metrics.listener`` (port 0: a free one)."""
     log = Path(d) / "broker-1" / "broker.log"
