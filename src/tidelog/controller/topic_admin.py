@@ -46,7 +46,8 @@ async def create_topic(
     The active controller sees the new topic and creates its partition states. Errors are
     Kafka's, with the message CreateTopics returns: INVALID_TOPIC_EXCEPTION (17),
     INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39),
-    TOPIC_ALREADY_EXISTS (36).
+    TOPIC_ALREADY_EXISTS (36); UNKNOWN_SERVER_ERROR (-1) without one for a placement over
+    brokers with and without racks (``placement`` rule 4).
     """
     if (reason := znodes.topic_name_error(topic)) is not None:
         return CreateTopicResult(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
@@ -168,7 +169,8 @@ async def create_partitions(
     leader); ``assignment`` gives them explicitly. The write is a CAS on the
     topic znode; the controller's per-topic watch then creates the new partitions' states.
     Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
-    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment).
+    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment),
+    UNKNOWN_SERVER_ERROR without a message (placement over brokers with and without racks).
     """
     for _ in range(MAX_CAS_ROUNDS):
         found = await zk.get_topic_assignments([topic])
