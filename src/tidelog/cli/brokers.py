@@ -7,8 +7,12 @@ Theory of operation:
 1. The plan (``decommission_plan``, pure): for each partition with a replica on N, in topic
    and partition order, N's replica goes to the live broker, other than N, that hosts the
    fewest replicas so far (counting the plan's own moves; ties: the lowest id) among those
-   not already replicas of the partition. It takes N's place in the list, so the preferred
-   leader (the first replica) changes only where N was first.
+   not already replicas of the partition. When the brokers have racks (``broker.rack``),
+   a broker on a rack that none of the partition's other replicas is on comes first, so
+   the partition keeps (or gains) its spread over racks; some brokers with a rack and some
+   not is refused as ``reassign generate`` refuses it, unless ``--disable-rack-aware``.
+   The new broker takes N's place in the list, so the preferred leader (the first
+   replica) changes only where N was first.
 2. A partition that cannot move refuses the whole decommission before anything changes
    (exit 1, naming each with its replicas and why): its replication factor exceeds the
    live brokers besides N, or another of its replicas is on a broker that is not live (the
@@ -38,6 +42,7 @@ from tidelog.cli import reassign, reassign_cluster
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import CommandError, add_bootstrap_flags
 from tidelog.cli.reassign_files import ids_text, partitions_text, plural, reassignment_json
+from tidelog.cli.reassign_plans import placement_brokers
 from tidelog.cli.reassign_steps import (
     CANNOT_EXECUTE_WITH_EXISTING,
     clear_throttles,
@@ -57,8 +62,11 @@ def decommission_plan(
     broker: int,
     assignment: Mapping[TopicPartition, Sequence[int]],
     live: Collection[int],
+    racks: Mapping[int, str | None] | None = None,
 ) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartition, str]]:
-    """Rules 1 and 2: (partition -> its new replicas, partition that cannot move -> why)."""
+    """Rules 1 and 2: (partition -> its new replicas, partition that cannot move -> why).
+    ``racks``: each live broker's rack (None or missing: no rack preference)."""
+    rack_of = dict(racks or {})
     candidates = sorted(set(live) - {broker})
     load = dict.fromkeys(candidates, 0)
     for replicas in assignment.values():
@@ -79,7 +87,8 @@ def decommission_plan(
         if not choices:
             stuck[tp] = "no other live broker to take it"
             continue
-        chosen = min(choices, key=lambda b: (load[b], b))
+        taken = {rack_of.get(r) for r in replicas if r != broker} - {None}
+        chosen = min(choices, key=lambda b: (rack_of.get(b) in taken, load[b], b))
         load[chosen] += 1
         plan[tp] = [chosen if r == broker else r for r in replicas]
     return plan, stuck
@@ -103,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="choose the new brokers without regard to their racks (broker.rack)",
+    )
+    p.add_argument(
         "--preserve-throttles", action="store_true", help="leave the throttles after --wait"
     )
 
@@ -117,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             dry_run=args.dry_run,
             preserve_throttles=args.preserve_throttles,
+            rack_aware=not args.disable_rack_aware,
         )
 
 
@@ -134,11 +149,14 @@ def decommission(
     dry_run: bool = False,
     preserve_throttles: bool = False,
     poll_interval_s: float = POLL_INTERVAL_S,
+    rack_aware: bool = True,
 ) -> int:
     _refuse_while_reassigning(admin)
     live = admin.live_brokers()
+    placed = placement_brokers(live, admin.broker_racks(), rack_aware=rack_aware)
+    racks: dict[int, str | None] = {int(b): r for b, r in placed.items()}
     assignment = admin.assignment(None)
-    plan = _plan_or_refuse(broker, assignment, live)
+    plan = _plan_or_refuse(broker, assignment, live, racks)
     if not plan:
         note = "" if broker in live else f" (nor is it live: {','.join(map(str, live))} are)"
         print(f"Broker {broker} hosts no replicas: nothing to move{note}.")
@@ -179,9 +197,10 @@ def _plan_or_refuse(
     broker: int,
     assignment: Mapping[TopicPartition, Sequence[int]],
     live: Collection[int],
+    racks: Mapping[int, str | None],
 ) -> dict[TopicPartition, list[int]]:
     """The decommission plan; refused, with nothing changed, if a replica cannot move."""
-    plan, stuck = decommission_plan(broker, assignment, live)
+    plan, stuck = decommission_plan(broker, assignment, live, racks)
     if stuck:
         others = sorted(set(live) - {broker})
         details = "; ".join(

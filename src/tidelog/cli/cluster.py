@@ -24,6 +24,14 @@ from tidelog.testing.cluster import BrokerStatus, ClusterError
 from tidelog.testing.zookeeper import ZooKeeperStartError
 
 
+def rack_list(text: str) -> tuple[str, ...]:
+    """``--racks a,b,c``: the rack names, none empty."""
+    racks = tuple(part.strip() for part in text.split(","))
+    if not all(racks):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of rack names")
+    return racks
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -54,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="plaintext",
         help="secure the cluster: TLS and/or SASL (SCRAM, PLAIN) listeners, ACLs on, "
         "ZooKeeper closed; the admin's settings go to DIR/client.properties (docs/security.md)",
+    )
+    up.add_argument(
+        "--racks",
+        type=rack_list,
+        default=(),
+        metavar="A,B,C",
+        help="broker.rack of each broker: broker i gets the ((i-1) mod n)-th (replicas are "
+        "then placed rack-aware)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
     add_json_flag(up)
@@ -106,6 +122,7 @@ def print_status(cluster: LocalCluster, as_json: bool) -> None:
                 "brokers": [
                     {
                         "id": s.broker_id,
+                        "rack": cluster.rack_of(s.broker_id),
                         "pid": s.pid,
                         "port": s.port,
                         "state": s.state,
@@ -123,12 +140,14 @@ def print_status(cluster: LocalCluster, as_json: bool) -> None:
         print(f"zookeeper:   {cluster.zookeeper_connect}  pid {state.zookeeper_pid}  {zk_state}")
     print(f"bootstrap:   {state.bootstrap_servers}")
     print(f"controller:  {controller if controller is not None else 'unknown'}")
+    racked = bool(cluster.racks)
     rows = []
     for s in statuses:
         answering = "yes" if s.sees is not None else "no"
         rows.append(
             (
                 s.broker_id,
+                *((cluster.rack_of(s.broker_id),) if racked else ()),
                 s.pid,
                 f"127.0.0.1:{s.port}",
                 s.state,
@@ -137,9 +156,8 @@ def print_status(cluster: LocalCluster, as_json: bool) -> None:
                 ",".join(map(str, s.sees)) if s.sees is not None else "-",
             )
         )
-    print(
-        format_table(("BROKER", "PID", "ADDRESS", "PROCESS", "ANSWERS", "CONTROLLER", "SEES"), rows)
-    )
+    headers = ("PID", "ADDRESS", "PROCESS", "ANSWERS", "CONTROLLER", "SEES")
+    print(format_table(("BROKER", *(("RACK",) if racked else ()), *headers), rows))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
                 overrides=overrides,
                 zookeeper=not args.no_zookeeper,
                 security=args.security,
+                racks=args.racks,
             )
             cluster.start(timeout_s=args.timeout)
             print_status(cluster, args.json)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tidelog.cli import local_security
@@ -49,6 +49,7 @@ class LocalCluster(cluster.LocalCluster):
         python: str = sys.executable,
         event_loop: str = "uvloop",
         security: str = "plaintext",
+        racks: Sequence[str] = (),
     ) -> None:
         if security not in local_security.MODES:
             raise ClusterError(
@@ -63,6 +64,7 @@ class LocalCluster(cluster.LocalCluster):
             event_loop=event_loop,
             security=security,
             metadata_view=client_metadata_view,
+            racks=racks,
         )
         self._local_security: local_security.LocalSecurity | None = None
 

@@ -8,8 +8,11 @@ half, KIP-113, with AlterReplicaLogDirs and DescribeLogDirs at each broker).
   Kafka's reassignment JSON (``{"version":1,"partitions":[{"topic":..,"partition":..,
   "replicas":[..],"log_dirs":["any",..]}]}``). The proposal keeps each topic's replication
   factor and spreads its replicas round-robin over the broker list with the controller's
-  placement rule (``tidelog.controller.decisions.assign_replicas``, Kafka's rack-unaware
-  ``AdminUtils.assignReplicasToBrokers``). Kafka starts each topic at a random broker; here
+  placement rule (``tidelog.controller.placement``, Kafka's ``AdminUtils.
+  assignReplicasToBrokers``): rack-aware when the brokers have a ``broker.rack`` (each
+  partition's replicas on as many racks as it can), unless ``--disable-rack-aware``; some
+  with a rack and some not is refused with Kafka's "Not all brokers have rack information.
+  Add --disable-rack-aware ..." (exit 1). Kafka starts each topic at a random broker; here
   the first topic starts at the first broker and each next topic where the previous one
   ended, so the same input gives the same proposal. Nothing changes in the cluster.
 - ``execute --reassignment-json-file F [--throttle B/s] [--replica-alter-log-dirs-throttle
@@ -77,7 +80,11 @@ from tidelog.cli.reassign_files import (
     reassignment_json,
 )
 from tidelog.cli.reassign_log_dirs import Replica, execute_moves, move_states, replica_dirs
-from tidelog.cli.reassign_plans import partition_states, propose_assignment
+from tidelog.cli.reassign_plans import (
+    partition_states,
+    placement_brokers,
+    propose_assignment,
+)
 from tidelog.cli.reassign_steps import (
     check_brokers,
     clear_throttles,
@@ -164,6 +171,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="1,2,3",
         help="the brokers to place the replicas on",
     )
+    p.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="place replicas without regard to the brokers' racks (broker.rack)",
+    )
     p = add("execute", "start the reassignment of a JSON file")
     p.add_argument("--reassignment-json-file", type=Path, required=True, metavar="FILE")
     add_throttle_flag(p)
@@ -212,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             _read(args.topics_to_move_json_file, "--topics-to-move-json-file")
         )
         with reassign_cluster.open_admin(args) as admin:
-            return generate(admin, topics, args.broker_list)
+            return generate(admin, topics, args.broker_list, rack_aware=not args.disable_rack_aware)
     if args.action == "list":
         with reassign_cluster.open_admin(args) as admin:
             return list_command(admin)
@@ -241,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
         )
 
 
-def generate(admin: Admin, topics: Sequence[str], brokers: Sequence[int]) -> int:
+def generate(
+    admin: Admin, topics: Sequence[str], brokers: Sequence[int], *, rack_aware: bool = True
+) -> int:
     current = admin.assignment(topics)
     missing = [t for t in topics if not any(tp.topic == t for tp in current)]
     if missing:
@@ -250,7 +264,8 @@ def generate(admin: Admin, topics: Sequence[str], brokers: Sequence[int]) -> int
             code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         )
     check_brokers(admin, brokers)
-    proposal = propose_assignment(current, topics, brokers)
+    racks = placement_brokers(brokers, admin.broker_racks(), rack_aware=rack_aware)
+    proposal = propose_assignment(current, topics, racks)
     print(f"Current partition replica assignment\n{reassignment_json(current)}\n")
     print(f"Proposed partition reassignment configuration\n{reassignment_json(proposal)}")
     return 0

@@ -23,6 +23,10 @@ from tidelog.model import TopicPartition
 class Admin(Protocol):
     def live_brokers(self) -> list[int]: ...
 
+    def broker_racks(self) -> dict[int, str | None]:
+        """Each live broker's ``broker.rack`` (None: it has none)."""
+        ...
+
     def assignment(self, topics: Iterable[str] | None) -> dict[TopicPartition, tuple[int, ...]]:
         """Replicas of every partition of ``topics`` (None: all); unknown topics absent."""
         ...
@@ -56,6 +60,10 @@ class ClusterAdmin:
 
     def live_brokers(self) -> list[int]:
         return sorted(self.client.metadata([]).brokers)
+
+    def broker_racks(self) -> dict[int, str | None]:
+        brokers = self.client.metadata([]).brokers
+        return {b: brokers[b].rack for b in sorted(brokers)}
 
     def assignment(self, topics: Iterable[str] | None) -> dict[TopicPartition, tuple[int, ...]]:
         cluster = self.client.metadata(None if topics is None else list(topics))

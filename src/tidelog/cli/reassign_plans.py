@@ -7,38 +7,51 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from tidelog.cli.output import UsageError
+from tidelog.cli.output import CommandError, UsageError
 from tidelog.cli.reassign_files import Assignment
 from tidelog.client import reassign_admin as ra
-from tidelog.controller.decisions import assign_replicas
-from tidelog.errors import ErrorCode
+from tidelog.controller.placement import PlacementError, place_replicas
 from tidelog.model import BrokerId, TopicPartition
+
+#: Kafka's ``ReassignPartitionsCommand.getBrokerMetadata`` refusal (an
+#: ``AdminOperationException``: the tool prints it and exits 1).
+NOT_ALL_BROKERS_HAVE_RACKS: Final = (
+    "Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+    "replica assignment without rack information."
+)
+
+
+def placement_brokers(
+    brokers: Collection[int], racks: Mapping[int, str | None], *, rack_aware: bool = True
+) -> dict[BrokerId, str | None]:
+    """Kafka's ``getBrokerMetadata``: the brokers of the list with their racks (``racks``:
+    the live brokers'), none with ``--disable-rack-aware``; CommandError when some have a
+    rack and some not."""
+    chosen = {BrokerId(b): racks.get(b) if rack_aware else None for b in sorted(brokers)}
+    rackless = sum(1 for r in chosen.values() if r is None)
+    if rack_aware and rackless not in (0, len(chosen)):
+        raise CommandError(NOT_ALL_BROKERS_HAVE_RACKS)
+    return chosen
 
 
 def propose_assignment(
-    current: Assignment, topics: Sequence[str], brokers: Collection[int]
+    current: Assignment, topics: Sequence[str], brokers: Mapping[BrokerId, str | None]
 ) -> dict[TopicPartition, list[int]]:
     """generate's proposal (see :mod:`tidelog.cli.reassign`): each topic keeps its
-    replication factor (its first partition's); ``UsageError`` (INVALID_REPLICATION_FACTOR)
+    replication factor (its first partition's), placed rack-aware when ``brokers`` (id ->
+    rack, ``placement_brokers``) have racks; ``UsageError`` (INVALID_REPLICATION_FACTOR)
     when it exceeds the broker list."""
     proposal: dict[TopicPartition, list[int]] = {}
     start = 0
     for topic in topics:
         parts = sorted(tp for tp in current if tp.topic == topic)
-        replication_factor = len(current[parts[0]])
-        placed = assign_replicas(
-            len(parts),
-            replication_factor,
-            [BrokerId(b) for b in brokers],
-            start_index=start,
+        placed = place_replicas(
+            brokers, len(parts), len(current[parts[0]]), start_index=start, replica_shift=0
         )
-        if isinstance(placed, ErrorCode):
-            raise UsageError(
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(brokers)}.",
-                code=placed,
-            )
+        if isinstance(placed, PlacementError):
+            raise UsageError(placed.message, code=placed.error)
         for tp, replicas in zip(parts, placed, strict=True):
             proposal[tp] = [int(r) for r in replicas]
         start += len(parts)

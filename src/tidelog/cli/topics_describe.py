@@ -4,7 +4,9 @@ The layout is Kafka's ``TopicCommand``: a topic line with TopicId, PartitionCoun
 ReplicationFactor and Configs, then one line per partition with Leader, Replicas, Isr.
 tidelog adds the partition's high watermark and, per replica, its log end offset (LEO) and
 lag behind the leader, from DescribeQuorum (API 55) sent to each partition's leader. A
-broker without DescribeQuorum gets a note and the HW from ListOffsets.
+broker without DescribeQuorum gets a note and the HW from ListOffsets. When brokers have a
+``broker.rack``, the partition line adds ``Racks:``, each replica's rack in the order of
+``Replicas:`` (``-`` for a broker without one, ``?`` for a broker not live).
 
 The filters are Kafka's ``DescribeOptions``:
 
@@ -41,6 +43,8 @@ from tidelog.client.client import ClusterMetadata, TopicMetadata
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
+#: The rack shown for a replica on a broker the Metadata does not list (not live).
+UNKNOWN_RACK: Final = "?"
 #: Kafka's ``Topic.isInternal`` (rule 3).
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -78,6 +82,9 @@ class PartitionDescription:
     leader_live: bool = True
     #: The topic's effective min.insync.replicas (None: its configs could not be read).
     min_isr: int | None = None
+    #: Each replica's ``broker.rack`` in ``replicas`` order: None for a broker without one,
+    #: ``UNKNOWN_RACK`` for a broker not in the Metadata's brokers; () when no broker has one.
+    racks: tuple[str | None, ...] = ()
 
     @property
     def under_replicated(self) -> bool:
@@ -159,6 +166,8 @@ def format_partition_line(topic: str, p: PartitionDescription) -> str:
         f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}"
         f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
     )
+    if p.racks:
+        line += "\tRacks: " + ",".join("-" if r is None else r for r in p.racks)
     if p.high_watermark is not None:
         line += f"\tHW: {p.high_watermark}"
     return line
@@ -197,6 +206,7 @@ def _partition_json(p: PartitionDescription) -> dict[str, Any]:
         "leader_epoch": p.leader_epoch,
         "replicas": list(p.replicas),
         "isr": list(p.isr),
+        "racks": list(p.racks) or None,
         "high_watermark": p.high_watermark,
         "under_replicated": p.under_replicated,
         "under_min_isr": p.under_min_isr,
@@ -264,6 +274,15 @@ def replica_descriptions(
             )
         )
     return tuple(result)
+
+
+def replica_racks(
+    replicas: Sequence[int], racks: Mapping[int, str | None]
+) -> tuple[str | None, ...]:
+    """Each replica's rack (``PartitionDescription.racks``); () when no live broker has one."""
+    if not any(r is not None for r in racks.values()):
+        return ()
+    return tuple(racks.get(b, UNKNOWN_RACK) for b in replicas)
 
 
 def min_insync_replicas(configs: admin.ResourceConfigs | None) -> int | None:
@@ -349,6 +368,7 @@ def describe_topics(
         if p.leader_id >= 0 and p.leader_id in md.brokers
     }
     quorum, hws = _replica_states(client, leaders, notes)
+    racks = {b.node_id: b.rack for b in md.brokers.values()}
     now_ms = int(time.time() * 1000)
     result = []
     for t in topics:
@@ -372,6 +392,7 @@ def describe_topics(
                     else (),
                     leader_live=p.leader_id in md.brokers,
                     min_isr=min_isr,
+                    racks=replica_racks(p.replicas, racks),
                 )
             )
         result.append(

@@ -49,6 +49,7 @@ __all__ = [
     "on_replicas_changed",
     "plan_reassignment",
     "reassignment_target_error",
+    "replica_index",
     "replica_removal_problem",
 ]
 
@@ -325,12 +326,18 @@ def assign_replicas(
     *,
     start_index: int,
     replica_shift: int = 0,
+    start_partition_id: int = 0,
 ) -> list[list[BrokerId]] | ErrorCode:
     """Rule 11 (seed 004): with brokers sorted, partition i's leader is broker[(s + i) mod n]
     and follower j (1-based) goes to broker[(s + i + 1 + (shift + j - 1) mod (n - 1)) mod n],
     the shift growing by one every n partitions (Kafka's rack-unaware assignment). With the
     default shift 0, replica j of partition i < n sits on broker[(s + i + j) mod n]; the
-    shift then moves followers so leaders and followers both spread."""
+    shift then moves followers so leaders and followers both spread.
+
+    ``start_partition_id`` numbers the first partition placed (CreatePartitions places the
+    new ones from the current count): as in Kafka's ``assignReplicasToBrokersRackUnaware``
+    the shift grows only at the multiples of n met from there. Rack-aware placement:
+    ``tidelog.controller.placement``."""
     if n_partitions <= 0:
         return ErrorCode.INVALID_PARTITIONS
     ordered = sorted(brokers)
@@ -339,15 +346,21 @@ def assign_replicas(
         return ErrorCode.INVALID_REPLICATION_FACTOR
     result: list[list[BrokerId]] = []
     shift = replica_shift
-    for i in range(n_partitions):
+    for i in range(start_partition_id, start_partition_id + n_partitions):
         if i > 0 and i % n == 0:
             shift += 1
         first = (start_index + i) % n
         replicas = [ordered[first]]
         for j in range(replication_factor - 1):
-            replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n])
+            replicas.append(ordered[replica_index(first, shift, j, n)])
         result.append(replicas)
     return result
+
+
+def replica_index(first: int, shift: int, j: int, n: int) -> int:
+    """Kafka's ``AdminUtils.replicaIndex``: the index of follower ``j`` (0-based) of a
+    partition led by broker[first], ``1 + (shift + j) mod (n - 1)`` places after it."""
+    return (first + 1 + (shift + j) % (n - 1)) % n
 
 
 # -- partition reassignment (KIP-455) ------------------------------------------------------------

@@ -1,23 +1,27 @@
 """Topic creation and partition growth, from any broker (Kafka's ``AdminZkClient``).
 
-Both validate as Kafka does (rule 11 places replicas) and write the topic znode only; the
-active controller sees the change (the ``/brokers/topics`` watch, the per-topic watch) and
-creates the new partitions' states.
+Both validate as Kafka does, place replicas over the live brokers with
+``tidelog.controller.placement`` (rule 11, rack-aware when the brokers have ``broker.rack``)
+and write the topic znode only; the active controller sees the change (the
+``/brokers/topics`` watch, the per-topic watch) and creates the new partitions' states.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tidelog.controller import decisions
+from tidelog.controller import placement
 from tidelog.controller.context import MAX_CAS_ROUNDS
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId
 from tidelog.zk import TopicCreateOutcome, ZkClient, znodes
 from tidelog.zk.znodes import TopicAssignment
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +41,17 @@ async def create_topic(
     assignment: Mapping[int, Sequence[BrokerId]] | None = None,
     validate_only: bool = False,
 ) -> CreateTopicResult:
-    """Validate and write a new topic's assignment (rule 11), topic id and config.
+    """Validate and write a new topic's assignment (``placement``), topic id and config.
 
     The active controller sees the new topic and creates its partition states. Errors are
     Kafka's, with the message CreateTopics returns: INVALID_TOPIC_EXCEPTION (17),
     INVALID_PARTITIONS (37), INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39),
-    TOPIC_ALREADY_EXISTS (36).
+    TOPIC_ALREADY_EXISTS (36); UNKNOWN_SERVER_ERROR (-1) without one for a placement over
+    brokers with and without racks (``placement`` rule 4).
     """
     if (reason := znodes.topic_name_error(topic)) is not None:
         return CreateTopicResult(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-    live = sorted((await zk.get_live_brokers()).keys())
+    live = await _live_racks(zk)
     replicas = (
         _given_replicas(assignment, live)
         if assignment is not None
@@ -93,33 +98,37 @@ def _given_replicas(
 
 
 def _planned_replicas(
-    num_partitions: int, replication_factor: int, live: Sequence[BrokerId]
+    num_partitions: int, replication_factor: int, live: Mapping[BrokerId, str | None]
 ) -> dict[int, tuple[BrokerId, ...]] | CreateTopicResult:
-    """The counts checked, then replicas placed by rule 11 over the live brokers."""
-    if num_partitions <= 0:
-        return CreateTopicResult(
-            ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-        )
-    if replication_factor <= 0:
-        return CreateTopicResult(
-            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-        )
-    if replication_factor > len(live):
-        return CreateTopicResult(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.",
-        )
-    planned = decisions.assign_replicas(
+    """Replicas placed over the live brokers (``placement``: rack-aware when they have
+    racks), from a random start index and shift as Kafka's ``AdminUtils`` picks them so
+    topics spread their leaders."""
+    n = max(1, len(live))
+    planned = placement.place_replicas(
+        live,
         num_partitions,
         replication_factor,
-        live,
-        # Kafka picks a random start index (and shift) so topics spread their leaders.
-        start_index=random.randrange(len(live)),
-        replica_shift=random.randrange(len(live)),
+        start_index=random.randrange(n),
+        replica_shift=random.randrange(n),
     )
-    if isinstance(planned, ErrorCode):
-        return CreateTopicResult(planned)
+    if isinstance(planned, placement.PlacementError):
+        return _refused(planned)
     return {p: tuple(rs) for p, rs in enumerate(planned)}
+
+
+def _refused(problem: placement.PlacementError) -> CreateTopicResult:
+    """A placement refused with Kafka's answer: an unknown server error (mixed racks) is
+    logged with its text and answered without one, as ``ApiError.fromThrowable`` does."""
+    if problem.error is ErrorCode.UNKNOWN_SERVER_ERROR:
+        log.error("replica placement refused: %s", problem.message)
+        return CreateTopicResult(problem.error)
+    return CreateTopicResult(problem.error, problem.message)
+
+
+async def _live_racks(zk: ZkClient) -> dict[BrokerId, str | None]:
+    """The live brokers (sorted by id) and their ``broker.rack`` (None: none)."""
+    live = await zk.get_live_brokers()
+    return {b: live[b].registration.rack for b in sorted(live)}
 
 
 def replica_assignment_error(
@@ -155,11 +164,13 @@ async def create_partitions(
 ) -> CreateTopicResult:
     """CreatePartitions (API 37): grow ``topic`` to ``count`` partitions (any broker).
 
-    New replicas are placed like Kafka's AdminUtils (rule 11, starting from the index of
-    partition 0's leader); ``assignment`` gives them explicitly. The write is a CAS on the
+    New replicas are placed like Kafka's ``AdminZkClient.addPartitions`` (``placement``,
+    rack-aware when the brokers have racks, starting from the index of partition 0's
+    leader); ``assignment`` gives them explicitly. The write is a CAS on the
     topic znode; the controller's per-topic watch then creates the new partitions' states.
     Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
-    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment).
+    INVALID_REPLICA_ASSIGNMENT (a lost CAS is retried with the fresh assignment),
+    UNKNOWN_SERVER_ERROR without a message (placement over brokers with and without racks).
     """
     for _ in range(MAX_CAS_ROUNDS):
         found = await zk.get_topic_assignments([topic])
@@ -177,7 +188,7 @@ async def create_partitions(
                 else f"Topic already has {existing} partitions."
             )
             return CreateTopicResult(ErrorCode.INVALID_PARTITIONS, message)
-        live = sorted((await zk.get_live_brokers()).keys())
+        live = await _live_racks(zk)
         rf = len(current.partitions[0])
         if assignment is not None:
             if len(assignment) != count - existing:
@@ -191,19 +202,21 @@ async def create_partitions(
             if problem is not None:
                 return CreateTopicResult(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         else:
-            if rf > len(live):
-                return CreateTopicResult(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Replication factor: {rf} larger than available brokers: {len(live)}.",
-                )
+            # Kafka's ``addPartitions``: the start index is that of the first broker (by
+            # id) not below partition 0's first replica, for the index and the shift both.
             leader0 = current.partitions[0][0]
-            start = live.index(leader0) if leader0 in live else random.randrange(len(live))
-            planned = decisions.assign_replicas(
-                count, rf, live, start_index=start, replica_shift=start
+            start = next((i for i, b in enumerate(live) if b >= leader0), 0)
+            planned = placement.place_replicas(
+                live,
+                count - existing,
+                rf,
+                start_index=start,
+                replica_shift=start,
+                start_partition_id=existing,
             )
-            if isinstance(planned, ErrorCode):
-                return CreateTopicResult(planned)
-            new = {p: tuple(planned[p]) for p in range(existing, count)}
+            if isinstance(planned, placement.PlacementError):
+                return _refused(planned)
+            new = {existing + i: tuple(rs) for i, rs in enumerate(planned)}
         if validate_only:
             return CreateTopicResult(ErrorCode.NONE, None, current.topic_id)
         grown = replace(current, partitions={**current.partitions, **new})

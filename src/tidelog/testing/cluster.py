@@ -13,6 +13,9 @@ records everything in ``<dir>/cluster.json`` (the state file)::
     <dir>/security/, client.properties with ``security != "plaintext"`` (the CLI's
                                        ``tidelog.cli.launcher.LocalCluster``)
 
+``racks=("a", "b")`` (``tidelog cluster up --racks a,b``) gives broker i ``broker.rack`` =
+racks[(i - 1) mod len], recorded in the state file so a restarted broker keeps it.
+
 ``start()`` returns when every broker answers ApiVersions and, when the brokers form a cluster
 through ZooKeeper and a ``metadata_view`` is given, every broker's Metadata lists every broker.
 A cluster started by one process can be driven by another: ``LocalCluster.attach(dir)`` reads
@@ -134,6 +137,9 @@ class ClusterState:
     started_at_ms: int = 0
     #: ``tidelog cluster up --security``: plaintext, ssl, sasl_plaintext or sasl_ssl.
     security: str = "plaintext"
+    #: ``tidelog cluster up --racks a,b``: broker i (from 1) has ``broker.rack`` =
+    #: racks[(i - 1) mod len]; empty: no racks.
+    racks: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -160,6 +166,7 @@ class ClusterState:
             overrides=dict(data.get("overrides", {})),
             started_at_ms=int(data.get("started_at_ms", 0)),
             security=str(data.get("security", "plaintext")),
+            racks=tuple(str(r) for r in data.get("racks", ())),
         )
 
     @property
@@ -214,12 +221,16 @@ class LocalCluster:
         event_loop: str = "uvloop",
         security: str = "plaintext",
         metadata_view: MetadataView | None = None,
+        racks: Sequence[str] = (),
     ) -> None:
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
+        if any(not rack.strip() for rack in racks):
+            raise ClusterError("--racks needs a non-empty rack name for each entry")
         if security != "plaintext" and not zookeeper:
             raise ClusterError("a secured cluster keeps its users and ACLs in ZooKeeper")
         self.security_mode = security
+        self.racks = tuple(r.strip() for r in racks)
         self._read_metadata = metadata_view
         self.directory = directory.resolve()
         self.num_brokers = brokers
@@ -244,6 +255,7 @@ class LocalCluster:
             overrides=state.overrides,
             zookeeper=state.zookeeper_port is not None,
             security=state.security,
+            racks=state.racks,
         )
         cluster.state = state
         return cluster
@@ -345,6 +357,7 @@ class LocalCluster:
                 overrides=self.overrides,
                 started_at_ms=int(time.time() * 1000),
                 security=self.security_mode,
+                racks=self.racks,
             )
         )
         try:
@@ -372,8 +385,13 @@ class LocalCluster:
             raise
         return self
 
+    def rack_of(self, broker_id: int) -> str | None:
+        """``broker.rack`` of a broker (ids from 1): racks[(id - 1) mod len], or None."""
+        return self.racks[(broker_id - 1) % len(self.racks)] if self.racks else None
+
     def broker_properties(self, info: BrokerInfo) -> dict[str, str]:
-        """The ``server.properties`` of one broker: launcher defaults, then the overrides."""
+        """The ``server.properties`` of one broker: launcher defaults (its rack), then the
+        overrides."""
         properties = {
             "broker.id": str(info.broker_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{info.port}",
@@ -381,6 +399,9 @@ class LocalCluster:
             **LOCAL_DEFAULTS,
             "default.replication.factor": str(min(3, self.num_brokers)),
         }
+        rack = self.rack_of(info.broker_id)
+        if rack is not None:
+            properties["broker.rack"] = rack
         state = self._require_state()
         if state.zookeeper_port is not None:
             properties["zookeeper.connect"] = f"127.0.0.1:{state.zookeeper_port}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,32 @@ def test_broker_properties_overrides_win_over_local_defaults(tmp_path: Path) -> 
     assert props["default.replication.factor"] == "2"
     with pytest.raises(ClusterError, match=r"no broker 7 in this cluster \(brokers: 1, 2\)"):
         cluster.broker(7)
+
+
+def test_racks_are_recorded_and_given_to_the_brokers_in_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cluster up --racks a,b``: broker i gets racks[(i - 1) mod 2]; the state file keeps
+    them for ``attach`` (a restarted broker keeps its rack); a bad list is a usage error."""
+    state = _state(tmp_path)
+    racked = replace(state, racks=("a",))
+    (tmp_path / "cluster.json").write_text(racked.to_json())
+    assert read_state(tmp_path).racks == ("a",)
+    cluster = LocalCluster.attach(tmp_path)
+    assert [cluster.broker_properties(cluster.broker(b))["broker.rack"] for b in (1, 2)] == [
+        "a",
+        "a",
+    ]
+    two = LocalCluster(tmp_path / "other", brokers=3, racks=("a", "b"))
+    assert [two.rack_of(b) for b in (1, 2, 3)] == ["a", "b", "a"]
+    (tmp_path / "cluster.json").write_text(state.to_json())
+    plain = LocalCluster.attach(tmp_path)
+    assert plain.rack_of(1) is None
+    assert "broker.rack" not in plain.broker_properties(plain.broker(1))
+    with pytest.raises(SystemExit) as exited:
+        main(["cluster", "up", "--dir", str(tmp_path / "x"), "--racks", "a,,b"])
+    assert exited.value.code == 2
+    assert "'a,,b' is not a comma-separated list of rack names" in capsys.readouterr().err
 
 
 def test_process_state_checks_the_command_line_not_just_the_pid(tmp_path: Path) -> None:

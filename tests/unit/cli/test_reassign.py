@@ -26,17 +26,18 @@ from tidelog.cli import (
     reassign_steps,
 )
 from tidelog.cli.main import main
-from tidelog.cli.output import UsageError
+from tidelog.cli.output import CommandError, UsageError
 from tidelog.client import config_admin as ca
 from tidelog.client import log_dir_admin as lda
 from tidelog.client import reassign_admin as ra
 from tidelog.client.errors import BrokerError
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.messages import build
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
+RACKS = {1: "a", 2: "a", 3: "b", 4: "b"}
 U0 = TopicPartition("u", 0)
 
 
@@ -51,9 +52,11 @@ class FakeAdmin:
         live: Sequence[int] = (1, 2, 3),
         *,
         complete_after: int | None = None,
+        racks: Mapping[int, str] | None = None,
     ) -> None:
         self.replicas = {tp: tuple(r) for tp, r in assignment.items()}
         self.live = list(live)
+        self.racks = dict(racks or {})
         self.ongoing: dict[TopicPartition, ra.OngoingReassignment] = {}
         self.seen: dict[TopicPartition, int] = {}
         self.complete_after = complete_after
@@ -69,6 +72,9 @@ class FakeAdmin:
 
     def live_brokers(self) -> list[int]:
         return sorted(self.live)
+
+    def broker_racks(self) -> dict[int, str | None]:
+        return {b: self.racks.get(b) for b in sorted(self.live)}
 
     def assignment(self, topics: Iterable[str] | None) -> dict[TopicPartition, tuple[int, ...]]:
         wanted = None if topics is None else set(topics)
@@ -279,13 +285,35 @@ def test_topics_to_move_file() -> None:
 
 def test_generate_spreads_replicas_round_robin_and_keeps_the_replication_factor() -> None:
     current = {T0: [1, 2], T1: [1, 2], T2: [1, 2], U0: [1]}
-    proposal = reassign_plans.propose_assignment(current, ["t", "u"], [4, 2, 3])
+    proposal = reassign_plans.propose_assignment(current, ["t", "u"], no_racks(4, 2, 3))
     # Brokers sorted (2, 3, 4): leaders rotate, followers follow; "u" starts where "t" ended.
     assert proposal == {T0: [2, 3], T1: [3, 4], T2: [4, 2], U0: [2]}
     with pytest.raises(UsageError) as raised:
-        reassign_plans.propose_assignment({T0: [1, 2, 3]}, ["t"], [1, 2])
+        reassign_plans.propose_assignment({T0: [1, 2, 3]}, ["t"], no_racks(1, 2))
     assert raised.value.message == "Replication factor: 3 larger than available brokers: 2."
     assert raised.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def no_racks(*ids: int) -> dict[BrokerId, str | None]:
+    return {BrokerId(b): None for b in ids}
+
+
+def test_generate_places_rack_aware_when_the_brokers_have_racks() -> None:
+    """Kafka's getBrokerMetadata then assignReplicasToBrokersRackAware: brokers 1-4 on racks
+    a,a,b,b are interleaved 1,3,2,4, so every partition spans both racks."""
+    racks = reassign_plans.placement_brokers([4, 3, 2, 1], {1: "a", 2: "a", 3: "b", 4: "b"})
+    current = {TopicPartition("t", p): [1, 2] for p in range(4)}
+    proposal = reassign_plans.propose_assignment(current, ["t"], racks)
+    assert [proposal[TopicPartition("t", p)] for p in range(4)] == [[1, 3], [3, 2], [2, 4], [4, 1]]
+    blind = reassign_plans.placement_brokers([1, 2], {1: "a", 2: "a"}, rack_aware=False)
+    assert blind == no_racks(1, 2)
+    with pytest.raises(CommandError) as raised:
+        reassign_plans.placement_brokers([1, 2], {1: "a", 2: None})
+    assert raised.value.message == (
+        "Not all brokers have rack information. Add --disable-rack-aware in command line to "
+        "make replica assignment without rack information."
+    )
+    assert reassign_plans.placement_brokers([1, 2], {1: "a"}, rack_aware=False) == no_racks(1, 2)
 
 
 def test_throttle_plan_is_kafkas_leader_and_follower_lists() -> None:
@@ -336,6 +364,21 @@ def test_decommission_plan_fills_the_least_loaded_brokers_and_keeps_the_order() 
     new_plan, stuck = brokers.decommission_plan(3, {T0: [1, 2, 3], T1: [3], U0: [5, 3]}, [1, 2, 3])
     assert stuck == {T0: "no other live broker to take it", U0: "broker 5 not live"}
     assert new_plan == {T1: [1]}
+
+
+def test_decommission_plan_prefers_a_rack_the_other_replicas_are_not_on() -> None:
+    """Racks a: 1, 2; b: 3, 4. t-0 on 1 (a) and 3 (b) loses 3: broker 2 hosts fewer
+    replicas than 4, but it is on rack a with 1, so 4 (rack b) takes it; without racks
+    (or with --disable-rack-aware) the least loaded broker, 2, does."""
+    racks: dict[int, str | None] = {1: "a", 2: "a", 3: "b", 4: "b"}
+    assignment = {T0: [1, 3], T1: [4], U0: [4]}
+    new_plan, stuck = brokers.decommission_plan(3, assignment, [1, 2, 3, 4], racks)
+    assert (new_plan, stuck) == ({T0: [1, 4]}, {})
+    blind, _ = brokers.decommission_plan(3, assignment, [1, 2, 3, 4])
+    assert blind == {T0: [1, 2]}
+    # u-0 on two brokers of rack b gains rack a when one of them leaves.
+    gained, _ = brokers.decommission_plan(3, {U0: [4, 3]}, [1, 2, 3, 4], racks)
+    assert gained == {U0: [4, 1]}
 
 
 # --- the commands ------------------------------------------------------------------------------
@@ -689,6 +732,37 @@ def test_decommission_refusals_and_dry_run(
     assert admin.ongoing
     assert main(["brokers", "decommission", *BS, "1", "--no-wait"]) == 1
     assert "Cannot execute because there is an existing" in capsys.readouterr().err
+
+
+def test_generate_and_decommission_with_racks(
+    cluster: list[FakeAdmin], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Racks a: 1, 2; b: 3, 4 (broker 5 joins without a rack): the commands place across
+    racks, and refuse a mix of brokers with and without racks as Kafka's tool does, unless
+    --disable-rack-aware."""
+    admin = FakeAdmin({T0: [1, 3], T1: [4], U0: [4]}, live=[1, 2, 3, 4], racks=RACKS)
+    cluster.append(admin)
+    assert main(["brokers", "decommission", *BS, "3", "--dry-run"]) == 0
+    assert reassign_files.reassignment_json({T0: [1, 4]}) in capsys.readouterr().out
+    topics = write(tmp_path, {"topics": [{"topic": "t"}], "version": 1}, "topics.json")
+    generate = ["reassign", "generate", *BS, "--topics-to-move-json-file", topics]
+    assert main([*generate, "--broker-list", "1,2,3,4"]) == 0
+    proposed = reassign_files.reassignment_json({T0: [1, 3], T1: [3, 2]})
+    assert proposed in capsys.readouterr().out
+    admin.live.append(5)
+    refusal = (
+        "error: Not all brokers have rack information. Add --disable-rack-aware in command "
+        "line to make replica assignment without rack information."
+    )
+    assert main([*generate, "--broker-list", "1,5"]) == 1
+    assert refusal in capsys.readouterr().err
+    assert main(["brokers", "decommission", *BS, "3", "--dry-run"]) == 1
+    assert refusal in capsys.readouterr().err
+    assert main([*generate, "--broker-list", "1,5", "--disable-rack-aware"]) == 0
+    assert reassign_files.reassignment_json({T0: [1, 5], T1: [5, 1]}) in capsys.readouterr().out
+    assert main(["brokers", "decommission", *BS, "3", "--dry-run", "--disable-rack-aware"]) == 0
+    assert reassign_files.reassignment_json({T0: [1, 2]}) in capsys.readouterr().out
+    assert admin.alters == []
 
 
 def test_decommission_wait_times_out(

@@ -21,6 +21,7 @@ from tidelog.cli.topics_describe import (
     kafka_uuid,
     min_insync_replicas,
     replica_descriptions,
+    replica_racks,
 )
 from tidelog.errors import ErrorCode
 
@@ -195,6 +196,26 @@ def test_describe_json_carries_flags_and_replica_states() -> None:
     }
     assert data[0]["partitions"][2]["unavailable"] is True
     json.dumps(data)  # serialisable as is
+
+
+def test_racks_follow_the_replicas_on_the_partition_line_and_in_json() -> None:
+    racks = replica_racks([3, 1, 4, 2], {1: "a", 2: None, 3: "c"})
+    assert racks == ("c", "a", "?", None)  # 4 is not live, 2 has no rack
+    assert replica_racks([1, 2], {1: None, 2: None}) == ()
+    p = PartitionDescription(
+        partition=0, leader=3, leader_epoch=1, replicas=(3, 1, 4, 2), isr=(3, 1),
+        high_watermark=None, replica_states=(), racks=racks,
+    )  # fmt: skip
+    t = TopicDescription(
+        name="r", topic_id="AAAAAAAAAAAAAAAAAAAAAA", replication_factor=4, configs={},
+        partitions=(p,),
+    )  # fmt: skip
+    assert format_describe([t]).splitlines()[1] == (
+        "\tTopic: r\tPartition: 0\tLeader: 3\tReplicas: 3,1,4,2\tIsr: 3,1\tRacks: c,a,?,-"
+    )
+    assert describe_to_json([t])[0]["partitions"][0]["racks"] == ["c", "a", "?", None]
+    assert describe_to_json([_topic()])[0]["partitions"][0]["racks"] is None
+    assert "Racks:" not in format_describe([_topic()])
 
 
 def test_replica_descriptions_lag_is_leader_leo_minus_replica_leo() -> None:

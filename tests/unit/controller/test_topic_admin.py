@@ -1,5 +1,6 @@
 """CreateTopics' replica checks (``tidelog.controller.topic_admin``): an explicit assignment
-checked, or replicas planned by rule 11, each refusal with Kafka's error and message."""
+checked, or replicas planned (``placement``: rule 11, rack-aware with racks), each refusal
+with Kafka's error and message."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tidelog.controller.topic_admin import CreateTopicResult, _given_replicas, _
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId
 
-LIVE = [BrokerId(1), BrokerId(2), BrokerId(3)]
+LIVE: dict[BrokerId, str | None] = {BrokerId(1): None, BrokerId(2): None, BrokerId(3): None}
 
 
 def _brokers(assignment: Mapping[int, Sequence[int]]) -> dict[int, list[BrokerId]]:
@@ -92,3 +93,23 @@ def test_planned_replicas_place_every_partition_on_distinct_live_brokers() -> No
         assert set(replicas) <= set(LIVE)
     # Rule 11: the leaders are spread round-robin over the brokers.
     assert sorted(replicas[0] for replicas in planned.values()) == [1, 1, 2, 2, 3, 3]
+
+
+def test_planned_replicas_with_racks_put_each_partition_on_distinct_racks() -> None:
+    racked: dict[BrokerId, str | None] = {BrokerId(b): "abc"[(b - 1) % 3] for b in range(1, 7)}
+    planned = _planned_replicas(12, 3, racked)
+    assert not isinstance(planned, CreateTopicResult)
+    for replicas in planned.values():
+        assert sorted(racked[b] or "" for b in replicas) == ["a", "b", "c"]
+
+
+def test_planned_replicas_refuse_brokers_with_and_without_racks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka answers its AdminOperationException as UNKNOWN_SERVER_ERROR, no message; the
+    broker logs the text."""
+    mixed: dict[BrokerId, str | None] = {BrokerId(1): "a", BrokerId(2): None}
+    assert _planned_replicas(1, 1, mixed) == CreateTopicResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+    assert "Not all brokers have rack information for replica rack aware assignment." in (
+        caplog.text
+    )

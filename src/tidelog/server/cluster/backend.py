@@ -4,9 +4,9 @@ over ``ClusterNode`` and its ``ClusterMetadataCache``.
 Reads come from the cache the controller keeps current (Kafka's MetadataCache): all live
 brokers, real leaders, replicas and ISR; LEADER_NOT_AVAILABLE (5) for a partition without
 a live leader. Topic admin goes through ZooKeeper (``tidelog.controller``: assignment by
-``decisions.assign_replicas``, RF > live brokers -> INVALID_REPLICATION_FACTOR, 38), whose
-checks answer what a lone broker checks itself. Producer ids come from ZooKeeper-claimed
-blocks (Kafka's ZkProducerIdManager).
+``controller.placement``, rack-aware with ``broker.rack``; RF > live brokers ->
+INVALID_REPLICATION_FACTOR, 38), whose checks answer what a lone broker checks itself.
+Producer ids come from ZooKeeper-claimed blocks (Kafka's ZkProducerIdManager).
 """
 
 from __future__ import annotations
