@@ -909,14 +909,17 @@ class TxnMachine(RuleBasedStateMachine):
     def expire_ids(self, write: int) -> None:
         """Rule 14: idle ids not updated for the expiration leave (once written)."""
         limit = self.now - self.m.config.transactional_id_expiration_ms
-        for t in self.m.expire_transactional_ids(self.now):
-            assert t.before is not None
-            assert t.before.last_update_ms <= limit
-            self._handed_out(t, write)
+        expiring = self.m.expire_transactional_ids(self.now)
+        # Right after the pass, every such id is pending (a failed write, below, leaves it
+        # idle and not pending until the next pass retries it, as Kafka's cleanup does).
         for meta in self.m.all():
             idle = meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
             if idle and meta.last_update_ms <= limit:
                 assert self.m.pending(meta.transactional_id) is not None
+        for t in expiring:
+            assert t.before is not None
+            assert t.before.last_update_ms <= limit
+            self._handed_out(t, write)
 
     @rule(txn=st.sampled_from(IDS), ok=st.booleans())
     def resolve(self, txn: str, ok: bool) -> None:
