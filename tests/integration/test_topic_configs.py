@@ -2,7 +2,7 @@
 and real clients: CreateTopics with each, DescribeConfigs with Kafka's defaults,
 IncrementalAlterConfigs SET / DELETE / SUBTRACT; and the keys that change behaviour seen by
 producers and consumers: message.timestamp.type=LogAppendTime and KIP-937's window
-(issue 30 point 2)."""
+(issue 30 point 2), whose refusal names the records (Produce v8+ record_errors, KIP-467)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 
 from tests.harness import BrokerProcess
+from tests.integration.rawclient import Raw, produce
 from tests.kafka_topic_configs import KAFKA_TOPIC_CONFIGS
+from tidelog.client.records import Record, build_batch
 
 pytestmark = pytest.mark.integration
 
@@ -243,3 +245,40 @@ def test_kip_937_window_refuses_an_old_timestamp(
     assert error.code() == KafkaError.INVALID_TIMESTAMP
     assert outcomes[1] is None
     assert consume_one(broker, topic)[2] == b"recent"
+
+
+def test_kip_937_refusal_names_each_record_kip_467(
+    admin: AdminClient, broker: BrokerProcess
+) -> None:
+    """Produce v8+: the partition answer carries Kafka's LogValidator message and one
+    record error per record outside the window, by its index in the batch."""
+    topic = unique("record-errors")
+    create(admin, topic, **{"message.timestamp.before.max.ms": str(HOUR_MS)})
+    now = int(time.time() * 1000)
+    stamps = [now, now - DAY_MS, now, now - 2 * DAY_MS]
+    records = build_batch([Record(value=b"v", timestamp_ms=ts) for ts in stamps])
+    raw = Raw(broker)
+    try:
+        answer = produce(raw, topic, 0, records)
+        assert answer.error_code == 32  # INVALID_TIMESTAMP
+        assert answer.error_message == (
+            "One or more records have been rejected due to invalid timestamp"
+        )
+        assert answer.base_offset == -1
+        assert answer.log_start_offset == 0
+        errors = [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors]
+        assert [i for i, _ in errors] == [1, 3]
+        for (index, message), offset in zip(errors, (1, 3), strict=True):
+            assert message.startswith(
+                f"Timestamp {stamps[index]} of message with offset {offset} is out of range. "
+                "The timestamp should be within ["
+            ), message
+        # Nothing of the batch was written: the next one starts at offset 0.
+        accepted = produce(raw, topic, 0, build_batch([Record(value=b"ok", timestamp_ms=now)]))
+        assert (accepted.error_code, accepted.base_offset, list(accepted.record_errors)) == (
+            0,
+            0,
+            [],
+        )
+    finally:
+        raw.close()

@@ -25,12 +25,13 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Final
 
 from tidelog.cli.consume_fetch import Consumption
+from tidelog.cli.consume_offsets import list_offsets
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
@@ -48,8 +49,6 @@ from tidelog.cli.record_format import (
     parse_properties,
 )
 from tidelog.client import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     BlockingClient,
@@ -253,24 +252,6 @@ def _start_offsets(
         return dict.fromkeys(tps, offset)
     earliest = args.from_beginning or args.offset == "earliest"
     return list_offsets(client, tps, earliest, ISOLATION_LEVELS[args.isolation_level])
-
-
-def list_offsets(
-    client: BlockingClient, tps: Sequence[TopicPartition], earliest: bool, isolation_level: int
-) -> dict[TopicPartition, int]:
-    """Each partition's first offset, or its end (the last stable offset for read_committed)."""
-    results = client.list_offsets(
-        dict.fromkeys(tps, EARLIEST_TIMESTAMP if earliest else LATEST_TIMESTAMP),
-        isolation_level=isolation_level,
-    )
-    offsets = {}
-    for tp in tps:
-        r = results.get(tp)
-        if r is None or r.error_code != ErrorCode.NONE:
-            code = r.error_code if r is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            raise kafka_error(code, None, f"listing offsets of {tp.topic}-{tp.partition}")
-        offsets[tp] = r.offset
-    return offsets
 
 
 # --- as a group member ----------------------------------------------------------------------

@@ -6,10 +6,11 @@ read (its position). ``poll`` runs one round: one Fetch per leader (waiting up t
 when there is one leader, 100 ms each when there are several), the records at or past the
 position printed in log order until ``--max-messages``, and the position moved past the
 last record printed, or past the last whole batch once every record of the answer is
-printed (transaction markers and aborted records take offsets too). A leader that moved
-or does not answer costs a metadata refresh and a retry; more than 50 in a row end the
-command. A position outside the log (OFFSET_OUT_OF_RANGE: the records were deleted, or
-the topic recreated) starts again where ``reset_offset`` says, when there is one.
+printed (transaction markers and aborted records take offsets too). A leader that moved,
+answers an error of ``RETRY_ERRORS`` or does not answer costs a metadata refresh, a
+backoff and a retry; more than 50 failed rounds in a row end the command. A position
+outside the log (OFFSET_OUT_OF_RANGE: the records were deleted, or the topic recreated)
+starts again where ``reset_offset`` says, when there is one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tidelog.client import (
     READ_COMMITTED,
     BlockingClient,
     ClientConnectionError,
+    ClientTimeoutError,
     ConsumerRecord,
     FetchRequestPartition,
     FetchResult,
@@ -32,11 +34,17 @@ from tidelog.client.fetched_records import decode_fetched
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
-#: Errors after which a metadata refresh and a retry may succeed.
+#: Errors after which a metadata refresh and a retry may succeed (Kafka's consumer:
+#: ``FetchCollector.handleInitializeErrors``, ``OffsetFetcherUtils``): a leader that moved
+#: or is not elected yet, a new leader that does not know its high watermark yet
+#: (OFFSET_NOT_AVAILABLE, KIP-207), a replica or log dir that is not available.
 RETRY_ERRORS: Final = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -45,6 +53,13 @@ RETRY_ERRORS: Final = frozenset(
     }
 )
 MAX_FAILED_ROUNDS: Final = 50
+
+
+def retry_backoff_s(failed_rounds: int) -> float:
+    """The pause after the ``failed_rounds``-th failure in a row: 0.1 s more each time,
+    at most 1 s."""
+    return min(1.0, 0.1 * failed_rounds)
+
 
 #: A record's output text (line end included) for the partition it came from.
 Format = Callable[[TopicPartition, ConsumerRecord], str]
@@ -130,9 +145,9 @@ class Consumption:
         self._failed_rounds += 1
         if self._failed_rounds > MAX_FAILED_ROUNDS:
             raise CommandError("the partitions' leaders keep failing; giving up")
-        time.sleep(min(1.0, 0.1 * self._failed_rounds))
+        time.sleep(retry_backoff_s(self._failed_rounds))
         if refresh:
-            with contextlib.suppress(ClientConnectionError):
+            with contextlib.suppress(ClientConnectionError, ClientTimeoutError):
                 self.client.metadata([self.topic])
 
     def _partitions_by_leader(self) -> dict[int, list[TopicPartition]]:
@@ -154,8 +169,8 @@ class Consumption:
                 isolation_level=self.isolation_level,
                 node_id=leader,
             )
-        except ClientConnectionError:
-            return False
+        except (ClientConnectionError, ClientTimeoutError):
+            return False  # the leader is gone or paused: a refresh finds the next one
         clean = True
         for tp in tps:
             r = results.get(tp)

@@ -10,8 +10,8 @@ Hierarchy (``KafkaError`` subclasses carry the ``ErrorCode`` a client should see
           ├── UnexpectedAppendOffsetError  + KafkaError(OFFSET_OUT_OF_RANGE): a follower append
           │                                  that does not continue at log_end_offset
           ├── RecordTooLargeError          + KafkaError(MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE)
-          ├── InvalidTimestampError        + KafkaError(INVALID_TIMESTAMP): a CreateTime outside
-          │                                  the topic's KIP-937 window
+          ├── InvalidTimestampError        + KafkaError(INVALID_TIMESTAMP): CreateTimes outside
+          │                                  the topic's KIP-937 window, per record (KIP-467)
           ├── InconsistentTopicIdError     + KafkaError(INCONSISTENT_TOPIC_ID): partition.metadata
           │                                  names another topic id
           └── CorruptLogError              + KafkaError(KAFKA_STORAGE_ERROR): flushed data (below
@@ -24,6 +24,7 @@ Bad batches offered for append raise ``tidelog.protocol.records.CorruptRecordBat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tidelog.errors import ErrorCode, KafkaError, TidelogError
@@ -65,11 +66,15 @@ class RecordTooLargeError(StorageError, KafkaError):
 
 
 class InvalidTimestampError(StorageError, KafkaError):
-    """A record's CreateTime lies outside the topic's KIP-937 window
-    (``tidelog.storage.log_timestamps`` rule 2)."""
+    """Records whose CreateTime lies outside the topic's KIP-937 window
+    (``tidelog.storage.log_timestamps`` rule 2). ``message`` is the whole append's, as
+    Kafka's ``RecordValidationException`` answers it; ``record_errors`` are the offending
+    records of one batch, ``(index in the batch, message)`` (KIP-467)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, record_errors: Sequence[tuple[int, str]] = ()) -> None:
         KafkaError.__init__(self, ErrorCode.INVALID_TIMESTAMP, message)
+        self.message = message
+        self.record_errors = tuple(record_errors)
 
 
 class CorruptLogError(StorageError, KafkaError):

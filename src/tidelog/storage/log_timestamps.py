@@ -10,8 +10,13 @@ Rules:
      ``log_append_time_ms`` is that time (``tidelog.server.replica.manager``).
   2. CreateTime with a window: every record timestamp other than -1 (none) of a data batch
      must lie in [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms],
-     else the whole append is refused with INVALID_TIMESTAMP naming the record and the
-     window (Kafka's ``LogValidator.validateTimestamp``); nothing is written. Both bounds
+     else the whole append is refused with INVALID_TIMESTAMP; nothing is written. As Kafka's
+     ``LogValidator`` (``validateTimestamp``, ``processRecordErrors``), the batches are
+     checked in order and the first one holding such records refuses the append with
+     "One or more records have been rejected due to invalid timestamp" and one KIP-467
+     record error per such record of it: its index in the batch and a message naming its
+     timestamp, offset and the window (its bounds as Java longs: no upper bound prints
+     now + Long.MAX_VALUE wrapped). Both bounds
      are Long.MAX_VALUE by default: then no record is decoded. Control batches (the
      broker's own transaction markers) are not checked.
 """
@@ -47,6 +52,8 @@ _RECORDS_COUNT: Final = struct.Struct(">i")
 _RECORDS_COUNT_AT: Final = 57
 #: A record without a timestamp (Kafka's ``RecordBatch.NO_TIMESTAMP``).
 NO_TIMESTAMP: Final = -1
+#: Rule 2's answer for the whole append (Kafka's ``LogValidator.processRecordErrors``).
+INVALID_TIMESTAMP_MESSAGE: Final = "One or more records have been rejected due to invalid timestamp"
 
 
 def stamp_log_append_time(
@@ -83,6 +90,12 @@ def _record_timestamps(batch: memoryview, bound: int) -> Iterator[tuple[int, int
         yield base_offset + record.offset_delta, base_timestamp + record.timestamp_delta
 
 
+def _as_long(value: int) -> int:
+    """``value`` as Kafka's Java long arithmetic prints it: now + Long.MAX_VALUE (no upper
+    bound) wraps to a negative number."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def check_create_times(
     view: memoryview, batches: list[tuple[int, int]], config: LogConfig, now_ms: int, bound: int
 ) -> None:
@@ -95,18 +108,26 @@ def check_create_times(
         (attributes,) = _ATTRIBUTES.unpack_from(batch, _ATTRIBUTES_AT)
         if attributes & _CONTROL_FLAG:
             continue
+        record_errors: list[tuple[int, str]] = []
         try:
-            for offset, timestamp in _record_timestamps(batch, bound):
+            for index, (offset, timestamp) in enumerate(_record_timestamps(batch, bound)):
                 if timestamp != NO_TIMESTAMP and not earliest <= timestamp <= latest:
-                    raise InvalidTimestampError(
-                        f"Timestamp {timestamp} of message with offset {offset} is out of "
-                        f"range. The timestamp should be within [{earliest}, {latest}]"
+                    record_errors.append(
+                        (
+                            index,
+                            f"Timestamp {timestamp} of message with offset {offset} is out of "
+                            f"range. The timestamp should be within [{_as_long(earliest)}, "
+                            f"{_as_long(latest)}]",
+                        )
                     )
         except (CodecError, RecordFormatError, VarintError) as exc:
             raise CorruptRecordBatchError(f"batch at byte {position}: {exc}") from None
+        if record_errors:
+            raise InvalidTimestampError(INVALID_TIMESTAMP_MESSAGE, record_errors)
 
 
 __all__ = [
+    "INVALID_TIMESTAMP_MESSAGE",
     "LOG_APPEND_TIME_FLAG",
     "NO_TIMESTAMP",
     "check_create_times",

@@ -1,25 +1,31 @@
-"""``tidelog consume``'s steps without a broker: fetch errors, printing records and moving
-positions, read_committed, and the option checks."""
+"""``tidelog consume``'s steps without a broker: fetch errors, retries through a leader
+change (ListOffsets and Fetch), printing records and moving positions, read_committed, and
+the option checks."""
 
 from __future__ import annotations
 
 import io
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import pytest
 
+from tidelog.cli import consume_fetch
 from tidelog.cli.consume import group_settings
-from tidelog.cli.consume_fetch import Consumption, fetched_cleanly
+from tidelog.cli.consume_fetch import MAX_FAILED_ROUNDS, Consumption, fetched_cleanly
+from tidelog.cli.consume_offsets import list_offsets
 from tidelog.cli.output import CommandError, UsageError
 from tidelog.cli.record_format import MessageFormatter
 from tidelog.client import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     BlockingClient,
+    ClientConnectionError,
+    ClientTimeoutError,
     FetchResult,
     Record,
     build_batch,
 )
+from tidelog.client.offsets import ListOffsetsResult
 from tidelog.client.records import build_control_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
@@ -172,21 +178,115 @@ def test_bad_group_settings_are_usage_errors(
 
 
 class _OneLeaderClient:
-    """A client whose metadata puts every partition on broker 0 and whose fetches answer
-    from a script."""
+    """A client whose metadata puts every partition on broker 0 and whose fetches and
+    ListOffsets answer from scripts (an exception in a script is raised); metadata
+    refreshes are counted."""
 
-    def __init__(self, answers: list[FetchResult]) -> None:
+    def __init__(
+        self,
+        answers: list[FetchResult | Exception],
+        offsets: list[ListOffsetsResult | Exception] | None = None,
+    ) -> None:
         self.answers = answers
+        self.offsets = offsets or []
         self.fetched_from: list[int] = []
+        self.refreshes = 0
         self.client = self
         self.cluster = self
 
     def leader_for(self, tp: TopicPartition) -> int:
         return 0
 
+    def metadata(self, topics: list[str] | None = None, **kwargs: Any) -> None:
+        assert topics == ["t"]
+        self.refreshes += 1
+
     def fetch(self, partitions: dict[TopicPartition, Any], **kwargs: Any) -> Any:
         self.fetched_from.append(partitions[TP].fetch_offset)
-        return {TP: self.answers.pop(0)}
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return {TP: answer}
+
+    def list_offsets(self, partitions: dict[TopicPartition, int], **kwargs: Any) -> Any:
+        assert list(partitions) == [TP]
+        answer = self.offsets.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return {TP: answer}
+
+
+def _offset(code: ErrorCode, offset: int = -1) -> ListOffsetsResult:
+    return ListOffsetsResult(code, offset, -1)
+
+
+#: A leader change as clients see it: the old leader, no leader yet, the new leader before
+#: it knows its high watermark (KIP-207), a leader that went away or paused.
+LEADER_CHANGE: Final = (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.OFFSET_NOT_AVAILABLE,
+    ClientConnectionError("connection to broker 0 lost"),
+    ClientTimeoutError("no answer in time"),
+)
+
+
+def test_start_offsets_are_asked_again_through_a_leader_change() -> None:
+    script: list[ListOffsetsResult | Exception] = [
+        e if isinstance(e, Exception) else _offset(e) for e in LEADER_CHANGE
+    ]
+    client = _OneLeaderClient([], [*script, _offset(ErrorCode.NONE, 7)])
+    pauses: list[float] = []
+    got = list_offsets(cast(BlockingClient, client), [TP], False, 0, sleep=pauses.append)
+    assert got == {TP: 7}
+    assert client.refreshes == len(LEADER_CHANGE)
+    assert pauses == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+
+
+def test_start_offsets_end_the_command_on_other_errors_or_after_the_retries() -> None:
+    client = _OneLeaderClient([], [_offset(ErrorCode.TOPIC_AUTHORIZATION_FAILED)])
+    with pytest.raises(CommandError) as refused:
+        list_offsets(cast(BlockingClient, client), [TP], True, 0, sleep=lambda _s: None)
+    assert (refused.value.code, refused.value.message) == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "listing offsets of t-0",
+    )
+    stuck = [_offset(ErrorCode.OFFSET_NOT_AVAILABLE)] * (MAX_FAILED_ROUNDS + 1)
+    client = _OneLeaderClient([], list(stuck))
+    with pytest.raises(CommandError) as gave_up:
+        list_offsets(cast(BlockingClient, client), [TP], True, 0, sleep=lambda _s: None)
+    assert (gave_up.value.code, gave_up.value.message) == (
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        f"listing offsets of t-0: still failing after {MAX_FAILED_ROUNDS} retries",
+    )
+    assert client.offsets == []
+
+
+def test_a_fetch_through_a_leader_change_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(consume_fetch.time, "sleep", pauses.append)
+    script: list[FetchResult | Exception] = [
+        e if isinstance(e, Exception) else _result(e) for e in LEADER_CHANGE
+    ]
+    script += [_result(ErrorCode.KAFKA_STORAGE_ERROR), _result(ErrorCode.REPLICA_NOT_AVAILABLE)]
+    client = _OneLeaderClient([*script, _result(ErrorCode.NONE, build_batch([Record(b"x")]))])
+    out = io.StringIO()
+    consumption = Consumption(
+        cast(BlockingClient, client),
+        "t",
+        out,
+        MessageFormatter().format,
+        isolation_level=READ_UNCOMMITTED,
+        max_messages=None,
+    )
+    consumption.assign({TP: 0})
+    for _ in script:
+        assert not consumption.poll()
+    assert consumption.poll()
+    assert out.getvalue() == "x\n"
+    assert client.fetched_from == [0] * (len(script) + 1)
+    assert client.refreshes == len(script)
+    assert len(pauses) == len(script)
 
 
 def test_a_position_outside_the_log_starts_again_where_reset_offset_says() -> None:

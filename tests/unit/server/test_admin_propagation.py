@@ -28,6 +28,7 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.messages import build
 from tidelog.server.apis.kafka_apis import KafkaApis
+from tidelog.server.cluster import propagation
 from tidelog.server.cluster.backend import ZkBackend
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.cluster.propagation import MetadataPropagation
@@ -260,3 +261,31 @@ def test_what_a_peer_answer_shows_of_a_deleted_topic() -> None:
     assert not gone_there(old, seen(ErrorCode.NONE, old))
     assert not gone_there(old, seen(ErrorCode.NONE, nil))  # an answer without ids
     assert not gone_there(nil, seen(ErrorCode.NONE, old))  # deleted before its id was known
+
+
+def test_a_broker_config_change_is_answered_once_applied_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 4 on this broker: the wait ends when its watch applied the change, or after
+    PEER_WAIT_S without it (the answer is never changed)."""
+    monkeypatch.setattr(propagation, "PEER_WAIT_S", 0.5)
+
+    async def body() -> None:
+        node, _apis = broker(tmp_path)
+        loop = asyncio.get_running_loop()
+        applied_at = loop.time() + 0.2
+
+        start = loop.time()
+        await node.propagation.broker_configs_seen(lambda: loop.time() >= applied_at, None)
+        assert applied_at <= loop.time() < start + 0.5
+        start = loop.time()
+        await node.propagation.broker_configs_seen(lambda: False, None)
+        assert loop.time() >= start + 0.5
+        start = loop.time()
+        await node.propagation.broker_configs_seen(lambda: True, None)
+        assert loop.time() < start + 0.05  # already applied: answered at once
+        await node.propagation.close()
+        await node.fetchers.stop()
+        await node.client.close()
+
+    asyncio.run(body())

@@ -15,6 +15,7 @@ from kio.index import load_request_schema
 
 from tidelog.client.records import Record, build_batch, build_control_batch
 from tidelog.coordinator.txn import TxnMetadata, TxnState
+from tidelog.coordinator.txn_records import encode_txn_key, encode_txn_value
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
@@ -261,6 +262,35 @@ def test_list_transactions_invalid_pattern(admin: TxnAdmin) -> None:
     answer = call(admin, ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern": "op[en"})
     assert answer.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
     assert answer.transaction_states == ()
+
+
+@pytest.mark.parametrize("loaded", ["not yet", "at the previous leader epoch"])
+def test_list_transactions_loads_a_partition_led_here_first(admin: TxnAdmin, loaded: str) -> None:
+    """A ``__transaction_state`` partition led here that the coordinator has not loaded at
+    its current leader epoch (its next tick would): ListTransactions lists what the log
+    holds, never nothing or the previous epoch's state (Kafka answers
+    COORDINATOR_LOAD_IN_PROGRESS while it loads; here the load runs in place)."""
+    written = meta(
+        "from-log",
+        TxnState.ONGOING,
+        pid=21,
+        start=NOW,
+        partitions=frozenset({TopicPartition(TOPIC, 0)}),
+    )
+    record = Record(key=encode_txn_key("from-log"), value=encode_txn_value(written))
+    _append(admin, TopicPartition(TXN_TOPIC, 0), build_batch([record]))
+    if loaded == "not yet":
+        admin.coordinator.loaded.clear()
+    else:
+        admin.coordinator.loaded[0].coordinator_epoch -= 1
+    answer = call(admin, ApiKey.LIST_TRANSACTIONS, 1, {})
+    assert answer.error_code == ErrorCode.NONE
+    rows = [
+        (t.transactional_id, t.producer_id, t.transaction_state) for t in answer.transaction_states
+    ]
+    assert rows == [("from-log", 21, "Ongoing")]
+    described = call(admin, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["from-log"]})
+    assert described.transaction_states[0].producer_id == 21
 
 
 def _append(admin: TxnAdmin, tp: TopicPartition, batch: bytes) -> None:

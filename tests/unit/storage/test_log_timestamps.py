@@ -16,6 +16,7 @@ from tidelog.storage.compression import Compression
 from tidelog.storage.errors import InvalidTimestampError
 from tidelog.storage.local_log import roll_jitter
 from tidelog.storage.log import Log, LogConfig
+from tidelog.storage.log_timestamps import INVALID_TIMESTAMP_MESSAGE
 from tidelog.storage.record_scan import record_offsets_and_timestamps
 
 from .batches import BASE_TS, build_batch
@@ -111,8 +112,17 @@ def test_create_time_window_kip_937(
         with pytest.raises(InvalidTimestampError) as raised:
             log.append_as_leader(batch, leader_epoch=0, now_ms=now)
         assert raised.value.code == ErrorCode.INVALID_TIMESTAMP
-        assert "of message with offset" in str(raised.value)
-        assert f"should be within [{now - before}, {now + after}]" in str(raised.value)
+        assert raised.value.message == INVALID_TIMESTAMP_MESSAGE
+        # Java long arithmetic: no upper bound prints now + Long.MAX_VALUE wrapped.
+        upper = now + after if after < 2**63 - 1 else now + after - 2**64
+        window = f"The timestamp should be within [{now - before}, {upper}]"
+        # KIP-467: each record outside the window, by its index in the batch.
+        assert raised.value.record_errors == tuple(
+            (i, f"Timestamp {ts} of message with offset {i} is out of range. {window}")
+            for i, ts in enumerate((BASE_TS, BASE_TS + 1))
+            if not now - before <= ts <= now + after
+        )
+        assert raised.value.record_errors
         assert log.log_end_offset == 0
     else:
         log.append_as_leader(batch, leader_epoch=0, now_ms=now)
@@ -124,8 +134,34 @@ def test_create_time_window_checks_every_record_of_a_compressed_batch(tmp_path: 
     log = open_log(tmp_path, message_timestamp_before_max_ms=HOUR)
     # The first record is recent, the third is two hours older than the broker's time.
     batch = build_batch(3, compression=Compression.LZ4, base_ts=NOW, ts_step=-HOUR)
-    with pytest.raises(InvalidTimestampError, match=f"Timestamp {NOW - 2 * HOUR} of message"):
+    with pytest.raises(InvalidTimestampError) as raised:
         log.append_as_leader(batch, leader_epoch=0, now_ms=NOW)
+    ((index, message),) = raised.value.record_errors
+    assert index == 2
+    assert message.startswith(f"Timestamp {NOW - 2 * HOUR} of message with offset 2 ")
+    log.close()
+
+
+def test_create_time_window_names_the_records_of_the_first_refused_batch(
+    tmp_path: Path,
+) -> None:
+    """KIP-467 as Kafka's LogValidator: every offending record of the first batch holding
+    one, by its index in that batch; the later batches are not reported."""
+    log = open_log(tmp_path, message_timestamp_before_max_ms=HOUR)
+    good = build_batch(2, base_ts=NOW)
+    # Timestamps NOW, NOW - 2h, NOW - 4h, NOW - 6h: records 1 to 3 are out.
+    mixed = build_batch(4, base_ts=NOW, ts_step=-2 * HOUR, seed=1)
+    old = build_batch(1, base_ts=NOW - 10 * HOUR, seed=2)
+    with pytest.raises(InvalidTimestampError) as raised:
+        log.append_as_leader(good + mixed + old, leader_epoch=0, now_ms=NOW)
+    assert str(raised.value) == f"INVALID_TIMESTAMP (32): {INVALID_TIMESTAMP_MESSAGE}"
+    assert [i for i, _ in raised.value.record_errors] == [1, 2, 3]
+    # The offset the producer gave the record (Kafka's, before offsets are assigned).
+    assert raised.value.record_errors[0][1] == (
+        f"Timestamp {NOW - 2 * HOUR} of message with offset 1 is out of range. "
+        f"The timestamp should be within [{NOW - HOUR}, {NOW + 2**63 - 1 - 2**64}]"
+    )  # no upper bound: now + Long.MAX_VALUE, wrapped as Kafka's Java long prints it
+    assert log.log_end_offset == 0
     log.close()
 
 

@@ -24,7 +24,9 @@ Rules (Kafka's ``ConfigHelper``, ``ConfigAdminManager``, ``ZkAdminManager``):
    ``dynamic_config.check_alteration``. ``validate_only`` checks everything, writes nothing.
 5. Broker alterations are read-modify-writes of the entity's znode with compare-and-set
    (``zk_broker_configs``); every broker's watch then applies it
-   (``DynamicBrokerConfig.update``) without a restart. A broker without ZooKeeper has no
+   (``DynamicBrokerConfig.update``) without a restart. The answer waits until this broker
+   has applied it and, for the default, the other live brokers describe it
+   (``tidelog.server.cluster.propagation`` rule 4). A broker without ZooKeeper has no
    dynamic configs: a valid alteration is INVALID_REQUEST saying so.
 """
 
@@ -485,6 +487,9 @@ class ConfigApis:
         if entity is None:
             return outcome
 
+        #: The entity's dynamic config as last accepted (the one written, when written).
+        accepted: list[dict[str, str]] = []
+
         def checked(current: dict[str, str]) -> tuple[dict[str, str] | None, Outcome]:
             new, outcome = change(current)
             if new is None:
@@ -494,7 +499,10 @@ class ConfigApis:
                 outcome = self.helper.policies.check_alter(
                     AlterConfigRequest("BROKER", name, dict(new))
                 )
-            return (new if outcome[0] == ErrorCode.NONE else None), outcome
+            if outcome[0] != ErrorCode.NONE:
+                return None, outcome
+            accepted[:] = [dict(new)]
+            return new, outcome
 
         store = self.store
         if store is None:
@@ -510,8 +518,21 @@ class ConfigApis:
         except ZkError as exc:
             log.warning("altering the dynamic config of broker entity %s failed: %s", entity, exc)
             return ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper is not reachable"
-        if outcome[0] == ErrorCode.NONE and not validate_only:
-            log.info("dynamic config of broker entity %s altered", entity)
+        if outcome[0] != ErrorCode.NONE or validate_only or not accepted:
+            return outcome
+        log.info("dynamic config of broker entity %s altered", entity)
+        # Read-your-writes: answered once this broker's watch applied it and, for the
+        # default, the other live brokers describe it (``tidelog.server.cluster.propagation``
+        # rule 4; Kafka answers once ZooKeeper has it).
+        (written,) = accepted
+        if entity == DEFAULT_ENTITY:
+            await self.backend.wait_for_broker_configs(
+                lambda: self.dynamic.dynamic_default == written, written
+            )
+        else:
+            await self.backend.wait_for_broker_configs(
+                lambda: self.dynamic.dynamic_broker == written, None
+            )
         return outcome
 
     # --- ListConfigResources (74) -----------------------------------------------------------

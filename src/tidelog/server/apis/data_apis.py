@@ -248,6 +248,7 @@ class DataApis:
                     base_offset=r.base_offset,
                     log_append_time_ms=r.log_append_time_ms,
                     log_start_offset=r.log_start_offset,
+                    record_errors=r.record_errors,
                     error_message=r.message,
                     current_leader=hints.get(tp, _NO_HINT),
                 )

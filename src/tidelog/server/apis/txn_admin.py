@@ -8,7 +8,9 @@ kafka-transactions.sh ask a broker about transactions and the producers of its p
   "PrepareCommit", ...), producer id and epoch, timeout, the start of the current
   transaction (-1 when none, as Kafka) and its partitions, grouped by topic.
 - ListTransactions (66, v0-v2): the transactional ids this broker coordinates (Dead ones
-  never), filtered by ``state_filters`` (names; one this broker does not know is answered in
+  never; every ``__transaction_state`` partition led here loaded first at its current
+  leader epoch, ``TransactionCoordinator.transactions``: never a partial list), filtered
+  by ``state_filters`` (names; one this broker does not know is answered in
   ``unknown_state_filters`` and matches nothing, so only unknown names list nothing), by
   ``producer_id_filters``, (v1) by ``duration_filter``: only transactions running
   (``txn_start_ms`` >= 0) for longer than that many ms, and (v2, KIP-1152) by
@@ -41,7 +43,7 @@ from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.security.acls import AclOperation, ResourceType
 from tidelog.server.auth import authz
-from tidelog.server.coordinators.txn import TXN_TOPIC, TransactionCoordinator
+from tidelog.server.coordinators.txn import TransactionCoordinator
 from tidelog.server.replica.manager import now_ms
 from tidelog.storage.producer_state import ProducerStateEntry
 
@@ -249,14 +251,8 @@ class TxnAdmin:
         )
 
     def _coordinated(self) -> list[TxnMetadata]:
-        """The transactions of the ``__transaction_state`` partitions this broker leads now
-        (the coordinator notices a lost leadership only at its next tick)."""
-        out = []
-        for p, meta in self.coordinator.transactions():
-            hosted = self.replica_manager.partitions.get(TopicPartition(TXN_TOPIC, p))
-            if hosted is not None and hosted.partition.is_leader:
-                out.append(meta)
-        return out
+        """The transactions of the ``__transaction_state`` partitions this broker leads now."""
+        return [meta for _p, meta in self.coordinator.transactions()]
 
     # --- DescribeProducers (61) ------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tidelog.controller.controller import Controller
@@ -262,6 +262,11 @@ class ZkBackend:
 
     async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         await self.node.propagation.configs_seen(name, overrides)
+
+    async def wait_for_broker_configs(
+        self, here: Callable[[], bool], default: Mapping[str, str] | None
+    ) -> None:
+        await self.node.propagation.broker_configs_seen(here, default)
 
     async def allocate_producer_id(self) -> int:
         try:

@@ -1,5 +1,6 @@
-"""Read-your-writes for topic admin in a cluster (issue 30): CreateTopics, CreatePartitions,
-DeleteTopics and topic config changes answer once the change is in what the brokers serve.
+"""Read-your-writes for admin writes in a cluster (issue 30): CreateTopics, CreatePartitions,
+DeleteTopics, topic config changes and dynamic broker config changes answer once the change
+is in what the brokers serve.
 
 Rules:
 
@@ -26,6 +27,14 @@ Rules:
    entries whose source is DYNAMIC_TOPIC_CONFIG are exactly the new overrides. Kafka
    answers once ZooKeeper has them and the other brokers follow its change notification;
    here they follow the same notification, and the answer waits for it.
+4. A dynamic broker config (AlterConfigs, IncrementalAlterConfigs on a broker resource,
+   KIP-226), written to ``/config/brokers/<entity>`` before any broker's watch applies it:
+   the answer waits until this broker's live config shows the new entries (checked every
+   ``POLL_S``; a per-broker resource names the answering broker, as Kafka's clients send it
+   there) and, for the cluster-wide default (resource ""), until every other live broker
+   describes "" with exactly the new entries as DYNAMIC_DEFAULT_BROKER_CONFIG, asked as in
+   rule 2. At most ``PEER_WAIT_S`` in all; as rules 2 and 3, it never changes the answer.
+   Kafka answers once ZooKeeper has the change.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from typing import Final
 from tidelog.aio import wait_for
 from tidelog.client.client import Client
 from tidelog.client.config_admin import (
+    BROKER,
     TOPIC,
     ResourceConfigs,
     describe_configs_request,
@@ -69,6 +79,10 @@ _METADATA_VERSIONS: Final = (12, 11, 10, 9, 8, 7, 6, 5, 4)
 _DESCRIBE_CONFIGS_VERSIONS: Final = (4, 3, 2, 1)
 #: The source of a topic's own override in DescribeConfigs.
 TOPIC_SOURCE: Final = "DYNAMIC_TOPIC_CONFIG"
+#: The source of a cluster-wide default broker config in DescribeConfigs.
+DEFAULT_BROKER_SOURCE: Final = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+#: How rule 4 names the default broker config in its log lines.
+_DEFAULT_LABEL: Final = "the default broker config"
 
 #: Asks one peer (within the seconds given) which of the topics its answer does not show
 #: the change of yet; raises ClientError, or _RefusedError when refused DESCRIBE.
@@ -164,7 +178,7 @@ class MetadataPropagation:
         expected = {k: config_to_string(v) for k, v in overrides.items()}
 
         async def probe(broker: CachedBroker, pending: list[str], timeout_s: float) -> list[str]:
-            (seen,) = await self._describe(broker, topic, timeout_s)
+            (seen,) = await self._describe(broker, (TOPIC, topic), timeout_s)
             if seen.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 raise _RefusedError(seen.error_code.name)
             if seen.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -174,6 +188,40 @@ class MetadataPropagation:
 
         loop = asyncio.get_running_loop()
         await self._confirm_peers([topic], probe, loop.time() + PEER_WAIT_S)
+
+    async def broker_configs_seen(
+        self, here: Callable[[], bool], default: Mapping[str, str] | None
+    ) -> None:
+        """Rule 4: until ``here()`` (this broker's live dynamic config shows the change) and,
+        for the cluster-wide default (``default``: its new entries), until the other live
+        brokers describe them."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PEER_WAIT_S
+        waits = [self._until_here(here, deadline)]
+        if default is not None:
+            expected = dict(default)
+
+            async def probe(
+                broker: CachedBroker, pending: list[str], timeout_s: float
+            ) -> list[str]:
+                (seen,) = await self._describe(broker, (BROKER, ""), timeout_s)
+                if seen.error_code != ErrorCode.NONE:
+                    raise _RefusedError(seen.error_code.name)
+                entries = seen.entries
+                dynamic = {e.name: e.value for e in entries if e.source == DEFAULT_BROKER_SOURCE}
+                return [] if dynamic == expected else pending
+
+            waits.append(self._confirm_peers([_DEFAULT_LABEL], probe, deadline))
+        await asyncio.gather(*waits)
+
+    async def _until_here(self, here: Callable[[], bool], deadline: float) -> None:
+        """Rule 4 on this broker."""
+        loop = asyncio.get_running_loop()
+        while not here():
+            if loop.time() >= deadline:
+                log.warning("the dynamic broker config change is not applied here in time")
+                return
+            await asyncio.sleep(POLL_S)
 
     async def _until_propagated(
         self, topics: list[str], here: HereCheck, there: ThereCheck, timeout_s: float
@@ -249,14 +297,14 @@ class MetadataPropagation:
         return read_metadata(response).topics
 
     async def _describe(
-        self, broker: CachedBroker, topic: str, timeout_s: float
+        self, broker: CachedBroker, resource: tuple[int, str], timeout_s: float
     ) -> list[ResourceConfigs]:
-        """``topic``'s configs as ``broker`` describes them (DescribeConfigs, no synonyms)."""
+        """A resource's configs as ``broker`` describes them (DescribeConfigs, no synonyms)."""
         conn = await self.client.connection_to(broker.host, broker.port)
         version = conn.pick_version(ApiKey.DESCRIBE_CONFIGS, _DESCRIBE_CONFIGS_VERSIONS)
         if version is None:
             raise ClientError(f"broker {broker.broker_id} speaks no DescribeConfigs we do")
-        request = describe_configs_request([(TOPIC, topic)], synonyms=False, version=version)
+        request = describe_configs_request([resource], synonyms=False, version=version)
         return read_describe_configs(await conn.send(request, timeout_s=timeout_s))
 
 
@@ -268,4 +316,4 @@ def _refused(seen: TopicMetadata) -> bool:
     return seen.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-__all__ = ["PEER_WAIT_S", "POLL_S", "MetadataPropagation"]
+__all__ = ["DEFAULT_BROKER_SOURCE", "PEER_WAIT_S", "POLL_S", "MetadataPropagation"]

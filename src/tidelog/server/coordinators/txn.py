@@ -664,7 +664,15 @@ class TransactionCoordinator:
     # --- views for DescribeTransactions / ListTransactions / the CLI ----------------------
 
     def transactions(self) -> list[tuple[int, TxnMetadata]]:
-        """Every transactional id this broker coordinates now, with its partition."""
+        """Every transactional id this broker coordinates now, with its partition. Each
+        ``__transaction_state`` partition led here is loaded at its current leader epoch
+        first, and one no longer led dropped (rule 2, as a lookup does), so the list is
+        never partial or stale: Kafka answers ListTransactions COORDINATOR_LOAD_IN_PROGRESS
+        while a partition loads in the background; here a load runs in place, so no request
+        sees one in progress."""
+        led = {tp.partition for tp in self._state_partitions.hosted()}
+        for p in sorted(led | set(self.loaded)):
+            self._loaded(p)
         return [
             (p, meta) for p, loaded in sorted(self.loaded.items()) for meta in loaded.manager.all()
         ]

@@ -238,6 +238,15 @@ class MetadataBackend(Protocol):
         wait)."""
         ...
 
+    async def wait_for_broker_configs(
+        self, here: Callable[[], bool], default: Mapping[str, str] | None
+    ) -> None:
+        """Until this broker's live dynamic config shows an alteration (``here()``) and, for
+        the cluster-wide default (``default``: its new entries), the other live brokers
+        describe it (``tidelog.server.cluster.propagation`` rule 4; alone: no wait, a lone
+        broker has no dynamic broker configs)."""
+        ...
+
     async def allocate_producer_id(self) -> int:
         """A producer id never handed out before; raises ProducerIdUnavailableError."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from tidelog.errors import ErrorCode, KafkaError
@@ -264,6 +264,11 @@ class LocalBackend:
 
     async def wait_for_topic_configs(self, name: str, overrides: Mapping[str, object]) -> None:
         """No other broker to wait for."""
+
+    async def wait_for_broker_configs(
+        self, here: Callable[[], bool], default: Mapping[str, str] | None
+    ) -> None:
+        """A lone broker writes no dynamic broker configs: nothing to wait for."""
 
     async def allocate_producer_id(self) -> int:
         return self.store.allocate_producer_id()

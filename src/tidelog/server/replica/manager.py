@@ -70,7 +70,8 @@ from tidelog.server.replica.reads import (
     ProduceResult,
 )
 from tidelog.server.replica.topic_stats import BrokerTopicStats
-from tidelog.storage.log import Log
+from tidelog.storage.errors import InvalidTimestampError
+from tidelog.storage.log import AppendInfo, Log
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
 
@@ -383,26 +384,9 @@ class ReplicaManager:
                 ),
                 -1,
             )
-        try:
-            info = hosted.log.append_as_leader(
-                records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
-            )
-        except KafkaError as exc:
-            log.info("produce to %s refused: %s", tp, exc)
-            if exc.code in _TOO_LARGE:
-                stats.bytes_rejected += len(records)
-            return ProduceResult(exc.code, message=str(exc)), -1
-        except OSError as exc:
-            # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
-            # (56, retriable) for this partition, not a dropped connection. Nothing of
-            # the batch is published or left in the file (``tidelog.storage.log``), and
-            # the dir goes offline (rule 5).
-            log.warning("produce to %s failed on its log dir: %s", tp, exc)
-            self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
-            return (
-                ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}"),
-                -1,
-            )
+        info = self._leader_append(tp, hosted, records, now, origin)
+        if isinstance(info, ProduceResult):
+            return info, -1
         if info.error != ErrorCode.NONE:
             # An idempotent producer's batch refused by its sequence/epoch checks: nothing
             # was written, so the answer must be the error (never a success with offsets).
@@ -436,6 +420,43 @@ class ReplicaManager:
             ),
             info.last_offset + 1,
         )
+
+    def _leader_append(
+        self,
+        tp: TopicPartition,
+        hosted: HostedPartition,
+        records: bytes,
+        now: int,
+        origin: AppendOrigin,
+    ) -> AppendInfo | ProduceResult:
+        """The leader's append of ``records`` to ``tp``'s log, or the refusal's answer."""
+        try:
+            return hosted.log.append_as_leader(
+                records, leader_epoch=hosted.partition.leader_epoch, now_ms=now, origin=origin
+            )
+        except InvalidTimestampError as exc:
+            # Kafka's RecordValidationException: its message, the record errors and the
+            # log start offset (ReplicaManager.appendToLocalLog).
+            log.info("produce to %s refused: %s %s", tp, exc, list(exc.record_errors))
+            return ProduceResult(
+                exc.code,
+                log_start_offset=hosted.log.log_start_offset,
+                message=exc.message,
+                record_errors=exc.record_errors,
+            )
+        except KafkaError as exc:
+            log.info("produce to %s refused: %s", tp, exc)
+            if exc.code in _TOO_LARGE:
+                self.topic_stats[tp.topic].bytes_rejected += len(records)
+            return ProduceResult(exc.code, message=str(exc))
+        except OSError as exc:
+            # A full or failing log dir (ENOSPC, EIO): Kafka answers KAFKA_STORAGE_ERROR
+            # (56, retriable) for this partition, not a dropped connection. Nothing of
+            # the batch is published or left in the file (``tidelog.storage.log``), and
+            # the dir goes offline (rule 5).
+            log.warning("produce to %s failed on its log dir: %s", tp, exc)
+            self.mark_log_dir_offline(self.log_dir_of(hosted), exc)
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir: {exc}")
 
     def wait_for_acks(
         self,

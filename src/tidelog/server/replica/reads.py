@@ -29,6 +29,9 @@ class ProduceResult:
     #: The leader's stamp of a LogAppendTime topic's batches, else -1 (Kafka's
     #: ``PartitionResponse.logAppendTime``; ``tidelog.storage.log_timestamps`` rule 1).
     log_append_time_ms: int = -1
+    #: The records that refused the append, ``(index in their batch, message)`` (KIP-467;
+    #: ``tidelog.storage.log_timestamps`` rule 2).
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
