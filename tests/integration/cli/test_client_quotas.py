@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from tests.harness import BrokerProcess, free_port
 from tests.integration.cli.conftest import Tidelog
-from tests.integration.rawclient import Raw, create
+from tests.integration.rawclient import FETCH_V, Raw, create
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 
@@ -248,3 +248,67 @@ def test_a_producer_is_held_to_its_byte_rate_and_another_is_not(
     ]
     assert throttle, text[:2000]
     assert float(throttle[0].split()[-1]) > 0
+
+
+def _fetch_request(topic: str) -> dict[str, object]:
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def test_a_consumer_over_its_byte_rate_is_answered_then_muted(
+    broker: BrokerProcess, tidelog: Tidelog
+) -> None:
+    topic = f"quota-fetch-{uuid.uuid4().hex[:8]}"
+    raw = Raw(broker)
+    try:
+        create(raw, topic)
+        # The size of this Fetch's answer (the size prefix included): what it counts.
+        raw.client_id = "sizer"
+        _cid, frame = raw.encode(ApiKey.FETCH, FETCH_V, _fetch_request(topic))
+        raw.send_bytes(frame)
+        answer = raw.recv_frame()
+        assert answer is not None
+        size = len(answer) + 4
+    finally:
+        raw.close()
+    # One answer over a fresh 11-sample quota is measured over 10 s: size / 10 B/s, 1.25
+    # times this bound, so the throttle is a quarter of 10 s.
+    bound = size * 100 // 1250
+    expected_ms = round((size / 10 - bound) / bound * 10_000)
+    bs = ("--bootstrap-server", broker.bootstrap)
+    slowc = ("--entity-type", "clients", "--entity-name", "slowc")
+    r = tidelog("configs", "alter", *bs, *slowc, "--add-config", f"consumer_byte_rate={bound}")
+    assert r.returncode == 0, r.stderr
+    raw = Raw(broker)
+    raw.client_id = "slowc"
+    try:
+        body = raw.call(ApiKey.FETCH, FETCH_V, _fetch_request(topic))
+        throttle_ms = int(body.throttle_time.total_seconds() * 1000)
+        assert throttle_ms == expected_ms
+        # KIP-219: the connection is muted for that time; then it is served again.
+        sent = time.monotonic()
+        _cid, frame = raw.encode(ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"
+        })  # fmt: skip
+        raw.send_bytes(frame)
+        assert raw.recv_frame(timeout=15.0) is not None
+        assert time.monotonic() - sent >= throttle_ms / 1000 * 0.9
+    finally:
+        raw.close()
+        r = tidelog("configs", "alter", *bs, *slowc, "--delete-config", "consumer_byte_rate")
+        assert r.returncode == 0, r.stderr
