@@ -62,9 +62,13 @@ def _java_double(value: float) -> str:
     return repr(float(value))
 
 
-def alter(client: BlockingClient, spec: Spec, ops: Sequence[qa.QuotaOp], *, json: bool) -> int:
+def check_alter_spec(spec: Spec) -> None:
+    """Before anything is sent: an alteration names each entity or its default."""
     if any(name is None and not default for _k, name, default in spec):
         raise UsageError("alter needs --entity-name NAME or --entity-default for each type")
+
+
+def alter(client: BlockingClient, spec: Spec, ops: Sequence[qa.QuotaOp], *, json: bool) -> int:
     entity = tuple((QUOTA_ENTITY_TYPES[t], name) for t, name, _d in spec)
     error, message = client.run(qa.alter_client_quotas(client.client, entity, ops))
     if error != ErrorCode.NONE:
@@ -160,6 +164,7 @@ __all__ = [
     "QUOTA_ENTITY_TYPES",
     "EntityFlag",
     "alter",
+    "check_alter_spec",
     "describe",
     "entity_spec",
     "entity_text",

@@ -216,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_quotas(args: argparse.Namespace, spec: client_quotas.Spec) -> int:
     """Users and clients: client quotas (``tidelog.cli.client_quotas``)."""
     if args.action == "alter":
+        client_quotas.check_alter_spec(spec)
         if not args.add_config and not args.delete_config:
             raise UsageError("alter needs --add-config and/or --delete-config")
         added = parse_add_config(args.add_config or "")
