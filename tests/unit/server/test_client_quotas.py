@@ -6,11 +6,13 @@ written into an encoded answer."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tidelog.errors import ErrorCode
 from tidelog.protocol.responses import encode_fetch_response, with_fetch_throttle
@@ -210,6 +212,12 @@ def test_metrics_show_rate_and_average_throttle_per_entity() -> None:
     text = generate_latest(registry).decode()
     assert 'kafka_server_produce_byte_rate{client_id="slow",user=""} 2000.0' in text
     assert 'kafka_server_produce_throttle_time{client_id="slow",user=""} 5000.0' in text
+    listed = (Path(__file__).parents[3] / "docs" / "metrics.md").read_text()
+    families = list(text_string_to_metric_families(text))
+    assert len(families) == 6
+    for family in families:
+        assert "(kafka.server:type=" in family.documentation, family.name
+        assert f"`{family.name}" in listed, f"{family.name} is not in docs/metrics.md"
 
 
 # --- Describe/AlterClientQuotas over the in-memory store ---------------------------------
