@@ -312,3 +312,27 @@ def test_a_consumer_over_its_byte_rate_is_answered_then_muted(
         raw.close()
         r = tidelog("configs", "alter", *bs, *slowc, "--delete-config", "consumer_byte_rate")
         assert r.returncode == 0, r.stderr
+
+
+def test_request_percentage_throttles_any_request_capped_at_one_window(
+    broker: BrokerProcess, tidelog: Tidelog
+) -> None:
+    bs = ("--bootstrap-server", broker.bootstrap)
+    busy = ("--entity-type", "clients", "--entity-name", "busy")
+    # So small that any handler time is over it: the throttle is the cap, one 1 s window.
+    r = tidelog("configs", "alter", *bs, *busy, "--add-config", "request_percentage=0.00001")
+    assert r.returncode == 0, r.stderr
+    raw = Raw(broker)
+    raw.client_id = "busy"
+    try:
+        request = {"topics": [], "allow_auto_topic_creation": False,
+                   "include_topic_authorized_operations": False}  # fmt: skip
+        first = raw.call(ApiKey.METADATA, 12, request)
+        # The first request's time counts from the next one on.
+        assert first.throttle_time.total_seconds() == 0
+        second = raw.call(ApiKey.METADATA, 12, request)
+        assert second.throttle_time.total_seconds() * 1000 == 1000
+    finally:
+        raw.close()
+        r = tidelog("configs", "alter", *bs, *busy, "--delete-config", "request_percentage")
+        assert r.returncode == 0, r.stderr

@@ -93,7 +93,7 @@ class QuotaConfigs:
 
     async def alter(self, entity: QuotaEntity, change: Change) -> None:
         """Write ``change(current config)`` for ``entity`` and apply it here at once.
-        Raises ZkError."""
+        Raises ZkError when the write fails."""
         if self._store is None:
             new = change(dict(self._memory.get(entity, {})))
             if new:
@@ -102,7 +102,9 @@ class QuotaConfigs:
                 self._memory.pop(entity, None)
         else:
             await self._store.alter((entity.user, entity.client_id), change)
-        await self.reload()
+        # Written: a failed re-read here is caught up by the change notification's.
+        with contextlib.suppress(ZkError):
+            await self.reload()
 
 
 __all__ = ["QuotaConfigs"]
