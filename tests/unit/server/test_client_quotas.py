@@ -277,6 +277,16 @@ def test_alter_then_describe_applies_to_the_managers() -> None:
         everything = await apis.describe([], strict=False)
         assert len(everything["entries"]) == 1
         assert not quotas.fetch.enabled
+        refused_alter = await apis.alter(
+            [entry({"client-id": "x"}, [("request_percentage", 5.0)])], False, allowed=False
+        )
+        assert refused_alter["entries"] == [
+            {
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.",
+                "entity": [{"entity_type": "client-id", "entity_name": "x"}],
+            }
+        ]
         refused = await apis.describe([], strict=False, allowed=False)
         assert (refused["error_code"], refused["entries"]) == (
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
