@@ -59,8 +59,12 @@ class QuotaConfigs:
         while True:
             await self._changed.wait()
             self._changed.clear()
-            with contextlib.suppress(ZkError):
+            try:
                 await self.reload()
+            except ZkError:
+                pass  # logged by ``reload``; the next notification reads again
+            except Exception:
+                log.exception("applying the client quotas failed")
 
     async def read(self) -> dict[QuotaEntity, dict[str, str]]:
         """Every entity's whole config (ZooKeeper's, read now, in a cluster)."""
