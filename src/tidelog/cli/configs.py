@@ -1,4 +1,5 @@
-"""``tidelog configs describe|alter``: topic and broker configs, like ``kafka-configs.sh``.
+"""``tidelog configs describe|alter``: topic and broker configs, like ``kafka-configs.sh``
+(client quotas, ``--entity-type users|clients``: ``tidelog.cli.client_quotas``).
 
 - ``describe --entity-type topics|brokers [--entity-name N | --entity-default] [--all]``:
   without ``--all`` only the entity's own runtime configs (a topic's overrides, a broker's
@@ -27,6 +28,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from tidelog.cli import client_quotas
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
@@ -43,6 +45,7 @@ from tidelog.client import config_admin as ca
 from tidelog.errors import ErrorCode
 
 ENTITY_TYPES = {"topics": ca.TOPIC, "brokers": ca.BROKER}
+ALL_ENTITY_TYPES = sorted([*ENTITY_TYPES, *client_quotas.QUOTA_ENTITY_TYPES])
 
 
 # --- rule 1: the --add-config list --------------------------------------------------------
@@ -149,13 +152,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=help_text, description=help_text)
         add_bootstrap_flags(p)
         add_json_flag(p)
-        p.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-        which = p.add_mutually_exclusive_group()
-        which.add_argument("--entity-name", metavar="NAME", help="a topic, or a broker id")
-        which.add_argument(
+        flag = client_quotas.EntityFlag
+        p.add_argument(
+            "--entity-type",
+            required=True,
+            choices=ALL_ENTITY_TYPES,
+            action=flag,
+            help="users and clients may be given both (a user's client-id)",
+        )
+        p.add_argument(
+            "--entity-name",
+            metavar="NAME",
+            action=flag,
+            help="a topic, a broker id, a user or a client-id",
+        )
+        p.add_argument(
             "--entity-default",
-            action="store_true",
-            help="the brokers' cluster-wide default (/config/brokers/<default>)",
+            action=flag,
+            nargs=0,
+            default=False,
+            help="the brokers' cluster-wide default (/config/brokers/<default>), or the "
+            "default user or client-id",
         )
         return p
 
@@ -168,6 +185,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _entity(args: argparse.Namespace) -> str | None:
     """The resource name: "" for the default, None for every entity (describe only)."""
+    if len(args.entity_flags) > 2:
+        raise UsageError("one --entity-type with one --entity-name or --entity-default")
+    if args.entity_default and args.entity_name is not None:
+        raise UsageError("--entity-name and --entity-default exclude each other")
     if args.entity_default:
         if args.entity_type != "brokers":
             raise UsageError("--entity-default applies to --entity-type brokers only")
@@ -177,6 +198,9 @@ def _entity(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    spec = client_quotas.entity_spec(args.entity_flags)
+    if spec[0][0] in client_quotas.QUOTA_ENTITY_TYPES:
+        return _run_quotas(args, spec)
     entity = _entity(args)
     if args.action == "alter":
         ops = alter_ops(args, entity)
@@ -187,6 +211,26 @@ def run(args: argparse.Namespace) -> int:
             assert entity is not None
             return _alter(client, args, entity, ops)
         return _describe(client, args, entity)
+
+
+def _run_quotas(args: argparse.Namespace, spec: client_quotas.Spec) -> int:
+    """Users and clients: client quotas (``tidelog.cli.client_quotas``)."""
+    if args.action == "alter":
+        client_quotas.check_alter_spec(spec)
+        if not args.add_config and not args.delete_config:
+            raise UsageError("alter needs --add-config and/or --delete-config")
+        added = parse_add_config(args.add_config or "")
+        deleted = parse_delete_config(args.delete_config or "")
+        both = sorted(set(added) & set(deleted))
+        if both:
+            raise UsageError(f"{', '.join(both)} both added and deleted")
+        ops = client_quotas.quota_ops(added, deleted)
+    bootstrap = resolve_bootstrap(args)
+    security = resolve_security(args)
+    with BlockingClient(bootstrap, client_id="tidelog-cli", security=security) as client:
+        if args.action == "alter":
+            return client_quotas.alter(client, spec, ops, json=args.json)
+        return client_quotas.describe(client, spec, json=args.json)
 
 
 def alter_ops(args: argparse.Namespace, entity: str | None) -> list[ca.AlterOp]:
@@ -278,7 +322,7 @@ def _describe(client: BlockingClient, args: argparse.Namespace, entity: str | No
 
 
 COMMANDS["configs"] = (
-    "describe and alter topic and broker configs (like kafka-configs.sh)",
+    "describe and alter topic and broker configs and client quotas (like kafka-configs.sh)",
     add_arguments,
     run,
 )

@@ -196,6 +196,9 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        # Client quotas (KIP-546; tidelog.server.apis.client_quota_apis).
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+        ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
         # Log dirs (KIP-113; tidelog.server.apis.log_dir_apis). kio has no DescribeLogDirs v0.
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
         ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),

@@ -362,3 +362,14 @@ def _fetch_frame(
         chunks[0] = _SIZE_CORRELATION.pack(total + 4, correlation_id) + head
         return chunks
     return [_SIZE_CORRELATION.pack(len(tail) + 4, correlation_id) + tail]
+
+
+def with_fetch_throttle(first_chunk: bytes, version: int, throttle_time_ms: int) -> bytes:
+    """``encode_fetch_response``'s first chunk with ``throttle_time_ms`` written in: the
+    field opens the body (after the size, the correlation id and, flexible, the header's
+    empty tags), so a quota decided after the answer was built (its size counts against
+    ``consumer_byte_rate``) is set without encoding it again."""
+    offset = _SIZE_CORRELATION.size + (1 if version >= FETCH_FIRST_FLEXIBLE else 0)
+    out = bytearray(first_chunk)
+    _I32.pack_into(out, offset, throttle_time_ms)
+    return bytes(out)

@@ -25,6 +25,7 @@ from tidelog.aio import wait_for
 from tidelog.protocol.apis import ApiKey, narrow_versions
 from tidelog.protocol.codec import warm_up_steps
 from tidelog.server.apis.acl_apis import AclApis
+from tidelog.server.apis.client_quota_apis import ClientQuotaApis
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.dispatcher import Dispatcher
 from tidelog.server.apis.feature_apis import FeatureApis
@@ -34,6 +35,7 @@ from tidelog.server.apis.kafka_apis import KafkaApis
 from tidelog.server.apis.log_dir_apis import LogDirApis
 from tidelog.server.apis.reassignment_apis import REASSIGNMENT_API_VERSIONS, ReassignmentApis
 from tidelog.server.apis.scram_apis import ScramCredentialApis
+from tidelog.server.apis.throttling import RequestThrottler
 from tidelog.server.apis.txn_admin import TxnAdmin
 from tidelog.server.auth.broker_security import BrokerSecurity
 from tidelog.server.cluster.backend import ZkBackend
@@ -52,9 +54,12 @@ from tidelog.server.observability.console import Console
 from tidelog.server.observability.console_sources import ClusterSource, LocalSource, SnapshotSource
 from tidelog.server.observability.metrics.broker_collector import BrokerState, broker_registry
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
+from tidelog.server.observability.metrics.quota_collector import QuotaCollector
 from tidelog.server.observability.metrics.request_metrics import RequestMetrics
 from tidelog.server.observability.metrics.zk_session import ZkSessionTracker
 from tidelog.server.process import HeapFreezer, keep_freed_memory
+from tidelog.server.quotas.configs import QuotaConfigs
+from tidelog.server.quotas.manager import ClientQuotas
 from tidelog.server.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from tidelog.server.replica.manager import (
     LOG_DIR_PROBE_INTERVAL_S,
@@ -109,6 +114,8 @@ SECURITY_APIS = frozenset(
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
+#: Client quotas (``tidelog.server.apis.client_quota_apis``, KIP-546), alone and in a cluster.
+QUOTA_APIS = frozenset({ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS})
 #: Log dirs (``tidelog.server.apis.log_dir_apis``, KIP-113), alone and in a cluster.
 LOG_DIR_APIS = frozenset({ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ALTER_REPLICA_LOG_DIRS})
 #: How often a broker that owns its process checks whether its heap is due a new freeze.
@@ -141,6 +148,7 @@ SERVED_APIS = frozenset(
     | TXN_APIS
     | SECURITY_APIS
     | LOG_DIR_APIS
+    | QUOTA_APIS
 )
 #: In a cluster also the control plane, the requests to the controller and DescribeQuorum.
 CLUSTER_APIS = SERVED_APIS | {
@@ -211,6 +219,12 @@ class Broker:
             self.security.user_store, authorize_cluster=self.security.authorize_cluster
         )
         self.apis.authorizer = self.security.authorizer
+        #: Client quotas (KIP-13, KIP-124): the sensors, their configs and the admin APIs.
+        self.client_quotas = ClientQuotas(
+            window_num=config.get_int("quota.window.num"),
+            window_size_s=config.get_int("quota.window.size.seconds"),
+        )
+        self.quota_configs = QuotaConfigs(self.client_quotas)
         self.transactions = TransactionCoordinator(
             config,
             self.backend,
@@ -235,6 +249,9 @@ class Broker:
                 self.security,  # SaslHandshake/SaslAuthenticate after the login
                 AclApis(self.security.authorizer),
                 self.scram_apis,
+                ClientQuotaApis(
+                    self.quota_configs, authorize_cluster=self.security.authorize_cluster
+                ),
                 LogDirApis(helper, self.log_dir_mover),
                 FeatureApis(helper, self.backend),
                 *cluster_groups,
@@ -247,6 +264,7 @@ class Broker:
             self.supported,
             self.backend.readiness,
             self.request_metrics,
+            RequestThrottler(self.client_quotas),
         )
 
     def _open_alone(self) -> list[HandlerGroup]:
@@ -302,6 +320,7 @@ class Broker:
         # KIP-226: dynamic broker configs apply before anything is served.
         await self.apis.config_apis.start(self.backend.zk)
         await self.security.start(self.backend.zk)
+        await self.quota_configs.start(self.backend.zk)
         self.scram_apis.store = self.security.user_store  # ZooKeeper's, in a cluster
         loop = asyncio.get_running_loop()
         max_request = self.config.get_int("socket.request.max.bytes")
@@ -374,6 +393,7 @@ class Broker:
             requests=self.request_metrics,
             state=self._broker_state,
             zk_session=zk_session,
+            client_quotas=QuotaCollector(self.client_quotas),
         )
         self.metrics_endpoint = MetricsEndpoint(registry)
         self.console = Console(
@@ -561,6 +581,8 @@ class Broker:
         for server in self._servers:
             server.close()
         self.apis.config_apis.stop()
+        if hasattr(self, "quota_configs"):
+            self.quota_configs.stop()
         await self.backend.stop()
         for task in self._tasks:
             task.cancel()

@@ -35,6 +35,7 @@ from tidelog.security.acls import (
     ResourceType,
 )
 from tidelog.security.principal import KafkaPrincipal
+from tidelog.server.apis.client_quota_apis import ClientQuotaApis
 from tidelog.server.apis.control_apis import ControlApis
 from tidelog.server.apis.feature_apis import FeatureApis
 from tidelog.server.apis.find_coordinator import FindCoordinatorApis
@@ -50,6 +51,8 @@ from tidelog.server.metadata.local import MetadataStore
 from tidelog.server.metadata.local_backend import LocalBackend
 from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.network.request_context import INTERNAL, RequestContext, set_request
+from tidelog.server.quotas.configs import QuotaConfigs
+from tidelog.server.quotas.manager import ClientQuotas
 from tidelog.server.replica.manager import ReplicaManager, log_config_for, now_ms
 from tidelog.storage.log_manager import LogManager
 
@@ -1148,3 +1151,43 @@ def test_cluster_broker_metadata_and_topic_admin(cluster_apis: KafkaApis) -> Non
     )
     assert err(grown.results[0].error_code) == E.TOPIC_AUTHORIZATION_FAILED
     assert cluster_apis.metadata.topics[PUBLIC].num_partitions == 1
+
+
+# --- client quotas (KIP-546) --------------------------------------------------------------
+
+
+def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster(
+    broker: Broker,
+) -> None:
+    authorizer = broker.apis.authorizer
+    assert authorizer is not None
+    quotas = ClientQuotaApis(
+        QuotaConfigs(ClientQuotas()),
+        # As BrokerSecurity.authorize_cluster: the operation on the cluster resource.
+        authorize_cluster=lambda op: authorizer.authorize(Op[op], CLUSTER, CLUSTER_NAME),
+    )
+    broker.handlers.update(quotas.handlers())
+    alter = {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": "c"}],
+                "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    }
+    answer = broker.call("alice", ApiKey.ALTER_CLIENT_QUOTAS, 1, alter)
+    assert [(err(e.error_code), e.error_message) for e in answer.entries] == [
+        (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    ]
+    describe = {"components": [], "strict": False}
+    answer = broker.call("alice", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe)
+    assert (err(answer.error_code), answer.error_message, answer.entries) == (
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        "Cluster authorization failed.",
+        None,
+    )
+    answer = broker.call("admin", ApiKey.ALTER_CLIENT_QUOTAS, 1, alter)
+    assert err(answer.entries[0].error_code) == E.NONE
+    answer = broker.call("admin", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe)
+    assert [(e.entity[0].entity_name, e.values[0].value) for e in answer.entries] == [("c", 1024.0)]

@@ -287,3 +287,28 @@ def test_idle_only_without_pending_answers() -> None:
         assert not conn.is_idle(conn.last_active + 9, 10)
 
     asyncio.run(scenario())
+
+
+def test_a_throttled_connection_is_muted_for_the_throttle_time() -> None:
+    # KIP-219 (network rule 8): answered at once, then not read until the time is up; a
+    # shorter throttle meanwhile does not shorten it, and backpressure ending does not end it.
+    async def scenario() -> None:
+        conn = Connection(Dispatcher(), 1 << 20)
+        transport = FakeTransport()
+        conn.connection_made(transport)
+        conn.data_received(frame(b"a"))
+        assert transport.written.endswith(b"ok:a;")
+        conn.throttle(150)
+        conn.throttle(10)
+        assert transport.paused
+        assert conn.throttled
+        conn.resume_writing()
+        await asyncio.sleep(0.05)
+        assert transport.paused
+        await asyncio.sleep(0.15)
+        assert not transport.paused
+        assert not conn.throttled
+        conn.throttle(0)
+        assert not transport.paused
+
+    asyncio.run(scenario())

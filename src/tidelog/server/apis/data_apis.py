@@ -37,6 +37,7 @@ from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.network.connection import CloseConnection, Response
+from tidelog.server.network.request_context import current_throttle_ms
 from tidelog.server.replica.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -171,6 +172,7 @@ class DataApis:
 
     def handle_produce(self, header: RequestHeader, body: Any) -> HandlerResult:
         acks = int(body.acks)
+        throttle_ms = current_throttle_ms()  # client quotas (tidelog.server.apis.throttling)
         entries: dict[TopicPartition, bytes] = {}
         early: dict[TopicPartition, ProduceResult] = {}
         order: list[TopicPartition] = []
@@ -216,13 +218,13 @@ class DataApis:
         results = {tp: result for tp, (result, _req) in appended.items()}
         results.update(early)
         if acks != -1 or all(req < 0 for _r, req in appended.values()):
-            return self._produce_response(header, order, results)
+            return self._produce_response(header, order, results, throttle_ms)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         def respond(final: dict[TopicPartition, ProduceResult]) -> None:
             if not future.done():
                 final.update(early)
-                future.set_result(self._produce_response(header, order, final))
+                future.set_result(self._produce_response(header, order, final, throttle_ms))
 
         timeout_ms = int(body.timeout.total_seconds() * 1000)
         self.replica_manager.wait_for_acks(appended, timeout_ms, respond)
@@ -233,8 +235,10 @@ class DataApis:
         header: RequestHeader,
         order: Sequence[TopicPartition],
         final: Mapping[TopicPartition, ProduceResult],
+        throttle_ms: int,
     ) -> Response:
-        """The Produce answer: ``final``'s results in request order, grouped by topic."""
+        """The Produce answer: ``final``'s results in request order, grouped by topic, with
+        the client quota's throttle time (``tidelog.server.apis.throttling``)."""
         hints, endpoints = produce_hints(
             self.backend, self.helper.own_address, header.api_version, final
         )
@@ -258,7 +262,11 @@ class DataApis:
         ]
         # The hand-written encoder (byte-exact with kio, ~10x faster).
         frame = encode_produce_response(
-            header.correlation_id, header.api_version, topics, node_endpoints=endpoints
+            header.correlation_id,
+            header.api_version,
+            topics,
+            throttle_time_ms=throttle_ms,
+            node_endpoints=endpoints,
         )
         return Response([frame])
 

@@ -27,6 +27,7 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from tidelog.server.apis.handler_table import Routes
+from tidelog.server.apis.throttling import RequestThrottler, with_throttle_time
 from tidelog.server.coordinators.group import client_host
 from tidelog.server.metadata.backend import RequestGate
 from tidelog.server.network.connection import CloseConnection, Connection, DispatchResult, Response
@@ -69,6 +70,7 @@ class Dispatcher:
         supported: Mapping[ApiKey, tuple[int, int]],
         gate: RequestGate | None = None,
         request_metrics: RequestMetrics | None = None,
+        throttler: RequestThrottler | None = None,
     ) -> None:
         self._apis = apis
         self._supported = supported
@@ -78,6 +80,8 @@ class Dispatcher:
         #: Per-API counts and times when ``metrics.listener`` is set
         #: (tidelog.server.observability.metrics).
         self._request_metrics = request_metrics
+        #: Client quotas (``tidelog.server.apis.throttling``).
+        self._throttler = throttler
 
     def dispatch(self, conn: Connection, frame: bytes) -> DispatchResult:
         authenticator = conn.authenticator
@@ -98,12 +102,12 @@ class Dispatcher:
         )
         gate = self._gate
         if gate is not None and gate.must_hold(conn, header.api_key, body):
-            result: DispatchResult = self._hold(gate, conn, header, body, timing)
+            result: DispatchResult = self._hold(gate, conn, header, body, timing, size=len(frame))
         elif timing is None:
-            result = self._run(conn, header, body)
+            result = self._run(conn, header, body, len(frame))
         else:
             timing.started = time.monotonic()
-            result = self._run(conn, header, body)
+            result = self._run(conn, header, body, len(frame))
             timing.local_done = time.monotonic()
         if timing is not None:
             RequestMetrics.dispatched(timing, result, conn.timings)
@@ -185,6 +189,8 @@ class Dispatcher:
         header: RequestHeader,
         body: Any,
         timing: RequestTiming | None = None,
+        *,
+        size: int = 0,
     ) -> asyncio.Future[Response | None]:
         """The broker is not ready (``tidelog.server.cluster.readiness``): the request runs when it
         is, or its connection closes."""
@@ -194,7 +200,7 @@ class Dispatcher:
             if timing is not None:
                 timing.started = time.monotonic()
             try:
-                result = self._run(conn, header, body)
+                result = self._run(conn, header, body, size)
             except Exception as exc:  # the connection closes with it
                 out.set_exception(exc)
                 return
@@ -208,18 +214,39 @@ class Dispatcher:
         gate.hold(conn, header.api_key, body, run=run, fail=out.set_exception, done=out.done)
         return out
 
-    def _run(self, conn: Connection, header: RequestHeader, body: Any) -> DispatchResult:
+    def _run(
+        self, conn: Connection, header: RequestHeader, body: Any, size: int = 0
+    ) -> DispatchResult:
         client_host.set(conn.peer)  # for the group coordinator's member descriptions
         set_request(conn.request_context)
         handler = self._handlers.get(header.api_key)
         if handler is None:  # pragma: no cover - decode_request refuses unserved APIs
             raise CloseConnection(f"API {header.api_name} is not served")
-        result = handler(header, body)
+        throttler = self._throttler
+        state = None if throttler is None else throttler.before(conn, header, body, size)
+        if state is None:
+            result = handler(header, body)
+            if isinstance(result, asyncio.Future):
+                out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+                _settle_when_done(result, out, lambda body: self._encode(header, body))
+                return out
+            return self._encode(header, result)
+        # Client quotas: the answer carries the throttle time, the connection is muted.
+        assert throttler is not None
+        try:
+            result = handler(header, body)
+        finally:
+            throttler.after_handler(state)
+
+        def finish(answer: Any) -> Response | None:
+            encoded = self._encode(header, with_throttle_time(answer, state.throttle_ms))
+            return throttler.answer(state, conn, header, encoded)
+
         if isinstance(result, asyncio.Future):
-            out: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-            _settle_when_done(result, out, lambda body: self._encode(header, body))
+            out = asyncio.get_running_loop().create_future()
+            _settle_when_done(result, out, finish)
             return out
-        return self._encode(header, result)
+        return finish(result)
 
     @staticmethod
     def _encode(header: RequestHeader, body: Any) -> Response | None:

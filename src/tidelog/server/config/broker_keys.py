@@ -412,6 +412,13 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
         1,
         _at_least(1),
     ),
+    # Client quotas (KIP-13, KIP-124; tidelog.server.quotas): the sensors' windows.
+    "quota.window.num": _key(
+        T.INT, "Samples the client quota rates span.", _parse_int, 11, _at_least(1)
+    ),
+    "quota.window.size.seconds": _key(
+        T.INT, "The length of one client quota sample, in seconds.", _parse_int, 1, _at_least(1)
+    ),
     "producer.id.expiration.ms": _key(
         T.INT,
         "A producer id idle for this long is forgotten.",

@@ -35,6 +35,9 @@ Theory of operation:
    served (the dispatcher enforces it and sets the principal).
 7. ``CloseConnection(final=...)`` writes one last response (in order, after everything
    pending) and then closes: a failed SaslAuthenticate is answered, then the connection ends.
+8. Client quotas (KIP-219): a request over its quota is answered at once with its throttle
+   time and the connection is muted for that time (``throttle``): nothing more is read
+   from it until the time is up.
 """
 
 from __future__ import annotations
@@ -238,6 +241,9 @@ class Connection(asyncio.Protocol):
         self._tls_principal = tls_principal
         self._tls: _Tls | None = None
         self._handshake_timer: asyncio.TimerHandle | None = None
+        # Rule 8: while set, the connection is muted; it fires at the end of the throttle.
+        self._throttle_timer: asyncio.TimerHandle | None = None
+        self._throttled_until = 0.0
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -529,11 +535,40 @@ class Connection(asyncio.Protocol):
                 return
             transport.write(data)
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Rule 8: read nothing more for ``throttle_ms`` ms (from now; a longer throttle
+        already running is kept)."""
+        if throttle_ms <= 0 or self.closed:
+            return
+        until = time.monotonic() + throttle_ms / 1000
+        if until <= self._throttled_until:
+            return
+        self._throttled_until = until
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+        self._throttle_timer = asyncio.get_running_loop().call_later(
+            throttle_ms / 1000, self._end_throttle
+        )
+        self._update_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttle_timer is not None
+
+    def _end_throttle(self) -> None:
+        self._throttle_timer = None
+        self._throttled_until = 0.0
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self._pending) > MAX_IN_FLIGHT
+        should_pause = (
+            self._writing_paused
+            or len(self._pending) > MAX_IN_FLIGHT
+            or self._throttle_timer is not None
+        )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -568,6 +603,8 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
         self.closed = True

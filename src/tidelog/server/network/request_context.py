@@ -37,3 +37,22 @@ def current_request() -> RequestContext:
 
 def set_request(context: RequestContext) -> contextvars.Token[RequestContext]:
     return _current.set(context)
+
+
+#: The throttle time (ms) the request being handled is answered with (client quotas,
+#: KIP-219): set by the dispatcher, read by handlers that encode their answers themselves.
+_throttle: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "tidelog_throttle_time_ms", default=0
+)
+
+
+def current_throttle_ms() -> int:
+    return _throttle.get()
+
+
+def set_throttle_ms(ms: int) -> contextvars.Token[int]:
+    return _throttle.set(ms)
+
+
+def reset_throttle_ms(token: contextvars.Token[int]) -> None:
+    _throttle.reset(token)

@@ -102,18 +102,31 @@ class WindowedRate:
     def measure(self, now_ms: int) -> float:
         """Recorded value a second over the samples' span (at least ``window_num - 1``
         windows: Kafka's ``Rate.windowSize``)."""
-        expire_ms = self.window_num * self.window_ms
-        for i, sample in enumerate(self._samples):
-            if now_ms - sample.start_ms >= expire_ms:
-                self._samples[i] = _Sample(now_ms)
-        total = sum(s.value for s in self._samples)
+        total = self.total(now_ms)
+        return total * 1000.0 / max(self.span_ms(now_ms), 1)
+
+    def total(self, now_ms: int) -> float:
+        """What the live samples hold (samples older than the whole window are forgotten)."""
+        self._purge(now_ms)
+        return sum(s.value for s in self._samples)
+
+    def span_ms(self, now_ms: int) -> int:
+        """Kafka's ``Rate.windowSize``: the samples' span, at least ``window_num - 1``
+        windows (what ``measure`` divides by; a throttle time is a share of it)."""
+        self._purge(now_ms)
         oldest = min((s.start_ms for s in self._samples), default=now_ms)
         elapsed_ms = now_ms - oldest
         full_windows = elapsed_ms // self.window_ms
         min_full_windows = self.window_num - 1
         if full_windows < min_full_windows:
             elapsed_ms += (min_full_windows - full_windows) * self.window_ms
-        return total * 1000.0 / max(elapsed_ms, 1)
+        return elapsed_ms
+
+    def _purge(self, now_ms: int) -> None:
+        expire_ms = self.window_num * self.window_ms
+        for i, sample in enumerate(self._samples):
+            if now_ms - sample.start_ms >= expire_ms:
+                self._samples[i] = _Sample(now_ms)
 
 
 # --- one side's quota (rules 3, 4) ------------------------------------------------------

@@ -621,6 +621,7 @@ def broker_registry(
     state: Callable[[], BrokerState] = lambda: BrokerState.RUNNING,
     zk_session: ZkSessionTracker | None = None,
     process: bool = True,
+    client_quotas: Collector | None = None,
 ) -> CollectorRegistry:
     """One broker's registry: its state collector, its request metrics, the process.
     ``cluster`` is what the collector asks about the cluster side (the broker's
@@ -632,6 +633,8 @@ def broker_registry(
     registry.register(collector)
     if requests is not None:
         registry.register(requests)
+    if client_quotas is not None:
+        registry.register(client_quotas)
     if process:
         ProcessCollector(registry=registry)
     return registry
