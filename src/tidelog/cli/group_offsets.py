@@ -27,6 +27,7 @@ from tidelog.cli.groups import (
     ACTIONS,
     committed_offsets,
     coordinator_of,
+    described_group,
     group_request,
     list_groups,
 )
@@ -143,17 +144,7 @@ def _read_plans(path: Path, groups: list[str]) -> dict[str, dict[TopicPartition,
 
 
 def group_state(client: BlockingClient, node: int, group: str) -> str:
-    described = client.send(
-        group_request(
-            ApiKey.DESCRIBE_GROUPS,
-            DESCRIBE_GROUPS_V,
-            {"groups": [group], "include_authorized_operations": False},
-        ),
-        node_id=node,
-    ).groups[0]
-    if described.error_code != ErrorCode.NONE:
-        raise kafka_error(error_code(described.error_code), None, f"group '{group}'")
-    return str(described.group_state)
+    return str(described_group(client, node, group).group_state)
 
 
 def topic_partitions(client: BlockingClient, specs: list[str]) -> list[TopicPartition]:

@@ -160,8 +160,9 @@ def committed_offsets(client: BlockingClient, node: int, group: str) -> dict[Top
     }
 
 
-def describe_group(client: BlockingClient, group: str) -> GroupView:
-    node = coordinator_of(client, group)
+def described_group(client: BlockingClient, node: int, group: str) -> Any:
+    """DescribeGroups of ``group`` at its coordinator ``node``: the group's entry, or the
+    group's error as a CommandError."""
     described = client.send(
         group_request(
             ApiKey.DESCRIBE_GROUPS,
@@ -172,6 +173,12 @@ def describe_group(client: BlockingClient, group: str) -> GroupView:
     ).groups[0]
     if described.error_code != ErrorCode.NONE:
         raise kafka_error(_code(described.error_code), None, f"group '{group}'")
+    return described
+
+
+def describe_group(client: BlockingClient, group: str) -> GroupView:
+    node = coordinator_of(client, group)
+    described = described_group(client, node, group)
     members = tuple(
         MemberView(
             str(m.member_id),

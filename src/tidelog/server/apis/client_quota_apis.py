@@ -36,12 +36,10 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
-from kio.index import load_response_schema
-
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.protocol.messages import build
+from tidelog.server.apis.answer_tasks import AnswerTasks
 from tidelog.server.quotas.configs import QuotaConfigs
 from tidelog.server.quotas.entity import (
     CLIENT_ID,
@@ -168,7 +166,7 @@ class ClientQuotaApis:
     ) -> None:
         self.configs = configs
         self.authorize_cluster = authorize_cluster
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._answers = AnswerTasks()
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
         return {
@@ -179,14 +177,7 @@ class ClientQuotaApis:
     def _spawn(
         self, header: RequestHeader, work: Coroutine[Any, Any, Mapping[str, Any]]
     ) -> asyncio.Future[Any]:
-        async def run() -> Any:
-            data = await work
-            return build(load_response_schema(header.api_key, header.api_version), data)
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._answers.spawn(header, work)
 
     # --- DescribeClientQuotas (48) ---------------------------------------------------------
 

@@ -41,18 +41,16 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
-from kio.index import load_response_schema
-
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
-from tidelog.protocol.messages import build
 from tidelog.security.scram import (
     MAX_ITERATIONS,
     ScramCredential,
     ScramMechanism,
     credential_from_salted_password,
 )
+from tidelog.server.apis.answer_tasks import AnswerTasks
 from tidelog.server.auth.credentials import UserCredentialStore
 
 log = logging.getLogger(__name__)
@@ -112,7 +110,7 @@ class ScramCredentialApis:
         self.store = store
         self.authorize_cluster = authorize_cluster
         self.is_controller = is_controller
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._answers = AnswerTasks()
 
     def handlers(self) -> dict[int, Callable[[RequestHeader, Any], Any]]:
         return {
@@ -123,16 +121,7 @@ class ScramCredentialApis:
     def _spawn(
         self, header: RequestHeader, work: Coroutine[Any, Any, Mapping[str, Any]]
     ) -> asyncio.Future[Any]:
-        """Run ``work`` and answer with the response it describes (rule 5)."""
-
-        async def run() -> Any:
-            data = await work
-            return build(load_response_schema(header.api_key, header.api_version), data)
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._answers.spawn(header, work)
 
     # --- DescribeUserScramCredentials (50) -------------------------------------------------
 
