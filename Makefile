@@ -19,11 +19,10 @@ lint: venv
 	$(BIN)/python scripts/check_circles.py
 
 # The contract: static checks, then every test not marked slow (unit, simulator seeds,
-# integration against real processes). Two xdist workers: the tests that start processes
-# run one at a time, in order, on one of them (their xdist group, tests/integration/
-# conftest.py); the others run beside them on the second core.
+# integration against real processes). The tests that start processes run one at a time;
+# the others run beside them on the second core (scripts/run_tests.sh).
 test: lint
-	$(BIN)/pytest -n 2 --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	@bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 test-fast: venv
 	$(BIN)/pytest -n 2 -m "not slow and not integration and not spark" $(PYTEST_ARGS)

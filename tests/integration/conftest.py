@@ -18,19 +18,13 @@ _chroots = itertools.count()
 _HERE = Path(__file__).parent
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test under tests/integration starts real processes: it carries the
-    ``integration`` mark whether or not its module says so, so ``make test-fast`` never
-    starts a broker. Every test with that mark, wherever it lives (tests/spark,
-    tests/faults), joins one xdist group: under ``pytest -n 2 --dist loadgroup`` (``make
-    test``) they run one at a time, in order, on one worker, as without xdist, while the
-    other worker runs the tests that start no process."""
+    ``integration`` mark whether or not its module says so, so ``make test-fast`` (and the
+    half of ``make test`` that runs beside the process tests) never starts a broker."""
     for item in items:
         if item.path.is_relative_to(_HERE):
             item.add_marker(pytest.mark.integration)
-        if item.get_closest_marker("integration") is not None:
-            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 @pytest.fixture(scope="session")

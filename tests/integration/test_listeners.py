@@ -25,6 +25,8 @@ from tidelog.security.certs import generate_ca, generate_local_pki, issue_certif
 from tidelog.security.client_config import ClientSecurity
 from tidelog.security.scram import ScramMechanism
 
+pytestmark = pytest.mark.integration
+
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'user_bob="bob-secret" user_admin="admin-secret";'

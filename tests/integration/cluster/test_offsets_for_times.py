@@ -23,6 +23,8 @@ from tidelog.model import TopicPartition
 from tidelog.protocol.list_offsets import LATEST_TIMESTAMP
 from tidelog.testing.zookeeper import ZooKeeperProcess
 
+pytestmark = pytest.mark.integration
+
 #: Explicit CreateTime timestamps from 2001, far older than the segments holding them; the
 #: brokers keep them (log.retention.ms -1: the default 7 days would delete them).
 OLD = 1_000_000_000_000

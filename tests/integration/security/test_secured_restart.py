@@ -11,6 +11,8 @@ from confluent_kafka import KafkaError, Producer
 
 from tests.integration.security.conftest import Secured, unique
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("secured", ["sasl_ssl"], indirect=True)
 def test_a_user_keeps_producing_while_brokers_restart(secured: Secured) -> None:

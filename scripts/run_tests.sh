@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make test`'s pytest runs: the tests that start processes (brokers, ZooKeeper, Spark; the
+# `integration` mark) one at a time, in order, in the foreground, and beside them, on the
+# second core, the tests that start none (unit, simulator seeds, property tests), whose
+# output is printed after. The exit status is the first failure's.
+#
+#   scripts/run_tests.sh [pytest args ...]    (make test passes PYTEST_ARGS)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+log=$(mktemp -t tidelog-unit-tests.XXXXXX)
+trap 'rm -f "$log"' EXIT
+.venv/bin/pytest -m "not slow and not integration" -p no:cacheprovider "$@" >"$log" 2>&1 &
+unit_pid=$!
+# Stop the background run, by its PID, if this script is interrupted.
+trap 'kill "$unit_pid" 2>/dev/null; rm -f "$log"' EXIT
+
+.venv/bin/pytest -m "not slow and integration" "$@"
+processes=$?
+wait "$unit_pid"
+unit=$?
+
+echo
+echo "=== the tests that start no process (run beside the ones above) ==="
+cat "$log"
+if [ "$processes" -ne 0 ]; then exit "$processes"; fi
+exit "$unit"
