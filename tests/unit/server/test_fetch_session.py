@@ -202,6 +202,17 @@ def test_incremental_answer_carries_only_partitions_with_news() -> None:
     assert by_partition[3].high_watermark == 10
 
 
+def test_a_preferred_read_replica_is_always_news() -> None:
+    """KIP-392: a partition answered with a replica to read from is sent even when nothing
+    else changed (Kafka's ``CachedPartition.maybeUpdateResponseData``)."""
+    c = cache()
+    session_id = open_session(c, [part("t", 0), part("t", 1)], hws=[10, 10])
+    ctx = incremental(c, session_id, 1)
+    sent = PartitionNews(0, 0, 10, 10, 0, preferred_read_replica=2)
+    _, chosen = c.respond(ctx, [news(10), sent], 0)
+    assert chosen == [1]
+
+
 def test_partitions_answered_with_records_move_to_the_end_of_the_session() -> None:
     c = cache()
     session_id = open_session(c, [part("t", 0), part("t", 1), part("t", 2)])

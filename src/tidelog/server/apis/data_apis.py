@@ -54,6 +54,7 @@ from tidelog.server.replica.reads import (
     PartitionRead,
     ProduceResult,
 )
+from tidelog.server.replica.selector import ClientMetadata
 from tidelog.storage.log import FetchSlice
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
@@ -137,6 +138,7 @@ def _partition_answer(
         # the end of the partition).
         records=result.records if result.records is not None else b"",
         current_leader=current_leader,
+        preferred_read_replica=result.preferred_read_replica,
     )
 
 
@@ -350,6 +352,11 @@ class DataApis:
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
             quiet=plan.quiet,
+            # KIP-392: a consumer's Fetch v11+ may be served by a follower (Kafka's
+            # ClientMetadata, with or without a rack).
+            client=ClientMetadata(str(body.rack_id or ""))
+            if version >= 11 and replica_id < 0
+            else None,
         )
         if future.done():
             return future.result()
@@ -490,6 +497,7 @@ class DataApis:
                 result.high_watermark,
                 result.last_stable_offset,
                 result.log_start_offset,
+                result.preferred_read_replica,
             )
         errors = dict.fromkeys(plan.unknown, ErrorCode.UNKNOWN_TOPIC_ID)
         errors.update(dict.fromkeys(plan.refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))

@@ -62,3 +62,6 @@ class FetchResult:
     #: read_committed only: (producer id, first offset) of aborted transactions the records
     #: may hold; None for read_uncommitted.
     aborted_transactions: list[tuple[int, int]] | None = None
+    #: KIP-392: the replica the consumer should read from instead (no records then); -1
+    #: none (``tidelog.server.replica.selector``).
+    preferred_read_replica: int = -1
