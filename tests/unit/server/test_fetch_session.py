@@ -169,6 +169,17 @@ def test_incremental_fetch_reads_the_whole_session_with_updates_and_forgets() ->
     assert c.num_partitions == 3
 
 
+def test_an_incremental_fetch_updates_the_follower_log_start_offset() -> None:
+    """A follower lists a partition whose log start moved; the session keeps the new one
+    (the leader's KIP-392 selection reads it from the follower's fetch)."""
+    c = cache()
+    session_id = open_session(c, [part("t", 0, 100)], privileged=True)
+    moved = part("t", 0, 100)
+    moved.replica_log_start_offset = 40
+    ctx = incremental(c, session_id, 1, parts=[moved])
+    assert [p.replica_log_start_offset for p in ctx.partitions] == [40]
+
+
 def test_incremental_answer_carries_only_partitions_with_news() -> None:
     c = cache()
     parts = [part("t", i) for i in range(6)]

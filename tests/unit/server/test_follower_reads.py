@@ -133,15 +133,18 @@ def leader(tmp_path: Path, **extra: str) -> ReplicaManager:
     rm.make_leader(TP, uuid.uuid4(), config, leader_epoch=3, replicas=IDS, isr=IDS)
     for i in range(5):
         rm.append_records({TP: build_batch([Record(value=b"v%d" % i)])}, acks=1)
-    rm.update_follower_fetch_state(IDS[1], [PartitionRead(TP, 5, 1 << 20)])
+    # Follower 1 says its log starts at 1 (retention ran there first).
+    rm.update_follower_fetch_state(IDS[1], [PartitionRead(TP, 5, 1 << 20, log_start_offset=1)])
     rm.update_follower_fetch_state(IDS[2], [PartitionRead(TP, 2, 1 << 20)])
     return rm
 
 
 def test_the_leader_sends_a_consumer_to_a_follower_of_its_rack(tmp_path: Path) -> None:
     rm = leader(tmp_path, **{"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})
-    sent = read_one(rm, 0, ClientMetadata("b"))
+    sent = read_one(rm, 1, ClientMetadata("b"))
     assert (sent.error, sent.preferred_read_replica, sent.records) == (ErrorCode.NONE, 1, None)
+    # Offset 0 is gone from follower 1: the leader serves it.
+    assert read_one(rm, 0, ClientMetadata("b")).preferred_read_replica == -1
     assert sent.high_watermark == 2  # follower 2 holds the HW back
     # Follower 2 has not reached offset 3: the leader serves that fetch itself.
     assert read_one(rm, 2, ClientMetadata("c")).preferred_read_replica == 2

@@ -54,7 +54,9 @@ def test_rack_aware_selection(client_rack: str, others: list[ReplicaView], chose
     assert select_rack_aware(client_rack, [LEADER, *others], LEADER).broker_id == chosen
 
 
-def leader_partition(*, isr: list[int], leos: dict[int, int]) -> Partition:
+def leader_partition(
+    *, isr: list[int], leos: dict[int, int], starts: dict[int, int] | None = None
+) -> Partition:
     partition = Partition(
         TopicPartition("t", 0), BrokerId(0), replica_lag_time_max_ms=30_000, min_insync_replicas=1
     )
@@ -69,8 +71,12 @@ def leader_partition(*, isr: list[int], leos: dict[int, int]) -> Partition:
         epoch_cache=LeaderEpochCache(),
     )
     for broker, leo in leos.items():
-        partition.replica_states[BrokerId(broker)].update_fetch_state(
-            fetch_offset=leo, leader_log_end_offset=10, now_ms=1_000
+        partition.update_follower_fetch_state(
+            BrokerId(broker),
+            fetch_offset=leo,
+            leader_log_end_offset=10,
+            now_ms=1_000,
+            log_start_offset=(starts or {}).get(broker, 0),
         )
     return partition
 
@@ -93,6 +99,13 @@ def test_a_follower_in_the_isr_covering_the_offset_is_chosen() -> None:
     # Kafka's findPreferredReadReplica: the follower's log end must reach the fetch offset.
     assert choose(partition, "c", 7) == NO_PREFERRED_REPLICA
     assert choose(partition, "a", 4) == NO_PREFERRED_REPLICA  # the leader's rack
+
+
+def test_a_follower_whose_log_starts_after_the_offset_is_not_chosen() -> None:
+    partition = leader_partition(isr=[0, 1, 2], leos={1: 10, 2: 10}, starts={1: 5})
+    assert choose(partition, "b", 4) == NO_PREFERRED_REPLICA
+    assert choose(partition, "b", 5) == 1
+    assert choose(partition, "c", 0) == 2
 
 
 def test_a_follower_out_of_the_isr_is_never_chosen() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tidelog.errors import ErrorCode
@@ -31,6 +30,12 @@ from tidelog.protocol.responses import (
 )
 from tidelog.replication.truncation import leader_end_offset_for_epoch
 from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server.apis.fetch_parts import (
+    FetchPlan,
+    fetch_replica_id,
+    holds_zstd,
+    partition_answer,
+)
 from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.apis.leader_hints import fetch_hints, produce_hints
 from tidelog.server.auth import authz
@@ -55,19 +60,8 @@ from tidelog.server.replica.reads import (
     ProduceResult,
 )
 from tidelog.server.replica.selector import ClientMetadata
-from tidelog.storage.log import FetchSlice
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
-
-
-def _holds_zstd(records: FetchSlice | None) -> bool:
-    """Whether fetched records hold a zstd batch (read only for Fetch below v10)."""
-    if records is None or records.length == 0:
-        return False
-    try:
-        return uses_codec(records.read_bytes(), Compression.ZSTD)
-    except OSError:
-        return False
 
 
 def _topic_name_of(item: Any, backend: MetadataBackend) -> str | None:
@@ -91,55 +85,6 @@ def _lagging_error(api_version: int, body: Any) -> ErrorCode | None:
     if int(getattr(body, "replica_id", -1)) != -1:
         return None
     return ErrorCode.OFFSET_NOT_AVAILABLE if api_version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
-
-
-def _replica_id(body: Any) -> int:
-    """A Fetch's replica id: top-level before v15, inside replica_state from v15 (KIP-903)."""
-    replica_state = getattr(body, "replica_state", None)
-    if replica_state is not None:
-        return int(replica_state.replica_id)
-    return int(getattr(body, "replica_id", -1))
-
-
-@dataclass(slots=True)
-class _FetchPlan:
-    """What a Fetch reads, split by how each partition is answered; the lists hold indexes
-    into the fetch context's partitions."""
-
-    replica_id: int
-    #: The partitions to read, and their indexes, in order.
-    requests: list[PartitionRead] = field(default_factory=list)
-    read: list[int] = field(default_factory=list)
-    #: A follower's session fetch: the partitions quiet for it (``_set_quiet``), with their
-    #: indexes; read only once they change.
-    quiet: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
-    quiet_index: dict[TopicPartition, int] = field(default_factory=dict)
-    #: Partitions of unknown topic ids (UNKNOWN_TOPIC_ID).
-    unknown: list[int] = field(default_factory=list)
-    #: Partitions refused by the authorizer (TOPIC_AUTHORIZATION_FAILED).
-    refused: list[int] = field(default_factory=list)
-
-
-def _partition_answer(
-    partition: int, result: FetchResult, current_leader: tuple[int, int]
-) -> FetchPartitionResponse:
-    """One read partition's answer (``current_leader``: KIP-951's hint, ``_NO_HINT``
-    for none)."""
-    return FetchPartitionResponse(
-        partition_index=partition,
-        error_code=int(result.error),
-        high_watermark=result.high_watermark,
-        last_stable_offset=result.last_stable_offset,
-        log_start_offset=result.log_start_offset,
-        # KIP-98: read_committed consumers drop these transactions' records.
-        aborted_transactions=result.aborted_transactions or (),
-        # Records go out with sendfile straight from the segment file; empty records are
-        # b"", never null (PROTOCOL_NOTES: kafka-python crashes, librdkafka stops reporting
-        # the end of the partition).
-        records=result.records if result.records is not None else b"",
-        current_leader=current_leader,
-        preferred_read_replica=result.preferred_read_replica,
-    )
 
 
 #: Kafka's default ``CurrentLeader``: no hint (not written on the wire).
@@ -306,7 +251,7 @@ class DataApis:
         manager reads them (at once, or parked until min_bytes or max_wait), and
         ``_fetch_response`` answers (an incremental fetch: only the partitions with news)."""
         version = header.api_version
-        replica_id = _replica_id(body)
+        replica_id = fetch_replica_id(body)
         requested, forgotten = self._session_request(body, version)
         context = self.sessions.new_context(
             int(getattr(body, "session_id", INVALID_SESSION_ID)),
@@ -379,6 +324,7 @@ class DataApis:
                     int(part.fetch_offset),
                     int(part.partition_max_bytes),
                     int(getattr(part, "current_leader_epoch", -1)),
+                    replica_log_start_offset=int(getattr(part, "log_start_offset", -1)),
                 )
                 for part in topic.partitions
             )
@@ -388,12 +334,12 @@ class DataApis:
             forgotten.extend((key, int(p)) for p in topic.partitions)
         return requested, forgotten
 
-    def _fetch_plan(self, context: FetchContext, replica_id: int) -> _FetchPlan:
+    def _fetch_plan(self, context: FetchContext, replica_id: int) -> FetchPlan:
         """The partitions to read, those answered without reading (unknown topic ids,
         refused topics) and, in a follower's incremental fetch, the quiet ones
         (``_is_quiet``). With topic ids the names are resolved again at each fetch: a
         session outlives the metadata it started with."""
-        plan = _FetchPlan(replica_id)
+        plan = FetchPlan(replica_id)
         partitions = context.partitions
         if context.uses_topic_ids:
             self._resolve_names(partitions)
@@ -417,7 +363,13 @@ class DataApis:
                 plan.quiet_index[tp] = i
                 continue
             plan.requests.append(
-                PartitionRead(tp, part.fetch_offset, part.max_bytes, part.current_leader_epoch)
+                PartitionRead(
+                    tp,
+                    part.fetch_offset,
+                    part.max_bytes,
+                    part.current_leader_epoch,
+                    part.replica_log_start_offset,
+                )
             )
             plan.read.append(i)
         return plan
@@ -467,7 +419,7 @@ class DataApis:
         header: RequestHeader,
         context: FetchContext,
         indexes: list[int],
-        plan: _FetchPlan,
+        plan: FetchPlan,
         results: list[FetchResult],
     ) -> Response:
         """The answer to ``plan`` once read: the partitions the session chooses (all but in
@@ -482,7 +434,7 @@ class DataApis:
         )
         read: dict[int, FetchResult] = {}
         for i, result in zip(indexes, results, strict=True):
-            if version < 10 and plan.replica_id < 0 and _holds_zstd(result.records):
+            if version < 10 and plan.replica_id < 0 and holds_zstd(result.records):
                 # KIP-110: consumers below Fetch v10 cannot read zstd batches.
                 result = FetchResult(  # noqa: PLW2901
                     ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -519,7 +471,7 @@ class DataApis:
             k = part.topic_id if version >= 13 else part.topic
             names[k] = (part.topic or "", part.topic_id)
             by_topic.setdefault(k, []).append(
-                _partition_answer(part.partition, read[i], hints.get(i, _NO_HINT))
+                partition_answer(part.partition, read[i], hints.get(i, _NO_HINT))
                 if i in read
                 else FetchPartitionResponse(
                     partition_index=part.partition,

@@ -83,6 +83,8 @@ class SessionPartition:
     log_start_offset: int = -1
     #: The partition under its topic's name, kept by whoever resolves the name.
     tp: TopicPartition | None = None
+    #: A follower's own log start offset, as its request says (KIP-392's selection).
+    replica_log_start_offset: int = -1
 
     def key(self, uses_topic_ids: bool) -> SessionKey:
         topic: uuid.UUID | str | None = self.topic_id if uses_topic_ids else self.topic
@@ -201,6 +203,7 @@ class FetchSessionCache:
                 old.fetch_offset = part.fetch_offset
                 old.max_bytes = part.max_bytes
                 old.current_leader_epoch = part.current_leader_epoch
+                old.replica_log_start_offset = part.replica_log_start_offset
                 asked.append(old)
         for key in forgotten:
             cached.pop(key, None)

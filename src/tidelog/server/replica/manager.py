@@ -695,6 +695,7 @@ class ReplicaManager:
                 fetch_offset=request.fetch_offset,
                 leader_log_end_offset=hosted.log.log_end_offset,
                 now_ms=now,
+                log_start_offset=request.log_start_offset,
             )
             if result.high_watermark_moved:
                 self.produce_purgatory.check_and_complete(request.tp)

@@ -44,6 +44,8 @@ class PartitionRead:
     max_bytes: int
     #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
     current_leader_epoch: int = -1
+    #: A follower's fetch: its own log start offset (-1 unknown; KIP-392's selection).
+    log_start_offset: int = -1
 
 
 #: Fetch / ListOffsets isolation levels (KIP-98).

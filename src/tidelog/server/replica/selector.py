@@ -9,9 +9,9 @@ Rules:
    enables rule 3; any other name refuses the broker's start (Kafka's "Class ... cannot be
    found.").
 2. Only the leader selects, only for a consumer's fetch carrying client metadata (Fetch v11+,
-   replica id -1). The candidates are the leader and the followers in the ISR whose log end
-   offset, as the leader last saw it, covers the fetch offset (a follower out of the ISR may
-   lag without bound).
+   replica id -1). The candidates are the leader and the followers in the ISR whose log, as
+   their last fetch said (log start offset, fetch offset = log end), holds the fetch offset
+   (a follower out of the ISR may lag without bound).
 3. Rack-aware (Kafka's ``RackAwareReplicaSelector``): a client without a rack, or whose rack
    holds no candidate or holds the leader, stays on the leader; else the candidate of its rack
    with the highest log end offset (then the most recently caught up, then the highest id).
@@ -96,7 +96,7 @@ def preferred_read_replica(
     candidates = [leader]
     isr = partition.isr
     for broker_id, state in partition.replica_states.items():
-        if broker_id in isr and state.log_end_offset >= fetch_offset:
+        if broker_id in isr and state.log_start_offset <= fetch_offset <= state.log_end_offset:
             candidates.append(
                 ReplicaView(
                     broker_id=broker_id,
