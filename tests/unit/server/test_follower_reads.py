@@ -35,7 +35,7 @@ def manager(tmp_path: Path, broker_id: int, **extra: str) -> ReplicaManager:
         [tmp_path], log_config_for(effective_topic_config(config, {})), now_ms=now_ms()
     )
     rm = ReplicaManager(config, logs)
-    rm.broker_rack = RACKS.get
+    rm.broker_rack = lambda b, _listener: RACKS.get(b)
     return rm
 
 

@@ -10,6 +10,7 @@ from tidelog.errors import ConfigError
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.epoch import LeaderEpochCache
 from tidelog.replication.partition import Partition
+from tidelog.server.cluster.metadata_cache import CachedBroker, ClusterMetadataCache
 from tidelog.server.config.broker_config import load_broker_config
 from tidelog.server.config.values import RACK_AWARE_REPLICA_SELECTOR
 from tidelog.server.replica.selector import (
@@ -87,7 +88,7 @@ def choose(partition: Partition, rack: str, fetch_offset: int) -> int:
         leader_log_end_offset=10,
         fetch_offset=fetch_offset,
         client=ClientMetadata(rack),
-        rack_of=RACKS.get,
+        rack_of=lambda b, _listener: RACKS.get(b),
         now_ms=2_000,
     )
 
@@ -137,3 +138,29 @@ def test_the_config_takes_kafkas_class_name_and_refuses_others() -> None:
         "replica.selector.class: invalid value 'com.example.NearestSelector': "
         "Class com.example.NearestSelector cannot be found."
     )
+
+
+def test_a_follower_without_an_endpoint_on_the_clients_listener_is_not_chosen() -> None:
+    cache = ClusterMetadataCache(0)
+    both = {"PLAINTEXT": ("h", 9092), "INTERNAL": ("h", 9093)}
+    cache.brokers = {
+        0: CachedBroker(0, "h", 9093, "a", both),
+        1: CachedBroker(1, "h", 9093, "b", {"INTERNAL": ("h", 9093)}),
+        2: CachedBroker(2, "h", 9093, "c", both),
+    }
+    partition = leader_partition(isr=[0, 1, 2], leos={1: 10, 2: 10})
+
+    def chosen(rack: str, listener: str) -> int:
+        return preferred_read_replica(
+            partition,
+            leader_log_end_offset=10,
+            fetch_offset=0,
+            client=ClientMetadata(rack, listener),
+            rack_of=cache.rack_on,
+            now_ms=2_000,
+        )
+
+    assert chosen("b", "INTERNAL") == 1
+    assert chosen("b", "PLAINTEXT") == NO_PREFERRED_REPLICA
+    assert chosen("c", "PLAINTEXT") == 2
+    assert cache.rack_on(3, "") is None  # not a live broker

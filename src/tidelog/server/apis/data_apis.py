@@ -42,7 +42,7 @@ from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.network.connection import CloseConnection, Response
-from tidelog.server.network.request_context import current_throttle_ms
+from tidelog.server.network.request_context import current_request, current_throttle_ms
 from tidelog.server.replica.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -299,7 +299,7 @@ class DataApis:
             quiet=plan.quiet,
             # KIP-392: a consumer's Fetch v11+ may be served by a follower (Kafka's
             # ClientMetadata, with or without a rack).
-            client=ClientMetadata(str(body.rack_id or ""))
+            client=ClientMetadata(str(body.rack_id or ""), current_request().listener_name)
             if version >= 11 and replica_id < 0
             else None,
         )

@@ -15,11 +15,13 @@ Rules:
 3. Rack-aware (Kafka's ``RackAwareReplicaSelector``): a client without a rack, or whose rack
    holds no candidate or holds the leader, stays on the leader; else the candidate of its rack
    with the highest log end offset (then the most recently caught up, then the highest id).
+   A replica with no endpoint on the client's listener has no rack (Kafka's
+   ``Node.noNode()``), so it is never chosen.
 4. Selecting the leader is no selection: the answer carries ``preferred_read_replica`` -1
    and the records; selecting a follower answers its id and no records (the client fetches
    there next).
 
-Pure: time enters as ``now_ms``, racks through ``rack_of``.
+Pure: time enters as ``now_ms``, racks (and endpoints) through ``rack_of``.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ REPLICA_SELECTOR_KEY: Final = "replica.selector.class"
 #: No preferred read replica (the wire's -1).
 NO_PREFERRED_REPLICA: Final = -1
 
-#: A live broker's rack (None: no rack, or not a live broker).
-RackOf = Callable[[BrokerId], str | None]
+#: A live broker's rack given the client's listener (None: no rack, not a live broker, or
+#: no endpoint on that listener, which Kafka's selection treats alike).
+RackOf = Callable[[int, str], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,8 @@ class ClientMetadata:
     fetch may be served by a follower (KIP-392)."""
 
     rack_id: str = ""
+    #: The listener the fetch came in on: a replica without an endpoint there is not chosen.
+    listener_name: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +94,7 @@ def preferred_read_replica(
         return NO_PREFERRED_REPLICA
     leader = ReplicaView(
         broker_id=partition.local_broker_id,
-        rack=rack_of(partition.local_broker_id),
+        rack=rack_of(partition.local_broker_id, client.listener_name),
         log_end_offset=leader_log_end_offset,
         time_since_last_caught_up_ms=0,
     )
@@ -100,7 +105,7 @@ def preferred_read_replica(
             candidates.append(
                 ReplicaView(
                     broker_id=broker_id,
-                    rack=rack_of(broker_id),
+                    rack=rack_of(broker_id, client.listener_name),
                     log_end_offset=state.log_end_offset,
                     time_since_last_caught_up_ms=now_ms - state.last_caught_up_time_ms,
                 )
