@@ -1,6 +1,7 @@
 """The data APIs (Kafka's KafkaApis data path): Produce (0), Fetch (1), ListOffsets (2),
 DeleteRecords (21) and OffsetForLeaderEpoch (23), answered by the replica manager alike alone
-and in a cluster (NOT_LEADER_OR_FOLLOWER, 6, for a partition this broker does not lead).
+and in a cluster (NOT_LEADER_OR_FOLLOWER, 6, for a partition this broker does not lead; a
+follower also serves a consumer's Fetch v11+, KIP-392, ``tidelog.server.replica.selector``).
 
 Produce and Fetch answer with hand-written encoders (byte-exact with kio, ~10x faster);
 acks=all produce and long-poll fetch answer with a future. Authorization as Kafka's
