@@ -178,6 +178,8 @@ class ReplicaState:
 
     broker_id: BrokerId
     log_end_offset: int = UNKNOWN_OFFSET
+    #: The follower's log start offset as its last fetch said (-1 unknown; KIP-392).
+    log_start_offset: int = UNKNOWN_OFFSET
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_caught_up_time_ms: int = 0
@@ -209,6 +211,7 @@ class ReplicaState:
         follower fetches again; an ISR member counts as caught up now (so it gets a full
         ``replica.lag.time.max.ms`` to fetch), any other follower as never."""
         self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = now_ms if in_sync else 0
@@ -400,9 +403,16 @@ class Partition:
     # ---- follower fetches, HW and ISR (rules 2-5) --------------------------------------
 
     def update_follower_fetch_state(
-        self, replica_id: BrokerId, *, fetch_offset: int, leader_log_end_offset: int, now_ms: int
+        self,
+        replica_id: BrokerId,
+        *,
+        fetch_offset: int,
+        leader_log_end_offset: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> FollowerFetchResult:
-        """Record a follower's fetch; maybe expand the ISR; maybe move the HW."""
+        """Record a follower's fetch (and the log start offset it says it has); maybe expand
+        the ISR; maybe move the HW."""
         self._require_leader()
         rs = self.replica_states.get(replica_id)
         if rs is None:
@@ -412,6 +422,7 @@ class Partition:
         rs.update_fetch_state(
             fetch_offset=fetch_offset, leader_log_end_offset=leader_log_end_offset, now_ms=now_ms
         )
+        rs.log_start_offset = log_start_offset
         proposal = self.maybe_expand_isr(replica_id, now_ms)
         moved = self.maybe_increment_high_watermark(now_ms)
         return FollowerFetchResult(high_watermark_moved=moved, proposal=proposal)

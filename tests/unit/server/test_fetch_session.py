@@ -169,6 +169,17 @@ def test_incremental_fetch_reads_the_whole_session_with_updates_and_forgets() ->
     assert c.num_partitions == 3
 
 
+def test_an_incremental_fetch_updates_the_follower_log_start_offset() -> None:
+    """A follower lists a partition whose log start moved; the session keeps the new one
+    (the leader's KIP-392 selection reads it from the follower's fetch)."""
+    c = cache()
+    session_id = open_session(c, [part("t", 0, 100)], privileged=True)
+    moved = part("t", 0, 100)
+    moved.replica_log_start_offset = 40
+    ctx = incremental(c, session_id, 1, parts=[moved])
+    assert [p.replica_log_start_offset for p in ctx.partitions] == [40]
+
+
 def test_incremental_answer_carries_only_partitions_with_news() -> None:
     c = cache()
     parts = [part("t", i) for i in range(6)]
@@ -200,6 +211,17 @@ def test_incremental_answer_carries_only_partitions_with_news() -> None:
     _, chosen = c.respond(ctx, [again[p.partition] for p in ctx.partitions], 0)
     assert [ctx.partitions[i].partition for i in chosen] == [3]
     assert by_partition[3].high_watermark == 10
+
+
+def test_a_preferred_read_replica_is_always_news() -> None:
+    """KIP-392: a partition answered with a replica to read from is sent even when nothing
+    else changed (Kafka's ``CachedPartition.maybeUpdateResponseData``)."""
+    c = cache()
+    session_id = open_session(c, [part("t", 0), part("t", 1)], hws=[10, 10])
+    ctx = incremental(c, session_id, 1)
+    sent = PartitionNews(0, 0, 10, 10, 0, preferred_read_replica=2)
+    _, chosen = c.respond(ctx, [news(10), sent], 0)
+    assert chosen == [1]
 
 
 def test_partitions_answered_with_records_move_to_the_end_of_the_session() -> None:

@@ -15,7 +15,7 @@ from kio.index import load_request_schema
 
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
-from tidelog.model import TopicPartition
+from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader, decode_response
 from tidelog.protocol.messages import build
@@ -176,3 +176,43 @@ def test_a_follower_session_moves_its_fetch_offset_and_sees_the_high_watermark(
     assert session is not None
     assert session.privileged
     assert [p.fetch_offset for p in session.partitions.values()] == [0, 3]
+
+
+def test_a_consumer_session_on_a_follower_reads_below_its_high_watermark(
+    apis: KafkaApis,
+) -> None:
+    """KIP-392 with KIP-227: a consumer's Fetch v11+ session on a follower of t-0 (high
+    watermark 2 of its 3 records) reads up to that HW, hears of nothing until it moves, then
+    of the new HW and the record; Fetch v10 (no client metadata) is NOT_LEADER_OR_FOLLOWER."""
+    rm = apis.replica_manager
+    tp = TopicPartition("t", 0)
+    hosted = rm.partitions[tp]
+    rm.make_follower(
+        tp, hosted.topic_id, effective_topic_config(rm.config, {}), leader=BrokerId(1),
+        leader_epoch=1, partition_epoch=1, replicas=[BrokerId(0), BrokerId(1)],
+        isr=[BrokerId(0), BrokerId(1)],
+    )  # fmt: skip
+    hosted.partition.update_follower_high_watermark(log_end_offset=3, leader_high_watermark=2)
+
+    def topic(offset: int) -> dict[str, Any]:
+        wanted = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+        return {"topic": "t", "partitions": [wanted]}
+
+    old = fetch(apis, 10, {"session_id": 0, "session_epoch": -1, "topics": [topic(0)]})
+    assert answered(old, "topic") == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+    full = fetch(
+        apis, 12, {"session_id": 0, "session_epoch": 0, "rack_id": "b", "topics": [topic(2)]}
+    )
+    session_id = int(full.session_id)
+    assert session_id != 0
+    (part,) = full.responses[0].partitions
+    assert (part.error_code, part.high_watermark, part.preferred_read_replica) == (0, 2, -1)
+    assert not part.records  # the third record is above the follower's HW
+    idle = fetch(apis, 12, {"session_id": session_id, "session_epoch": 1, "topics": []})
+    assert answered(idle, "topic") == {}
+    hosted.partition.update_follower_high_watermark(log_end_offset=3, leader_high_watermark=3)
+    moved = fetch(apis, 12, {"session_id": session_id, "session_epoch": 2, "topics": []})
+    (part,) = moved.responses[0].partitions
+    assert (part.error_code, part.high_watermark) == (0, 3)
+    assert part.records

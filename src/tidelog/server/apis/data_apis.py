@@ -1,6 +1,7 @@
 """The data APIs (Kafka's KafkaApis data path): Produce (0), Fetch (1), ListOffsets (2),
 DeleteRecords (21) and OffsetForLeaderEpoch (23), answered by the replica manager alike alone
-and in a cluster (NOT_LEADER_OR_FOLLOWER, 6, for a partition this broker does not lead).
+and in a cluster (NOT_LEADER_OR_FOLLOWER, 6, for a partition this broker does not lead; a
+follower also serves a consumer's Fetch v11+, KIP-392, ``tidelog.server.replica.selector``).
 
 Produce and Fetch answer with hand-written encoders (byte-exact with kio, ~10x faster);
 acks=all produce and long-poll fetch answer with a future. Authorization as Kafka's
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tidelog.errors import ErrorCode
@@ -31,13 +31,19 @@ from tidelog.protocol.responses import (
 )
 from tidelog.replication.truncation import leader_end_offset_for_epoch
 from tidelog.security.acls import AclOperation, ResourceType
+from tidelog.server.apis.fetch_parts import (
+    FetchPlan,
+    fetch_replica_id,
+    holds_zstd,
+    partition_answer,
+)
 from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.apis.leader_hints import fetch_hints, produce_hints
 from tidelog.server.auth import authz
 from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.network.connection import CloseConnection, Response
-from tidelog.server.network.request_context import current_throttle_ms
+from tidelog.server.network.request_context import current_request, current_throttle_ms
 from tidelog.server.replica.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -54,19 +60,9 @@ from tidelog.server.replica.reads import (
     PartitionRead,
     ProduceResult,
 )
-from tidelog.storage.log import FetchSlice
+from tidelog.server.replica.selector import ClientMetadata
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
-
-
-def _holds_zstd(records: FetchSlice | None) -> bool:
-    """Whether fetched records hold a zstd batch (read only for Fetch below v10)."""
-    if records is None or records.length == 0:
-        return False
-    try:
-        return uses_codec(records.read_bytes(), Compression.ZSTD)
-    except OSError:
-        return False
 
 
 def _topic_name_of(item: Any, backend: MetadataBackend) -> str | None:
@@ -90,54 +86,6 @@ def _lagging_error(api_version: int, body: Any) -> ErrorCode | None:
     if int(getattr(body, "replica_id", -1)) != -1:
         return None
     return ErrorCode.OFFSET_NOT_AVAILABLE if api_version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
-
-
-def _replica_id(body: Any) -> int:
-    """A Fetch's replica id: top-level before v15, inside replica_state from v15 (KIP-903)."""
-    replica_state = getattr(body, "replica_state", None)
-    if replica_state is not None:
-        return int(replica_state.replica_id)
-    return int(getattr(body, "replica_id", -1))
-
-
-@dataclass(slots=True)
-class _FetchPlan:
-    """What a Fetch reads, split by how each partition is answered; the lists hold indexes
-    into the fetch context's partitions."""
-
-    replica_id: int
-    #: The partitions to read, and their indexes, in order.
-    requests: list[PartitionRead] = field(default_factory=list)
-    read: list[int] = field(default_factory=list)
-    #: A follower's session fetch: the partitions quiet for it (``_set_quiet``), with their
-    #: indexes; read only once they change.
-    quiet: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
-    quiet_index: dict[TopicPartition, int] = field(default_factory=dict)
-    #: Partitions of unknown topic ids (UNKNOWN_TOPIC_ID).
-    unknown: list[int] = field(default_factory=list)
-    #: Partitions refused by the authorizer (TOPIC_AUTHORIZATION_FAILED).
-    refused: list[int] = field(default_factory=list)
-
-
-def _partition_answer(
-    partition: int, result: FetchResult, current_leader: tuple[int, int]
-) -> FetchPartitionResponse:
-    """One read partition's answer (``current_leader``: KIP-951's hint, ``_NO_HINT``
-    for none)."""
-    return FetchPartitionResponse(
-        partition_index=partition,
-        error_code=int(result.error),
-        high_watermark=result.high_watermark,
-        last_stable_offset=result.last_stable_offset,
-        log_start_offset=result.log_start_offset,
-        # KIP-98: read_committed consumers drop these transactions' records.
-        aborted_transactions=result.aborted_transactions or (),
-        # Records go out with sendfile straight from the segment file; empty records are
-        # b"", never null (PROTOCOL_NOTES: kafka-python crashes, librdkafka stops reporting
-        # the end of the partition).
-        records=result.records if result.records is not None else b"",
-        current_leader=current_leader,
-    )
 
 
 #: Kafka's default ``CurrentLeader``: no hint (not written on the wire).
@@ -304,7 +252,7 @@ class DataApis:
         manager reads them (at once, or parked until min_bytes or max_wait), and
         ``_fetch_response`` answers (an incremental fetch: only the partitions with news)."""
         version = header.api_version
-        replica_id = _replica_id(body)
+        replica_id = fetch_replica_id(body)
         requested, forgotten = self._session_request(body, version)
         context = self.sessions.new_context(
             int(getattr(body, "session_id", INVALID_SESSION_ID)),
@@ -350,6 +298,11 @@ class DataApis:
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
             quiet=plan.quiet,
+            # KIP-392: a consumer's Fetch v11+ may be served by a follower (Kafka's
+            # ClientMetadata, with or without a rack).
+            client=ClientMetadata(str(body.rack_id or ""), current_request().listener_name)
+            if version >= 11 and replica_id < 0
+            else None,
         )
         if future.done():
             return future.result()
@@ -372,6 +325,7 @@ class DataApis:
                     int(part.fetch_offset),
                     int(part.partition_max_bytes),
                     int(getattr(part, "current_leader_epoch", -1)),
+                    replica_log_start_offset=int(getattr(part, "log_start_offset", -1)),
                 )
                 for part in topic.partitions
             )
@@ -381,12 +335,12 @@ class DataApis:
             forgotten.extend((key, int(p)) for p in topic.partitions)
         return requested, forgotten
 
-    def _fetch_plan(self, context: FetchContext, replica_id: int) -> _FetchPlan:
+    def _fetch_plan(self, context: FetchContext, replica_id: int) -> FetchPlan:
         """The partitions to read, those answered without reading (unknown topic ids,
         refused topics) and, in a follower's incremental fetch, the quiet ones
         (``_is_quiet``). With topic ids the names are resolved again at each fetch: a
         session outlives the metadata it started with."""
-        plan = _FetchPlan(replica_id)
+        plan = FetchPlan(replica_id)
         partitions = context.partitions
         if context.uses_topic_ids:
             self._resolve_names(partitions)
@@ -410,7 +364,13 @@ class DataApis:
                 plan.quiet_index[tp] = i
                 continue
             plan.requests.append(
-                PartitionRead(tp, part.fetch_offset, part.max_bytes, part.current_leader_epoch)
+                PartitionRead(
+                    tp,
+                    part.fetch_offset,
+                    part.max_bytes,
+                    part.current_leader_epoch,
+                    part.replica_log_start_offset,
+                )
             )
             plan.read.append(i)
         return plan
@@ -460,7 +420,7 @@ class DataApis:
         header: RequestHeader,
         context: FetchContext,
         indexes: list[int],
-        plan: _FetchPlan,
+        plan: FetchPlan,
         results: list[FetchResult],
     ) -> Response:
         """The answer to ``plan`` once read: the partitions the session chooses (all but in
@@ -475,7 +435,7 @@ class DataApis:
         )
         read: dict[int, FetchResult] = {}
         for i, result in zip(indexes, results, strict=True):
-            if version < 10 and plan.replica_id < 0 and _holds_zstd(result.records):
+            if version < 10 and plan.replica_id < 0 and holds_zstd(result.records):
                 # KIP-110: consumers below Fetch v10 cannot read zstd batches.
                 result = FetchResult(  # noqa: PLW2901
                     ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -490,6 +450,7 @@ class DataApis:
                 result.high_watermark,
                 result.last_stable_offset,
                 result.log_start_offset,
+                result.preferred_read_replica,
             )
         errors = dict.fromkeys(plan.unknown, ErrorCode.UNKNOWN_TOPIC_ID)
         errors.update(dict.fromkeys(plan.refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -511,7 +472,7 @@ class DataApis:
             k = part.topic_id if version >= 13 else part.topic
             names[k] = (part.topic or "", part.topic_id)
             by_topic.setdefault(k, []).append(
-                _partition_answer(part.partition, read[i], hints.get(i, _NO_HINT))
+                partition_answer(part.partition, read[i], hints.get(i, _NO_HINT))
                 if i in read
                 else FetchPartitionResponse(
                     partition_index=part.partition,

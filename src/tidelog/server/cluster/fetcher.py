@@ -343,10 +343,12 @@ class LeaderFetcher:
                     quota.record(len(result.records))
             fst.in_sync = hosted.log.log_end_offset >= result.high_watermark
             fst.leader_high_watermark = result.high_watermark
-            hosted.partition.update_follower_high_watermark(
+            if hosted.partition.update_follower_high_watermark(
                 log_end_offset=hosted.log.log_end_offset,
                 leader_high_watermark=result.high_watermark,
-            )
+            ):
+                # KIP-392: consumers long-polling this follower read below its HW.
+                self.node.replica_manager.fetch_purgatory.check_and_complete(tp)
             return appended
         if result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if 0 <= hosted.log.log_end_offset < result.log_start_offset:

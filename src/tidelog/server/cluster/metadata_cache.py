@@ -59,6 +59,14 @@ class ClusterMetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
 
+    def rack_on(self, broker_id: int, listener_name: str) -> str | None:
+        """A live broker's rack, if it has an endpoint on ``listener_name`` (empty: any);
+        None otherwise (Kafka's ``Node.noNode()``, which has no rack; KIP-392)."""
+        broker = self.brokers.get(broker_id)
+        if broker is None or (listener_name and broker.address_on(listener_name) is None):
+            return None
+        return broker.rack
+
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for info in self.topics.values():
             if info.topic_id == topic_id:

@@ -141,6 +141,7 @@ class ClusterNode:
         self._unknown_logs_checked_for = -1
         replica_manager.alter_partition_sink = self.propose
         replica_manager.partition_known = lambda tp: tp in metadata.partitions
+        replica_manager.broker_rack = metadata.rack_on
         replica_manager.log_dir_failure_sink = self.log_dirs.on_log_dir_offline
         replica_manager.log_dir_recovery_sink = self.log_dirs.on_log_dir_online
 

@@ -27,6 +27,7 @@ from tidelog.server.config.values import (
     _parse_int,
     _parse_str,
     _ratio,
+    _replica_selector,
     parse_peer_addresses,
 )
 from tidelog.storage import page_cache
@@ -598,6 +599,14 @@ BROKER_KEYS: Final[Mapping[str, ConfigKey]] = {
         T.LONG, "Idle connections are closed after this long.", _parse_int, 600000, _at_least(-1)
     ),
     "broker.rack": _key(T.STRING, "The rack of this broker.", _parse_str, ""),
+    # KIP-392 (tidelog.server.replica.selector): empty, Kafka's default, keeps consumers on
+    # the leader.
+    "replica.selector.class": _key(
+        T.CLASS,
+        "Which replica consumers read from (empty: the leader; KIP-392's rack-aware one).",
+        _replica_selector,
+        "",
+    ),
     "cluster.id": _key(T.STRING, "The cluster's id (empty: the one in ZooKeeper).", _parse_str, ""),
     # tidelog's own: the Prometheus endpoint (``MetricsListener``,
     # tidelog.server.observability.metrics);

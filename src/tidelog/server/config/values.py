@@ -200,6 +200,20 @@ def _enum_value(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+#: KIP-392: the one replica selector Kafka ships (``replica.selector.class``; empty: none,
+#: consumers read from the leader only; ``tidelog.server.replica.selector``).
+RACK_AWARE_REPLICA_SELECTOR: Final = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(raw: str) -> str:
+    """``replica.selector.class``: empty or the rack-aware selector; ValueError as Kafka's
+    ConfigDef words it for a class it cannot load."""
+    name = raw.strip()
+    if name not in {"", RACK_AWARE_REPLICA_SELECTOR}:
+        raise ValueError(f"Class {name} cannot be found.")
+    return name
+
+
 def _message_format_version(raw: str) -> str:
     """Kafka's ``message.format.version``: a release name as ``MetadataVersion`` spells it
     (``2.8``, ``3.0-IV1``, ``0.10.2``); ignored since Kafka 3.0 (KIP-724), as here."""

@@ -27,6 +27,7 @@ from tidelog.server.replica.reads import (
     PartitionRead,
     ProduceResult,
 )
+from tidelog.server.replica.selector import NO_PREFERRED_REPLICA, ClientMetadata
 
 #: A parked fetch's answer: the partitions read, in order, and their results.
 FetchRespond = Callable[[Sequence[PartitionRead], list[FetchResult]], None]
@@ -58,7 +59,12 @@ class HostedReplicas(Protocol):
         max_bytes: int,
         replica_id: int = ...,
         isolation_level: int = ...,
+        client: ClientMetadata | None = ...,
     ) -> list[FetchResult]: ...
+
+    def preferred_read_replica(
+        self, hosted: HostedPartition, fetch_offset: int, client: ClientMetadata
+    ) -> int: ...
 
 
 class DelayedProduce(DelayedOperation):
@@ -111,6 +117,7 @@ class DelayedFetch(DelayedOperation):
     ``quiet`` partitions (module docstring) join the reads when their key is noticed."""
 
     __slots__ = (
+        "_client",
         "_isolation_level",
         "_manager",
         "_max_bytes",
@@ -132,10 +139,13 @@ class DelayedFetch(DelayedOperation):
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         quiet: Mapping[TopicPartition, ReadSpec] | None = None,
+        client: ClientMetadata | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
         self._manager = manager
         self._replica_id = replica_id
+        #: A consumer's client metadata (Fetch v11+): a follower may serve it (KIP-392).
+        self._client = client
         self._isolation_level = isolation_level
         #: The partitions read when the fetch completes, in the order answered.
         self.requests = list(requests)
@@ -178,8 +188,17 @@ class DelayedFetch(DelayedOperation):
             hw = hosted.partition.high_watermark if self._replica_id < 0 else the_log.log_end_offset
             if self._replica_id < 0 and self._isolation_level == READ_COMMITTED:
                 hw = the_log.last_stable_offset(hw)
-            if hosted.partition.validate_leader_epoch(request.current_leader_epoch):
+            client = self._client
+            if hosted.partition.validate_leader_epoch(
+                request.current_leader_epoch, require_leader=client is None
+            ):
                 return self.force_complete()  # fenced / not leader: answer the error now
+            if (
+                client is not None
+                and self._manager.preferred_read_replica(hosted, request.fetch_offset, client)
+                != NO_PREFERRED_REPLICA
+            ):
+                return self.force_complete()  # KIP-392: sent to another replica at once
             if not the_log.log_start_offset <= request.fetch_offset <= the_log.log_end_offset:
                 return self.force_complete()  # OFFSET_OUT_OF_RANGE: answer now
             if request.fetch_offset < hw:
@@ -210,6 +229,10 @@ class DelayedFetch(DelayedOperation):
         self._respond(
             self.requests,
             self._manager.read(
-                self.requests, self._max_bytes, self._replica_id, self._isolation_level
+                self.requests,
+                self._max_bytes,
+                self._replica_id,
+                self._isolation_level,
+                self._client,
             ),
         )

@@ -20,8 +20,8 @@ carries only what changed on ours. Rules, by (session_id, session_epoch) of the 
    append to any of them; a follower's quiet partitions are only watched until they change,
    ``tidelog.server.replica.delayed_ops``), and its answer holds only the partitions with
    news for the client: records, an error, or a high watermark, last stable offset or log
-   start offset other than the last one answered (Kafka's
-   ``CachedPartition.maybeUpdateResponseData``).
+   start offset other than the last one answered, or a preferred read replica (KIP-392)
+   (Kafka's ``CachedPartition.maybeUpdateResponseData``).
    A partition answered with an error caches high watermark -1, so it is answered again
    when the error clears; one answered with records moves to the end of the session, so a
    response's byte budget reaches the others next time.
@@ -83,6 +83,8 @@ class SessionPartition:
     log_start_offset: int = -1
     #: The partition under its topic's name, kept by whoever resolves the name.
     tp: TopicPartition | None = None
+    #: A follower's own log start offset, as its request says (KIP-392's selection).
+    replica_log_start_offset: int = -1
 
     def key(self, uses_topic_ids: bool) -> SessionKey:
         topic: uuid.UUID | str | None = self.topic_id if uses_topic_ids else self.topic
@@ -98,6 +100,8 @@ class PartitionNews:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    #: KIP-392: the replica the client is sent to (-1 none); always news.
+    preferred_read_replica: int = -1
 
 
 @dataclass(slots=True)
@@ -199,6 +203,7 @@ class FetchSessionCache:
                 old.fetch_offset = part.fetch_offset
                 old.max_bytes = part.max_bytes
                 old.current_leader_epoch = part.current_leader_epoch
+                old.replica_log_start_offset = part.replica_log_start_offset
                 asked.append(old)
         for key in forgotten:
             cached.pop(key, None)
@@ -318,6 +323,7 @@ def _has_news(part: SessionPartition, item: PartitionNews) -> bool:
         or item.high_watermark != part.high_watermark
         or item.last_stable_offset != part.last_stable_offset
         or item.log_start_offset != part.log_start_offset
+        or item.preferred_read_replica >= 0
     )
 
 

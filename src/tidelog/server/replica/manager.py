@@ -13,7 +13,13 @@ watermark live in ``tidelog.replication``; this module only sequences IO around 
    ``Partition.check_enough_replicas_reach_offset(last_offset + 1)`` says done (or an error),
    or the request timeout passes (REQUEST_TIMED_OUT).
 3. Consumer fetches read only below the high watermark (``max_offset``); a fetch that starts
-   inside a batch gets the whole batch (storage returns whole batches).
+   inside a batch gets the whole batch (storage returns whole batches). KIP-392: a consumer
+   fetch with client metadata (Fetch v11+) may be served by a follower, below the
+   follower's own high watermark (what it learnt from the leader; a fetch offset past its
+   log end is OFFSET_OUT_OF_RANGE, one between its HW and log end reads nothing yet), and a
+   leader with ``replica.selector.class`` may answer it with a preferred read replica and
+   no records (``tidelog.server.replica.selector``). Other fetches need the leader
+   (NOT_LEADER_OR_FOLLOWER).
 4. Fetches that find fewer than ``min_bytes`` park in the fetch purgatory keyed by partition
    and are woken by appends, or answered with what there is after ``max_wait_ms``.
 5. Log dir failure (Kafka's LogDirFailureChannel, KIP-112): an OSError while writing a log
@@ -69,9 +75,16 @@ from tidelog.server.replica.reads import (
     PartitionRead,
     ProduceResult,
 )
-from tidelog.server.replica.topic_stats import BrokerTopicStats
+from tidelog.server.replica.selector import (
+    NO_PREFERRED_REPLICA,
+    REPLICA_SELECTOR_KEY,
+    ClientMetadata,
+    RackOf,
+    preferred_read_replica,
+)
+from tidelog.server.replica.topic_stats import BrokerTopicStats, TopicStats
 from tidelog.storage.errors import InvalidTimestampError
-from tidelog.storage.log import AppendInfo, Log
+from tidelog.storage.log import AppendInfo, FetchSlice, Log
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.producer_state import AppendOrigin
 
@@ -114,6 +127,19 @@ def probe_log_dir(log_dir: Path, free_bytes: int = LOG_DIR_RECOVERY_FREE_BYTES) 
     return True
 
 
+def _count_read(
+    stats: TopicStats, error: ErrorCode, records: FetchSlice | None, replica_id: int
+) -> None:
+    """One partition's read in its topic's BrokerTopicMetrics."""
+    if error != ErrorCode.NONE:
+        stats.failed_fetch += 1
+    elif records is not None:
+        if replica_id >= 0:
+            stats.replication_bytes_out += records.length
+        else:
+            stats.bytes_out += records.length
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -144,6 +170,10 @@ class ReplicaManager:
         self.log_dir_recovery_sink: Callable[[Path], None] | None = None
         #: In a cluster: whether the metadata cache knows ``tp`` (``not_hosted_error``).
         self.partition_known: Callable[[TopicPartition], bool] | None = None
+        #: KIP-392 (rule 3): whether a leader selects a read replica for consumers, and, in
+        #: a cluster, a live broker's rack (None alone: no follower to select).
+        self.selects_read_replica = bool(config.get_str(REPLICA_SELECTOR_KEY))
+        self.broker_rack: RackOf | None = None
         #: Committed ISR changes of partitions led here, and AlterPartition answers that were
         #: errors (Kafka's IsrShrinksPerSec, IsrExpandsPerSec, FailedIsrUpdatesPerSec; read
         #: by tidelog.server.observability.metrics).
@@ -477,11 +507,13 @@ class ReplicaManager:
         max_bytes: int,
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
+        client: ClientMetadata | None = None,
     ) -> list[FetchResult]:
         """Rule 3: consumers read up to the high watermark (read_committed: up to the last
         stable offset, with the aborted transactions in that range), follower replicas
         (``replica_id`` >= 0) up to the log end offset; the first non-empty read may exceed
-        the limits."""
+        the limits. A consumer with ``client`` metadata may read from a follower, or be
+        sent to one by the leader (KIP-392)."""
         results = []
         budget = max_bytes
         got_any = False
@@ -489,6 +521,7 @@ class ReplicaManager:
         quota = self.replication_throttles().leader if replica_id >= 0 else None
         throttled_bytes = 0
         topic_stats = self.topic_stats
+        leader_only = replica_id >= 0 or client is None
         for request in requests:
             hosted = self.partitions.get(request.tp)
             if hosted is None:
@@ -503,7 +536,14 @@ class ReplicaManager:
             upper = None if replica_id >= 0 else lso if committed else hw
             records = None
             aborted = None
-            error = hosted.partition.validate_leader_epoch(request.current_leader_epoch)
+            error = hosted.partition.validate_leader_epoch(
+                request.current_leader_epoch, require_leader=leader_only
+            )
+            if error == ErrorCode.NONE and client is not None:
+                redirect = self._redirect(hosted, request.fetch_offset, client, lso)
+                if redirect is not None:
+                    results.append(redirect)
+                    continue
             held = quota is not None and quota.should_throttle(
                 request.tp, in_sync=replica_id in hosted.partition.isr
             )
@@ -517,13 +557,7 @@ class ReplicaManager:
                     )
                 except KafkaError as exc:
                     error = exc.code
-            if error != ErrorCode.NONE:
-                stats.failed_fetch += 1
-            elif records is not None:
-                if replica_id >= 0:
-                    stats.replication_bytes_out += records.length
-                else:
-                    stats.bytes_out += records.length
+            _count_read(stats, error, records, replica_id)
             if records is not None:
                 got_any = True
                 budget -= records.length
@@ -535,6 +569,39 @@ class ReplicaManager:
         if quota is not None:
             quota.record(throttled_bytes)
         return results
+
+    def _redirect(
+        self, hosted: HostedPartition, fetch_offset: int, client: ClientMetadata, lso: int
+    ) -> FetchResult | None:
+        """KIP-392: the answer sending a consumer to its preferred read replica, without
+        records (Kafka skips the read), or None to read here."""
+        preferred = self.preferred_read_replica(hosted, fetch_offset, client)
+        if preferred == NO_PREFERRED_REPLICA:
+            return None
+        return FetchResult(
+            ErrorCode.NONE,
+            hosted.partition.high_watermark,
+            hosted.log.log_start_offset,
+            last_stable_offset=lso,
+            preferred_read_replica=preferred,
+        )
+
+    def preferred_read_replica(
+        self, hosted: HostedPartition, fetch_offset: int, client: ClientMetadata
+    ) -> int:
+        """KIP-392: the follower a consumer's fetch at ``fetch_offset`` should go to, or
+        ``NO_PREFERRED_REPLICA`` (no selector, not the leader, or the leader is best)."""
+        rack_of = self.broker_rack
+        if not self.selects_read_replica or rack_of is None or not hosted.partition.is_leader:
+            return NO_PREFERRED_REPLICA
+        return preferred_read_replica(
+            hosted.partition,
+            leader_log_end_offset=hosted.log.log_end_offset,
+            fetch_offset=fetch_offset,
+            client=client,
+            rack_of=rack_of,
+            now_ms=now_ms(),
+        )
 
     def replication_throttles(self) -> ReplicationQuotas:
         """The replication quotas at the live broker rates: a dynamic config replaces
@@ -558,6 +625,7 @@ class ReplicaManager:
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         quiet: Mapping[TopicPartition, ReadSpec] | None = None,
+        client: ClientMetadata | None = None,
     ) -> None:
         """Rule 4: answer now if enough is there (or on any error), else park.
 
@@ -579,6 +647,7 @@ class ReplicaManager:
             replica_id,
             isolation_level,
             quiet,
+            client,
         )
         self.fetch_purgatory.try_complete_else_watch(op, op.keys())
 
@@ -626,6 +695,7 @@ class ReplicaManager:
                 fetch_offset=request.fetch_offset,
                 leader_log_end_offset=hosted.log.log_end_offset,
                 now_ms=now,
+                log_start_offset=request.log_start_offset,
             )
             if result.high_watermark_moved:
                 self.produce_purgatory.check_and_complete(request.tp)

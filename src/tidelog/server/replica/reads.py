@@ -44,6 +44,8 @@ class PartitionRead:
     max_bytes: int
     #: The leader epoch the client believes current (-1: unknown, not checked), rule 8.
     current_leader_epoch: int = -1
+    #: A follower's fetch: its own log start offset (-1 unknown; KIP-392's selection).
+    log_start_offset: int = -1
 
 
 #: Fetch / ListOffsets isolation levels (KIP-98).
@@ -62,3 +64,6 @@ class FetchResult:
     #: read_committed only: (producer id, first offset) of aborted transactions the records
     #: may hold; None for read_uncommitted.
     aborted_transactions: list[tuple[int, int]] | None = None
+    #: KIP-392: the replica the consumer should read from instead (no records then); -1
+    #: none (``tidelog.server.replica.selector``).
+    preferred_read_replica: int = -1
