@@ -5,6 +5,7 @@ down is a real partition the cluster survives and heals from."""
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -65,6 +66,7 @@ def test_a_host_cut_off_loses_its_leadership_and_rejoins_the_isr_when_healed(
     with BackgroundProducer(hosts.bootstrap_servers, "cut", config=quick) as producer:
         producer.wait_for_acks(50, timeout=30)
         hosts.link_down(leader)
+        cut_at = time.monotonic()
         try:
             new_leader = wait_until(
                 lambda: (
@@ -73,17 +75,22 @@ def test_a_host_cut_off_loses_its_leadership_and_rejoins_the_isr_when_healed(
                 30,
                 f"a leader of cut other than the cut-off host {leader}",
             )
+            elected_s = time.monotonic() - cut_at
             assert leader not in _partition(survivor, "cut").isr
             producer.wait_for_acks(50, timeout=30)
         finally:
             hosts.link_up(leader)
+        healed_at = time.monotonic()
         wait_until(
             lambda: set(_partition(survivor, "cut").isr) == {1, 2, 3},
             40,
             f"host {leader} back in the ISR of cut",
         )
+        rejoined_s = time.monotonic() - healed_at
         producer.wait_for_acks(20, timeout=30)
     assert new_leader != leader
     assert not producer.failed, producer.failed[:3]
     consumed = consume_all(hosts.bootstrap_servers, "cut", len(producer.acked), timeout=30)
     assert set(producer.acked) <= set(consumed)
+    print(f"partition: new leader {new_leader} {elected_s:.1f} s after link down; host {leader}")
+    print(f"back in the ISR {rejoined_s:.1f} s after link up")

@@ -3,11 +3,13 @@ cluster, in-process, without making any namespace."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from tidelog.cli.main import main
+from tidelog.cli.output import resolve_bootstrap
 from tidelog.testing.hosts import HOSTS_STATE_FILE, HostInfo, HostsState
 from tidelog.testing.netns import Made
 
@@ -64,7 +66,7 @@ def test_broker_actions_on_a_hosts_cluster_are_refused_by_name(
     assert "`cluster kill` is not available for a --hosts cluster yet" in err
 
 
-def test_status_and_down_of_a_stopped_hosts_cluster(
+def test_status_bootstrap_and_down_of_a_stopped_hosts_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _recorded_hosts(tmp_path)
@@ -72,6 +74,9 @@ def test_status_and_down_of_a_stopped_hosts_cluster(
     assert code == 0
     assert "10.77.9.2:9092" in out
     assert "999999 stopped" in out
+    assert resolve_bootstrap(argparse.Namespace(bootstrap_server=None, dir=tmp_path)) == (
+        "10.77.9.1:9092,10.77.9.2:9092"
+    )
     code, out, _ = run(capsys, "down", "--dir", str(tmp_path))
     assert code == 0
     assert "removed its hosts' namespaces" in out
