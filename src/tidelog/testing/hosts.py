@@ -8,7 +8,8 @@ in the root namespace at 10.a.b.254, host i at 10.a.b.i), then in host i (from 1
     broker broker.id=i       listeners = advertised.listeners = PLAINTEXT://10.a.b.i:9092,
                              zookeeper.connect = every member's 10.a.b.j:2181
 
-and returns once the ensemble has a leader and every broker answers ApiVersions at its address
+and returns once the ensemble has one leader (``srvr``: ``Mode: leader``, the others
+``follower``) and every broker answers ApiVersions at its address
 (and, given a ``metadata_view``, lists every broker). Clients run in the root namespace.
 ``link_down(i)`` / ``link_up(i)`` partition host i and heal it. Everything is recorded in
 ``<dir>/hosts.json`` as soon as it exists (the PIDs, and every namespace and link made), so
@@ -59,7 +60,7 @@ from tidelog.testing.processes import (
     spawn_broker,
     write_properties,
 )
-from tidelog.testing.zookeeper import ZooKeeperProcess
+from tidelog.testing.zookeeper import ZooKeeperProcess, srvr_mode
 
 HOSTS_STATE_FILE: Final = "hosts.json"
 BROKER_PORT: Final = 9092
@@ -299,6 +300,16 @@ class HostsCluster:
             self._update_host(replace(info, zookeeper_pid=zk.pid))
         for zk in self._zookeepers.values():
             zk.wait_serving(max(5.0, deadline - time.monotonic()))
+        while not ensemble_settled(self.ensemble_modes()):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the ensemble did not settle: {self.ensemble_modes()}")
+            time.sleep(0.1)
+
+    def ensemble_modes(self) -> dict[int, str | None]:
+        """Each member's ``Mode`` from ``srvr`` (None: it does not answer, e.g. cut off or
+        without a quorum)."""
+        hosts = self._require_state().hosts
+        return {h.host: srvr_mode(h.address, ZOOKEEPER_PORT, 1.0) for h in hosts}
 
     def broker_properties(self, info: HostInfo) -> dict[str, str]:
         """Host ``info``'s broker: bound to the host's address, all members in its connect."""
@@ -405,6 +416,14 @@ class HostsCluster:
         if self.network is not None:
             self._save_made()
         return errors
+
+
+def ensemble_settled(modes: Mapping[int, str | None]) -> bool:
+    """One leader and the others followers (a one-member ensemble runs standalone)."""
+    values = list(modes.values())
+    if values == ["standalone"]:
+        return True
+    return values.count("leader") == 1 and values.count("follower") == len(values) - 1
 
 
 def _stop_pids(processes: list[tuple[int | None, str]], timeout_s: float) -> None:

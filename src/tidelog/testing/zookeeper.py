@@ -90,6 +90,23 @@ def default_classpath() -> str:
     return os.pathsep.join(str(jar) for jar in jars)
 
 
+def srvr_mode(host: str, port: int, timeout_s: float = 2.0) -> str | None:
+    """``leader``, ``follower`` or ``standalone`` from the ``srvr`` four-letter word; None when
+    the server does not answer it (not running, not in a quorum, or 4lw off)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(b"srvr")
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+    except OSError:
+        return None
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.partition(":")[2].strip()
+    return None
+
+
 class ZooKeeperProcess:
     """One standalone ZooKeeper server on 127.0.0.1, owned by this process.
 
@@ -221,20 +238,8 @@ class ZooKeeperProcess:
             )
 
     def mode(self, timeout_s: float = 2.0) -> str | None:
-        """``leader``, ``follower`` or ``standalone`` from the ``srvr`` four-letter word;
-        None when the server does not answer it (not running, no quorum, or 4lw off)."""
-        try:
-            with socket.create_connection((self.host, self.client_port), timeout=timeout_s) as s:
-                s.sendall(b"srvr")
-                chunks = []
-                while chunk := s.recv(4096):
-                    chunks.append(chunk)
-        except OSError:
-            return None
-        for line in b"".join(chunks).decode(errors="replace").splitlines():
-            if line.startswith("Mode:"):
-                return line.partition(":")[2].strip()
-        return None
+        """This server's ``srvr_mode``."""
+        return srvr_mode(self.host, self.client_port, timeout_s)
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """SIGTERM our server's PID, SIGKILL it after ``grace_s``; returns its exit status."""

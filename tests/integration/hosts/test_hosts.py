@@ -32,9 +32,12 @@ def _create_topic(hosts: HostsCluster, topic: str) -> None:
     wait_until(lambda: set(_partition(first, topic).isr) == {1, 2, 3}, 30, f"{topic} ISR 1,2,3")
 
 
-def test_brokers_are_at_their_host_addresses_and_serve_root_namespace_clients(
+def test_an_ensemble_and_brokers_at_their_host_addresses_serve_root_namespace_clients(
     hosts: HostsCluster,
 ) -> None:
+    modes = hosts.ensemble_modes()
+    assert sorted(modes) == [1, 2, 3]
+    assert sorted(map(str, modes.values())) == ["follower", "follower", "leader"]
     with BlockingClient(hosts.bootstrap_servers, request_timeout_s=5.0) as client:
         brokers = client.metadata([]).brokers
     assert {b: (m.host, m.port) for b, m in brokers.items()} == {
