@@ -403,18 +403,21 @@ class HostsCluster:
         if self.state is None:
             return []
         hosts = self._require_state().hosts
-        brokers = [(h.broker_pid, str(h.broker_config)) for h in hosts]
-        _stop_pids(brokers, timeout_s)
-        for child in self._children:
-            child.wait(10.0)
-        self._children.clear()
-        for zk in self._zookeepers.values():
-            zk.stop()
-        self._zookeepers.clear()
-        _stop_pids([(h.zookeeper_pid, str(h.zookeeper_dir / "zoo.cfg")) for h in hosts], 10.0)
-        errors = [] if self.network is None else self.network.destroy()
-        if self.network is not None:
-            self._save_made()
+        try:
+            _stop_pids([(h.broker_pid, str(h.broker_config)) for h in hosts], timeout_s)
+            for child in self._children:
+                child.wait(10.0)
+            self._children.clear()
+            for zk in self._zookeepers.values():
+                zk.stop()
+            self._zookeepers.clear()
+            zookeepers = [(h.zookeeper_pid, str(h.zookeeper_dir / "zoo.cfg")) for h in hosts]
+            _stop_pids(zookeepers, 10.0)
+        finally:
+            # The namespaces and links go even when a process would not stop.
+            errors = [] if self.network is None else self.network.destroy()
+            if self.network is not None:
+                self._save_made()
         return errors
 
 
@@ -441,12 +444,19 @@ def _stop_pids(processes: list[tuple[int | None, str]], timeout_s: float) -> Non
             running.append((pid, marker))
     deadline = time.monotonic() + timeout_s
     for pid, marker in running:
-        while process_state(pid, marker) != "stopped":
-            if time.monotonic() > deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10.0
-            time.sleep(0.05)
+        if not _wait_gone(pid, marker, deadline):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            if not _wait_gone(pid, marker, time.monotonic() + 10.0):
+                raise ClusterError(f"process {pid} ({marker}) survived SIGKILL for 10 s")
+
+
+def _wait_gone(pid: int, marker: str, deadline: float) -> bool:
+    while process_state(pid, marker) != "stopped":
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 __all__ = [
