@@ -47,10 +47,12 @@ from tidelog.testing.cluster import LOCAL_DEFAULTS, ClusterError, MetadataView
 from tidelog.testing.netns import (
     HostNetwork,
     Made,
+    NetnsError,
     Runner,
     free_subnet,
     require_root,
     run_ip,
+    shares_subnet,
     unique_prefix,
 )
 from tidelog.testing.processes import (
@@ -246,7 +248,34 @@ class HostsCluster:
                     f"`tidelog cluster down --dir {self.directory}` first"
                 )
         deadline = time.monotonic() + timeout_s
-        network = HostNetwork(unique_prefix(), self.num_hosts, free_subnet(), self._runner)
+        try:
+            self._make_network()
+            self._start_ensemble(deadline)
+            for info in self._require_state().hosts:
+                self._launch_broker(info)
+            self.wait_ready(max(5.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _make_network(self, attempts: int = 3) -> None:
+        """Make the hosts on a subnet no other interface holds (another run may pick the
+        same free one at the same moment: then again with another)."""
+        for _ in range(attempts):
+            network = HostNetwork(unique_prefix(), self.num_hosts, free_subnet(), self._runner)
+            self._new_state(network)
+            try:
+                network.create()
+            finally:
+                self._save_made()
+            if not shares_subnet(network):
+                return
+            network.destroy()
+            self._save_made()
+        raise NetnsError(f"another run held each subnet picked ({attempts} attempts)")
+
+    def _new_state(self, network: HostNetwork) -> None:
         self.network = network
         self._save(
             HostsState(
@@ -265,19 +294,6 @@ class HostsCluster:
                 overrides=self.overrides,
             )
         )
-        try:
-            try:
-                network.create()
-            finally:
-                self._save_made()
-            self._start_ensemble(deadline)
-            for info in self._require_state().hosts:
-                self._launch_broker(info)
-            self.wait_ready(max(5.0, deadline - time.monotonic()))
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def network_made(self) -> bool:
         return self.network is not None and bool(self.network.made)

@@ -192,31 +192,46 @@ class HostNetwork:
         self.destroy()
 
 
-def used_subnets(runner_output: str) -> set[tuple[int, int]]:
-    """The (a, b) of every 10.a.b.x/… address in ``ip -4 -o addr`` output."""
-    used: set[tuple[int, int]] = set()
-    for word in runner_output.split():
-        if word.startswith("10.") and "/" in word:
-            parts = word.split("/")[0].split(".")
-            if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
-                used.add((int(parts[1]), int(parts[2])))
-    return used
+def subnet_users(ip_addr_output: str) -> dict[tuple[int, int], set[str]]:
+    """For every 10.a.b.x/… address in ``ip -4 -o addr`` output, the interfaces holding one,
+    by (a, b)."""
+    users: dict[tuple[int, int], set[str]] = {}
+    for line in ip_addr_output.splitlines():
+        words = line.split()
+        if len(words) < 4 or words[2] != "inet" or not words[3].startswith("10."):
+            continue
+        parts = words[3].split("/")[0].split(".")
+        if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
+            users.setdefault((int(parts[1]), int(parts[2])), set()).add(words[1])
+    return users
 
 
-def free_subnet(first: int = 77) -> tuple[int, int]:
-    """A 10.``first``.b.0/24 that no interface of the root namespace uses yet (the third
-    octet picked at random among the free ones, so parallel runs rarely race)."""
+def _ip_addresses() -> str:
     proc = subprocess.run(
         [shutil.which(IP_TOOL) or "/usr/sbin/ip", "-4", "-o", "addr"],
         capture_output=True,
         text=True,
         check=False,
     )
-    used = used_subnets(proc.stdout)
+    return proc.stdout
+
+
+def free_subnet(first: int = 77) -> tuple[int, int]:
+    """A 10.``first``.b.0/24 that no interface of the root namespace uses yet (the third
+    octet picked at random among the free ones, so parallel runs rarely pick the same)."""
+    used = subnet_users(_ip_addresses())
     free = [b for b in range(256) if (first, b) not in used]
     if not free:
         raise NetnsError(f"every 10.{first}.x.0/24 is in use")
     return first, secrets.choice(free)
+
+
+def shares_subnet(network: HostNetwork) -> bool:
+    """True when an interface other than ``network``'s bridge holds an address in its
+    subnet: another run picked the same one at the same moment (``create()`` again with
+    another subnet)."""
+    holders = subnet_users(_ip_addresses()).get(network.subnet, set())
+    return bool(holders - {network.bridge})
 
 
 __all__ = [
@@ -227,6 +242,7 @@ __all__ = [
     "free_subnet",
     "require_root",
     "run_ip",
+    "shares_subnet",
+    "subnet_users",
     "unique_prefix",
-    "used_subnets",
 ]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from tidelog.testing.netns import HostNetwork, Made, NetnsError, unique_prefix, used_subnets
+from tidelog.testing.netns import HostNetwork, Made, NetnsError, subnet_users, unique_prefix
 
 
 class FakeIp:
@@ -118,10 +118,11 @@ def test_names_fit_linux_interface_names_and_bad_sizes_are_refused() -> None:
         HostNetwork("a-very-long-prefix", 3, runner=FakeIp())
 
 
-def test_used_subnets_reads_ip_addr_output() -> None:
+def test_subnet_users_reads_ip_addr_output() -> None:
     output = (
-        "1: lo    inet 127.0.0.1/8 scope host lo\n"
-        "7: tlabbr    inet 10.77.5.254/24 scope global tlabbr\n"
+        "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n"
+        "7: tlabbr    inet 10.77.5.254/24 scope global tlabbr\\       valid_lft forever\n"
+        "9: tlcdbr    inet 10.77.5.254/24 scope global tlcdbr\\       valid_lft forever\n"
         "4: eth0    inet 10.0.3.2/24 brd 10.0.3.255 scope global eth0\n"
     )
-    assert used_subnets(output) == {(77, 5), (0, 3)}
+    assert subnet_users(output) == {(77, 5): {"tlabbr", "tlcdbr"}, (0, 3): {"eth0"}}
