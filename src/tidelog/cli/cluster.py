@@ -1,4 +1,5 @@
-"""``tidelog cluster up|status|down|kill|restart|pause|resume``: a local cluster.
+"""``tidelog cluster up|status|down|kill|restart|pause|resume``: a local cluster (``--hosts N``:
+one on N network namespaces, ``tidelog.cli.cluster_hosts``).
 
 Drives ``tidelog.cli.launcher.LocalCluster``; every invocation re-attaches to the cluster
 through ``<dir>/cluster.json``, so ``up`` returns once the cluster serves and later commands
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tidelog.cli import cluster_hosts
 from tidelog.cli.launcher import LocalCluster
 from tidelog.cli.local_security import CLIENT_PROPERTIES, MODES
 from tidelog.cli.main import COMMANDS
@@ -21,6 +23,8 @@ from tidelog.cli.output import (
     print_json,
 )
 from tidelog.testing.cluster import BrokerStatus, ClusterError
+from tidelog.testing.hosts import is_hosts_cluster
+from tidelog.testing.netns import NetnsError
 from tidelog.testing.zookeeper import ZooKeeperStartError
 
 
@@ -43,7 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         return p
 
     up = add("up", "start ZooKeeper and N brokers in the background")
-    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--brokers", type=int, default=None, help="number of brokers (default 3)")
+    up.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N hosts on this machine (network namespaces on a bridge, needs root): each runs "
+        "a ZooKeeper ensemble member and one broker on its own 10.x address",
+    )
     up.add_argument(
         "--override",
         action="append",
@@ -164,56 +176,70 @@ def run(args: argparse.Namespace) -> int:
     directory: Path = args.dir
     try:
         if args.action == "up":
-            overrides = dict(parse_key_value(item, "override") for item in args.override)
-            cluster = LocalCluster(
-                directory,
-                brokers=args.brokers,
-                overrides=overrides,
-                zookeeper=not args.no_zookeeper,
-                security=args.security,
-                racks=args.racks,
-            )
-            cluster.start(timeout_s=args.timeout)
-            print_status(cluster, args.json)
-            if args.security != "plaintext" and not args.json:
-                print(
-                    f"security:    {args.security.upper()}, ACLs on; admin client settings in "
-                    f"{cluster.directory / CLIENT_PROPERTIES} (User:admin is a super user)"
-                )
-            return 0
-        cluster = LocalCluster.attach(directory)
-        if args.action == "status":
-            print_status(cluster, args.json)
-        elif args.action == "down":
-            cluster.stop()
-            if args.purge:
-                cluster.destroy()
-            print(
-                f"stopped the cluster in {cluster.directory}"
-                + (" and deleted it" if args.purge else "")
-            )
-        elif args.action == "kill":
-            cluster.kill_broker(args.broker)
-            print(f"broker {args.broker} killed (SIGKILL)")
-        elif args.action == "stop":
-            cluster.broker(args.broker)
-            cluster.stop_broker(args.broker)
-            print(f"broker {args.broker} stopped (SIGTERM)")
-        elif args.action == "start":
-            cluster.start_broker(args.broker)
-            print(f"broker {args.broker} started (pid {cluster.broker(args.broker).pid})")
-        elif args.action == "restart":
-            cluster.restart_broker(args.broker, crash=args.crash)
-            print(f"broker {args.broker} restarted (pid {cluster.broker(args.broker).pid})")
-        elif args.action == "pause":
-            cluster.pause_broker(args.broker)
-            print(f"broker {args.broker} paused (SIGSTOP)")
-        elif args.action == "resume":
-            cluster.resume_broker(args.broker)
-            print(f"broker {args.broker} resumed (SIGCONT)")
-    except (ClusterError, ZooKeeperStartError) as exc:
+            _up(directory, args)
+        elif is_hosts_cluster(directory):
+            cluster_hosts.run(directory, args)
+        else:
+            _drive(LocalCluster.attach(directory), args)
+    except (ClusterError, ZooKeeperStartError, NetnsError) as exc:
         raise CommandError(str(exc)) from exc
     return 0
+
+
+def _up(directory: Path, args: argparse.Namespace) -> None:
+    overrides = dict(parse_key_value(item, "override") for item in args.override)
+    if args.hosts is not None:
+        cluster_hosts.up(directory, args, overrides)
+        return
+    cluster_hosts.refuse_hosts_directory(directory)
+    cluster = LocalCluster(
+        directory,
+        brokers=3 if args.brokers is None else args.brokers,
+        overrides=overrides,
+        zookeeper=not args.no_zookeeper,
+        security=args.security,
+        racks=args.racks,
+    )
+    cluster.start(timeout_s=args.timeout)
+    print_status(cluster, args.json)
+    if args.security != "plaintext" and not args.json:
+        print(
+            f"security:    {args.security.upper()}, ACLs on; admin client settings in "
+            f"{cluster.directory / CLIENT_PROPERTIES} (User:admin is a super user)"
+        )
+
+
+def _drive(cluster: LocalCluster, args: argparse.Namespace) -> None:
+    """Every action but ``up`` on a one-machine (loopback) cluster."""
+    if args.action == "status":
+        print_status(cluster, args.json)
+    elif args.action == "down":
+        cluster.stop()
+        if args.purge:
+            cluster.destroy()
+        print(
+            f"stopped the cluster in {cluster.directory}"
+            + (" and deleted it" if args.purge else "")
+        )
+    elif args.action == "kill":
+        cluster.kill_broker(args.broker)
+        print(f"broker {args.broker} killed (SIGKILL)")
+    elif args.action == "stop":
+        cluster.broker(args.broker)
+        cluster.stop_broker(args.broker)
+        print(f"broker {args.broker} stopped (SIGTERM)")
+    elif args.action == "start":
+        cluster.start_broker(args.broker)
+        print(f"broker {args.broker} started (pid {cluster.broker(args.broker).pid})")
+    elif args.action == "restart":
+        cluster.restart_broker(args.broker, crash=args.crash)
+        print(f"broker {args.broker} restarted (pid {cluster.broker(args.broker).pid})")
+    elif args.action == "pause":
+        cluster.pause_broker(args.broker)
+        print(f"broker {args.broker} paused (SIGSTOP)")
+    elif args.action == "resume":
+        cluster.resume_broker(args.broker)
+        print(f"broker {args.broker} resumed (SIGCONT)")
 
 
 COMMANDS["cluster"] = ("run a local cluster (ZooKeeper + brokers)", add_arguments, run)

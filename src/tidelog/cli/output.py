@@ -9,7 +9,7 @@ line ``tidelog <command>: error: <KAFKA_ERROR_NAME>: <message>`` and, when there
 Connecting (``add_bootstrap_flags``, ``resolve_bootstrap``, ``resolve_security``):
 
 1. The brokers are ``--bootstrap-server``, else those in the local cluster's state file
-   (``<--dir>/cluster.json``).
+   (``<--dir>/cluster.json``, or ``hosts.json`` for a ``--hosts`` cluster).
 2. The client's security (TLS, SASL) comes from Kafka client properties
    (``security.protocol``, ``sasl.*``, ``ssl.*``; ``tidelog.security.client_config``), read
    from ``--command-config FILE`` as Kafka's tools read theirs; without it, and without
@@ -177,13 +177,18 @@ def add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_bootstrap(args: argparse.Namespace) -> str:
-    """``--bootstrap-server``, else the brokers recorded in the local cluster's state file."""
+    """``--bootstrap-server``, else the brokers recorded in the local cluster's state file
+    (``cluster.json``, or ``hosts.json`` of a ``--hosts`` cluster)."""
     if args.bootstrap_server:
         return str(args.bootstrap_server)
     from tidelog.testing.cluster import ClusterError, read_state  # noqa: PLC0415
+    from tidelog.testing.hosts import HostsCluster, is_hosts_cluster  # noqa: PLC0415
 
+    directory = Path(args.dir).resolve()
     try:
-        state = read_state(Path(args.dir).resolve())
+        if is_hosts_cluster(directory):
+            return HostsCluster.attach(directory).bootstrap_servers
+        state = read_state(directory)
     except ClusterError as exc:
         raise CommandError(
             f"no --bootstrap-server given and {exc}",

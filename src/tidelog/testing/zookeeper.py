@@ -2,7 +2,7 @@
 
 ``ZooKeeperProcess`` writes its own ``zoo.cfg`` and ``log4j.properties`` into a data
 directory, starts ``java ... org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg``
-listening on 127.0.0.1 only, and waits until a real ZooKeeper session can be opened
+listening on 127.0.0.1 only (or on ``host``), and waits until a real ZooKeeper session can be opened
 (PEERS.md: ``ruok`` answers before the server serves, so it is not readiness). It stops
 the server by its own PID: SIGTERM, then SIGKILL after a grace period. Used by the
 integration tests (``tests/integration/zk/conftest.py``) and by ``tidelog.testing.cluster``
@@ -10,6 +10,13 @@ integration tests (``tests/integration/zk/conftest.py``) and by ``tidelog.testin
 
 The four-letter words and the AdminServer are off; the server log is
 ``<data_dir>/zookeeper.log``.
+
+An ensemble member (``ensemble={id: address}``, ``server_id``) gets the ``server.N=`` lines
+and a ``myid`` file, binds its client and quorum ports to its own ``host`` address, and may
+run behind an ``argv_prefix`` (``ip netns exec NS``: ``tidelog.testing.hosts``). Its members
+are ``launch()``-ed together and then each ``wait_serving()``: one member alone never serves.
+Members answer the four-letter words ``srvr``, ``ruok`` and ``mntr``; ``mode()`` reads
+``Mode: leader|follower`` from ``srvr``.
 
 Exceptions::
 
@@ -23,9 +30,10 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
@@ -50,6 +58,9 @@ DEBIAN_JARS: Final = (
 CLASSPATH_ENV: Final = "TIDELOG_ZOOKEEPER_CLASSPATH"
 MAIN_CLASS: Final = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 #: Small heap and a serial GC: ZooKeeper shares 2 cores with brokers and Spark here.
+#: An ensemble member's quorum ports (followers to the leader, leader election).
+QUORUM_PORT: Final = 2888
+ELECTION_PORT: Final = 3888
 JVM_OPTIONS: Final = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true")
 
 _LOG4J_PROPERTIES: Final = """\
@@ -79,6 +90,23 @@ def default_classpath() -> str:
     return os.pathsep.join(str(jar) for jar in jars)
 
 
+def srvr_mode(host: str, port: int, timeout_s: float = 2.0) -> str | None:
+    """``leader``, ``follower`` or ``standalone`` from the ``srvr`` four-letter word; None when
+    the server does not answer it (not running, not in a quorum, or 4lw off)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(b"srvr")
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+    except OSError:
+        return None
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.partition(":")[2].strip()
+    return None
+
+
 class ZooKeeperProcess:
     """One standalone ZooKeeper server on 127.0.0.1, owned by this process.
 
@@ -98,7 +126,19 @@ class ZooKeeperProcess:
         java: str | None = None,
         classpath: str | None = None,
         extra_config: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        argv_prefix: Sequence[str] = (),
+        server_id: int | None = None,
+        ensemble: Mapping[int, str] | None = None,
     ) -> None:
+        if (server_id is None) != (ensemble is None) or (
+            ensemble is not None and server_id not in ensemble
+        ):
+            raise ZooKeeperStartError("an ensemble member needs its server_id in the ensemble")
+        self.host = host
+        self.argv_prefix = tuple(argv_prefix)
+        self.server_id = server_id
+        self.ensemble = dict(ensemble) if ensemble is not None else None
         self.data_dir = data_dir
         self.tick_time_ms = tick_time_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -121,7 +161,7 @@ class ZooKeeperProcess:
     @property
     def connect_string(self) -> str:
         """``host:port`` for ``zookeeper.connect`` (append a chroot path as needed)."""
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def pid(self) -> int | None:
@@ -175,6 +215,32 @@ class ZooKeeperProcess:
             f"ZooKeeper on {self.connect_string} {what}; see {self.log_path}:\n{self._log_tail()}"
         )
 
+    def launch(self) -> None:
+        """Start the server without waiting (an ensemble member: see the module docstring);
+        ``client_port`` must have been given."""
+        if self._requested_port is None:
+            raise ZooKeeperStartError("launch() needs a client_port (start() picks one)")
+        if self.is_running():
+            raise ZooKeeperStartError(f"ZooKeeper already running (pid {self.pid})")
+        java = self._java or shutil.which("java")
+        if java is None:
+            raise ZooKeeperStartError("`java` not found on PATH (ZooKeeper needs Java 17)")
+        self._launch(java, self._classpath or default_classpath())
+
+    def wait_serving(self, timeout_s: float) -> None:
+        """Wait until a launched server serves a session (a member: after its ensemble
+        elected a leader); raises ZooKeeperStartError, leaving the process to ``stop()``."""
+        if not self._wait_ready(time.monotonic() + timeout_s):
+            state = "exited" if not self.is_running() else f"not serving after {timeout_s:.0f}s"
+            raise ZooKeeperStartError(
+                f"ZooKeeper on {self.connect_string} {state} (mode {self.mode()}); see "
+                f"{self.log_path}:\n{self._log_tail()}"
+            )
+
+    def mode(self, timeout_s: float = 2.0) -> str | None:
+        """This server's ``srvr_mode``."""
+        return srvr_mode(self.host, self.client_port, timeout_s)
+
     def stop(self, grace_s: float = 10.0) -> int | None:
         """SIGTERM our server's PID, SIGKILL it after ``grace_s``; returns its exit status."""
         proc = self._proc
@@ -207,12 +273,12 @@ class ZooKeeperProcess:
     # -- internals --------------------------------------------------------------------------
 
     def config_lines(self) -> Sequence[str]:
-        """The zoo.cfg this server runs with (standalone, loopback only)."""
+        """The zoo.cfg this server runs with (standalone on loopback, or an ensemble member)."""
         settings = {
             "tickTime": str(self.tick_time_ms),
             "dataDir": str(self.data_dir.resolve() / "data"),
             "clientPort": str(self.client_port),
-            "clientPortAddress": "127.0.0.1",
+            "clientPortAddress": self.host,
             "minSessionTimeout": str(self.min_session_timeout_ms),
             "maxSessionTimeout": str(self.max_session_timeout_ms),
             "admin.enableServer": "false",
@@ -221,15 +287,32 @@ class ZooKeeperProcess:
             "maxClientCnxns": "0",
             "autopurge.purgeInterval": "0",
         }
+        if self.ensemble is not None:
+            settings.update(self._ensemble_settings(self.ensemble))
         settings.update(self._extra_config)
         return [f"{key}={value}" for key, value in settings.items()]
 
+    def _ensemble_settings(self, ensemble: Mapping[int, str]) -> dict[str, str]:
+        settings = {
+            "initLimit": "10",
+            "syncLimit": "5",
+            "4lw.commands.whitelist": "srvr,ruok,mntr",
+            # Quorum sockets on our own address only (the default listens on every address).
+            "quorumListenOnAllIPs": "false",
+        }
+        for server_id, address in sorted(ensemble.items()):
+            settings[f"server.{server_id}"] = f"{address}:{QUORUM_PORT}:{ELECTION_PORT}"
+        return settings
+
     def _launch(self, java: str, classpath: str) -> None:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        if self.server_id is not None:
+            (self.data_dir / "data" / "myid").write_text(f"{self.server_id}\n")
         self.config_path.write_text("\n".join(self.config_lines()) + "\n")
         log4j = self.data_dir / "log4j.properties"
         log4j.write_text(_LOG4J_PROPERTIES)
         argv = [
+            *self.argv_prefix,
             java,
             *JVM_OPTIONS,
             f"-Dlog4j.configuration=file:{log4j.resolve()}",

@@ -4,6 +4,7 @@ ask a leader for its replicas' state (DescribeQuorum), compare replicas' log fil
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,13 @@ class BackgroundProducer:
     """A confluent-kafka producer (acks=all) sending numbered records until stopped; it
     records which values were acknowledged and which deliveries failed."""
 
-    def __init__(self, bootstrap: str, topic: str, interval_s: float = 0.01) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        interval_s: float = 0.01,
+        config: Mapping[str, str | int] | None = None,
+    ) -> None:
         self.topic = topic
         self.interval_s = interval_s
         self.producer = Producer(
@@ -66,6 +73,7 @@ class BackgroundProducer:
                 "message.timeout.ms": 120000,
                 "topic.metadata.refresh.interval.ms": 1000,
                 "retry.backoff.ms": 100,
+                **(config or {}),
             }
         )
         self.acked: list[bytes] = []
