@@ -2,7 +2,7 @@
 cluster, and what they read on the wire: ApiVersions' KIP-584 features, UpdateFeatures as a
 ZooKeeper-mode Kafka answers it, DescribeQuorum served but not advertised. On the same
 cluster (one start for all): KIP-951's leader hints, as exact protocol bytes decoded by kio
-(a follower refusing a Produce v10 or a Fetch v16 names the leader, its epoch and its
+(a broker without the partition refusing a Produce v10 or a Fetch v16 names the leader, its epoch and its
 endpoint; older versions carry no hint)."""
 
 from __future__ import annotations
@@ -234,16 +234,18 @@ def _fetch(raw: Raw, version: int, topic_id: uuid.UUID, *, current_leader_epoch:
     )
 
 
-def test_kip_951_a_follower_names_the_leader(pair: BrokerCluster) -> None:
-    create_topic(pair, "hints", rf=2)
+def test_kip_951_a_broker_without_the_partition_names_the_leader(pair: BrokerCluster) -> None:
+    # RF=1: the other broker holds no replica, so it refuses Produce and Fetch alike (a
+    # follower would serve a consumer's Fetch v11+ itself: KIP-392, test_nearest_replica).
+    create_topic(pair, "hints", rf=1)
     view = pair.metadata(["hints"])
     part = view.topics["hints"].partitions[0]
     topic_id = view.topics["hints"].topic_id
     leader: BrokerProcess = pair.broker(part.leader_id)
-    follower = next(b for b in pair.brokers if b is not leader)
+    other = next(b for b in pair.brokers if b is not leader)
     expected_leader = (part.leader_id, part.leader_epoch)
     endpoint = (part.leader_id, leader.host, leader.port)
-    raw = Raw(follower)
+    raw = Raw(other)
     try:
         # Produce v10: CurrentLeader per partition, NodeEndpoints for the leaders named.
         answer = _produce(raw, 10, "hints")
@@ -254,7 +256,7 @@ def test_kip_951_a_follower_names_the_leader(pair: BrokerCluster) -> None:
         # Produce v9: the same refusal, no hint (the field does not exist there).
         old = _produce(raw, 9, "hints").responses[0].partition_responses[0]
         assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        # Fetch v16 by a consumer of a follower (no KIP-392 rack here): the same hint.
+        # Fetch v16 by a consumer: the same hint.
         fetched = _fetch(raw, 16, topic_id)
         f = fetched.responses[0].partitions[0]
         assert f.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
