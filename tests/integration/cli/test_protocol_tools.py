@@ -2,8 +2,8 @@
 cluster, and what they read on the wire: ApiVersions' KIP-584 features, UpdateFeatures as a
 ZooKeeper-mode Kafka answers it, DescribeQuorum served but not advertised. On the same
 cluster (one start for all): KIP-951's leader hints, as exact protocol bytes decoded by kio
-(a broker without the partition refusing a Produce v10 or a Fetch v16 names the leader, its epoch and its
-endpoint; older versions carry no hint)."""
+(a broker without the partition refusing a Produce v10 or a Fetch v16 names the leader, its
+epoch and its endpoint; older versions carry no hint)."""
 
 from __future__ import annotations
 
