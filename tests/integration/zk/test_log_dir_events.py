@@ -3,6 +3,7 @@ tidelog's recovery event) through a real ZooKeeper to the active controller."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
 
 import pytest
@@ -12,8 +13,8 @@ from tidelog.controller.topic_admin import create_topic
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
 from tidelog.replication.partition import AlterPartitionProposal
-from tidelog.zk import ZkClient, znodes
-from tidelog.zk.znodes import LogDirEvent
+from tidelog.zk import TopicCreateOutcome, ZkClient, znodes
+from tidelog.zk.znodes import LogDirEvent, TopicAssignment
 
 from .test_controller import Node, active, cluster, run, states, wait_for, wait_for_async
 
@@ -51,14 +52,13 @@ def test_log_dir_failure_moves_leaders_and_isrs_and_recovery_brings_the_broker_b
             ctl = active(nodes)
             assert ctl is not None
             full = next(n for n in nodes if n.broker_id == 3)
-            created = await create_topic(
-                ctl.zk,
-                TOPIC,
-                num_partitions=4,
-                replication_factor=3,
-                assignment={p: [BrokerId(r) for r in rs] for p, rs in ASSIGNMENT.items()},
+            # Partitions of several replica counts: CreateTopics refuses them (as Kafka), so
+            # the assignment is written to ZooKeeper directly, as any ZooKeeper writer may.
+            replicas = {p: tuple(BrokerId(r) for r in rs) for p, rs in ASSIGNMENT.items()}
+            outcome = await ctl.zk.create_topic(
+                TOPIC, TopicAssignment(partitions=replicas, topic_id=uuid.uuid4()), {}
             )
-            assert created.error is ErrorCode.NONE
+            assert outcome is TopicCreateOutcome.CREATED
             tps = [TopicPartition(TOPIC, p) for p in range(4)]
             await wait_for_async(lambda: _has(ctl.zk, 4))
             before = await states(ctl.zk, TOPIC, 4)
