@@ -15,7 +15,8 @@ unit_pid=$!
 # Stop the background run, by its PID, if this script is interrupted.
 trap 'kill "$unit_pid" 2>/dev/null; rm -f "$log"' EXIT
 
-.venv/bin/pytest -m "not slow and integration" "$@"
+# Only these folders hold process tests: the run collects nothing else.
+.venv/bin/pytest -m "not slow and integration" tests/integration tests/spark tests/faults "$@"
 processes=$?
 wait "$unit_pid"
 unit=$?

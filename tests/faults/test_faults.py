@@ -28,6 +28,9 @@ CHEAP_KINDS = ("pause_short", "isolate_broker", "kill_follower", "partition_zk")
     r"ignore:Exception ignored in. <(function _SelectorTransport\.__del__|socket\.socket )"
     ":pytest.PytestUnraisableExceptionWarning"
 )
+# A chaos run (~2 min): `make chaos` and `make test-slow`. make test keeps the shorter fault
+# tests on real processes (links, disk full, the request fuzz) and the checker's unit tests.
+@pytest.mark.slow
 def test_short_run_of_mixed_faults_loses_nothing_acknowledged(tmp_path: Path) -> None:
     """One fault of every kind (16), one at a time from a seeded schedule; the checker
     must find no lost, moved, vanished, inconsistent or reordered record, identical replicas
