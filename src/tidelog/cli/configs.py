@@ -217,14 +217,7 @@ def _run_quotas(args: argparse.Namespace, spec: client_quotas.Spec) -> int:
     """Users and clients: client quotas (``tidelog.cli.client_quotas``)."""
     if args.action == "alter":
         client_quotas.check_alter_spec(spec)
-        if not args.add_config and not args.delete_config:
-            raise UsageError("alter needs --add-config and/or --delete-config")
-        added = parse_add_config(args.add_config or "")
-        deleted = parse_delete_config(args.delete_config or "")
-        both = sorted(set(added) & set(deleted))
-        if both:
-            raise UsageError(f"{', '.join(both)} both added and deleted")
-        ops = client_quotas.quota_ops(added, deleted)
+        ops = client_quotas.quota_ops(*_changes(args))
     bootstrap = resolve_bootstrap(args)
     security = resolve_security(args)
     with BlockingClient(bootstrap, client_id="tidelog-cli", security=security) as client:
@@ -233,10 +226,8 @@ def _run_quotas(args: argparse.Namespace, spec: client_quotas.Spec) -> int:
         return client_quotas.describe(client, spec, json=args.json)
 
 
-def alter_ops(args: argparse.Namespace, entity: str | None) -> list[ca.AlterOp]:
-    """Rule 1, before anything is sent."""
-    if entity is None:
-        raise UsageError("alter needs --entity-name NAME or --entity-default")
+def _changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """``--add-config`` and ``--delete-config`` of an alter: at least one, no key in both."""
     if not args.add_config and not args.delete_config:
         raise UsageError("alter needs --add-config and/or --delete-config")
     added = parse_add_config(args.add_config or "")
@@ -244,6 +235,14 @@ def alter_ops(args: argparse.Namespace, entity: str | None) -> list[ca.AlterOp]:
     both = sorted(set(added) & set(deleted))
     if both:
         raise UsageError(f"{', '.join(both)} both added and deleted")
+    return added, deleted
+
+
+def alter_ops(args: argparse.Namespace, entity: str | None) -> list[ca.AlterOp]:
+    """Rule 1, before anything is sent."""
+    if entity is None:
+        raise UsageError("alter needs --entity-name NAME or --entity-default")
+    added, deleted = _changes(args)
     return [ca.AlterOp(k, ca.SET, v) for k, v in added.items()] + [
         ca.AlterOp(k, ca.DELETE) for k in deleted
     ]
