@@ -68,6 +68,7 @@ class ClusterFactory(Protocol):
         overrides: Mapping[str, str] | None = ...,
         *,
         security: str = ...,
+        racks: Sequence[str] = ...,
     ) -> Cluster: ...
 
 

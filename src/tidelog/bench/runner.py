@@ -35,6 +35,7 @@ SECTIONS = (
     "failover",
     "cleaner",
     "metrics",
+    "zones",
     "security",
 )
 
@@ -119,7 +120,7 @@ def run(options: Options) -> int:
     steps: tuple[Callable[[Run, Path, bool], None], ...] = (
         (_limits, _external)
         if options.external is not None
-        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _security)
+        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _zones, _security)
     )
     try:
         for step in steps:
@@ -288,6 +289,25 @@ def _cleaner(r: Run, work: Path, own_tmp: bool) -> None:
     from tidelog.bench import cleaner
 
     r.section("cleaner", lambda: cleaner.cleaner_rows(work / "cleaner", r.say))
+
+
+def _zones(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "zones" not in options.sections:
+        return
+    from tidelog.bench import zones
+
+    r.section(
+        "zones",
+        lambda: zones.zone_rows(
+            options.launcher.cluster,
+            work / "zones",
+            options.seconds,
+            options.producers,
+            r.say,
+            own_tmp=own_tmp,
+        ),
+    )
 
 
 def _metrics(r: Run, work: Path, own_tmp: bool) -> None:

@@ -40,6 +40,7 @@ SECTION_NAMES = (
     "failover",
     "cleaner",
     "metrics",
+    "zones",
     "security",
 )
 #: The sections measured with ``--bootstrap-server``, and those run when ``--only`` is not

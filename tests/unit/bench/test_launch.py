@@ -30,6 +30,7 @@ _BENCH_MODULES = (
     "security",
     "tidelog_rows",
     "transactions",
+    "zones",
 )
 
 
