@@ -306,7 +306,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
                 {b: cluster.log_dir(b) for b in cluster.broker_ids}, topic, hws, replicas
             )
         )
-        result = _result(
+        return _result(
             config,
             findings,
             nemesis,
@@ -314,9 +314,8 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             consumers=consumers,
             healthy=healthy,
             started=started,
+            replica_racks=racks,
         )
-        result.replica_racks = racks
-        return result
     finally:
         for p in producers:
             p.abort()
@@ -366,6 +365,7 @@ def _result(
     consumers: Sequence[ConsumerWorker],
     healthy: bool,
     started: float,
+    replica_racks: dict[int, tuple[str | None, ...]],
 ) -> RunResult:
     """The run's figures and the findings the histories alone do not give (stuck, client
     errors)."""
@@ -380,7 +380,13 @@ def _result(
         failed_deliveries=sum(len(p.history.failed) for p in producers),
         reads=sum(len(c.reads) for c in consumers),
         duration_s=time.monotonic() - started,
+        replica_racks=replica_racks,
     )
+    if nemesis.probe_acks:
+        result.notes.append(
+            f"acknowledged includes {len(nemesis.probe_acks)} acks=all records of "
+            "partition_rack's writability probe (not counted as sent)"
+        )
     if not healthy:
         findings.stuck.append("the cluster was not healthy 60 s after the final heal")
     findings.stuck.extend(
