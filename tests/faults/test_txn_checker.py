@@ -441,7 +441,7 @@ def test_the_transactional_kinds_exist_and_need_transactional_ids() -> None:
     assert KILL_TXN_COORDINATOR in TXN_KINDS
     for kind in EVERY_KIND:
         assert callable(getattr(Nemesis, f"_{kind}", None)), kind
-    cluster: Any = SimpleNamespace(tmpfs_mount=None)
+    cluster: Any = SimpleNamespace(tmpfs_mount=None, racks=())
     plain = Nemesis(cluster, "t", None, None)  # type: ignore[arg-type]
     assert KILL_TXN_COORDINATOR not in plain.kinds()
     with_ids = Nemesis(cluster, "t", None, None, transactional_ids=["x"])  # type: ignore[arg-type]

@@ -9,6 +9,10 @@ reported that an application would stop on).
 ``--workload transactions`` (issue 19) runs transactional producers and read_committed
 consumers instead (``txn_run``); its default kinds are ``nemesis.TXN_KINDS`` (the
 restart-heavy mix and ``kill_txn_coordinator``), and its checks are ``txn_checker``'s.
+
+``--racks a,b,c`` (issue 32, records workload) gives broker i ``broker.rack`` =
+racks[(i - 1) mod len] (``--brokers 6 --racks a,b,c``: two brokers per rack) and adds the
+``partition_rack`` kind to the default kinds; that kind needs two racks or more.
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from tidelog.testing.faults.nemesis import ALL_KINDS, EVERY_KIND, MIXES, TXN_KINDS
+from tidelog.testing.faults.nemesis import (
+    ALL_KINDS,
+    EVERY_KIND,
+    MIXES,
+    PARTITION_RACK,
+    TXN_KINDS,
+)
 from tidelog.testing.faults.plots import try_write
 from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
 from tidelog.testing.faults.txn_run import TxnRunConfig, render_txn_report, run_transactions
@@ -44,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         "confluent-kafka transactional producers and read_committed consumers (issue 19)",
     )
     parser.add_argument("--faults", type=int, default=100)
+    parser.add_argument("--brokers", type=int, default=3, help="brokers (at least 3: RF=3)")
+    parser.add_argument(
+        "--racks",
+        type=rack_list,
+        default=(),
+        help="records workload: comma-separated rack names; broker i gets broker.rack = "
+        "racks[(i - 1) mod len], and the kinds include partition_rack",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=Path, default=None)
     parser.add_argument(
@@ -80,6 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def rack_list(text: str) -> tuple[str, ...]:
+    """``--racks a,b,c``: the rack names, none empty (as ``tidelog cluster up --racks``)."""
+    racks = tuple(part.strip() for part in text.split(","))
+    if not all(racks):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of rack names")
+    return racks
+
+
 def _kinds(
     parser: argparse.ArgumentParser, args: argparse.Namespace, transactions: bool
 ) -> tuple[str, ...]:
@@ -88,16 +114,23 @@ def _kinds(
         parser.error("--mix and --kinds exclude each other")
     if transactions and args.idempotent:
         parser.error("--idempotent is for the records workload (transactions are idempotent)")
-    known = EVERY_KIND if transactions else ALL_KINDS
+    if transactions and (args.racks or args.brokers != 3):
+        parser.error("--racks and --brokers are for the records workload")
+    if args.brokers < 3:
+        parser.error("--brokers must be at least 3 (the topic has RF=3)")
+    racked = len(set(args.racks)) > 1
+    known = EVERY_KIND if transactions else (*ALL_KINDS, PARTITION_RACK)
     if args.mix is not None:
         kinds = MIXES[args.mix]
     elif args.kinds is not None:
         kinds = tuple(k for k in args.kinds.split(",") if k)
     else:
-        kinds = TXN_KINDS if transactions else ALL_KINDS
+        kinds = TXN_KINDS if transactions else (*ALL_KINDS, *([PARTITION_RACK] * racked))
     unknown = sorted(set(kinds) - set(known))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; known: {', '.join(known)}")
+    if PARTITION_RACK in kinds and not racked:
+        parser.error(f"{PARTITION_RACK} needs --racks with two racks or more")
     return kinds
 
 
@@ -110,6 +143,8 @@ def main_records(args: argparse.Namespace, kinds: tuple[str, ...], argv: list[st
         keep_directory=args.dir is not None,
         time_limit_s=args.time_limit,
         idempotent=args.idempotent,
+        brokers=args.brokers,
+        racks=args.racks,
     )
     result = run(config, log=print_err)
     print(result.findings.summary())

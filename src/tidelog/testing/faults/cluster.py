@@ -16,6 +16,11 @@ signalled by their own PIDs) whose brokers are wired for network faults:
 - each broker reaches ZooKeeper through a proxy of its own (``zookeeper.connect``): cutting
   it partitions that broker from ZooKeeper (its session expires after
   ``zookeeper.session.timeout.ms``);
+- optionally racks (``racks=("a", "b", "c")``: broker i's ``broker.rack`` is
+  racks[(i - 1) mod len], as ``tidelog cluster up --racks``): ``cut_rack`` cuts every broker
+  of one rack off from everything outside it at once (its clients, ZooKeeper, and every peer
+  link to and from a broker of another rack, both ways), as a rack whose network uplink
+  fails; links between brokers of that rack stay up;
 - optionally one broker's log dir is a small tmpfs (``mount -t tmpfs``; root only), which
   the disk-full fault fills. ``stop()`` unmounts it.
 
@@ -68,9 +73,14 @@ class FaultCluster(LocalCluster):
         *,
         tmpfs_broker: int | None = None,
         tmpfs_size: str = "24m",
+        racks: Sequence[str] = (),
     ) -> None:
         super().__init__(
-            directory, brokers=brokers, overrides=overrides, metadata_view=_metadata_view
+            directory,
+            brokers=brokers,
+            overrides=overrides,
+            metadata_view=_metadata_view,
+            racks=racks,
         )
         self.proxies = ProxyLoop()
         self.broker_proxy: dict[int, LinkProxy] = {}
@@ -197,6 +207,24 @@ class FaultCluster(LocalCluster):
         for link in self.peer_links(broker_id):
             self.peer_proxy[link].heal()
         self.broker_proxy[broker_id].heal()
+
+    def rack_brokers(self, rack: str) -> list[int]:
+        """The brokers of ``rack`` (by ``rack_of``)."""
+        return [b for b in self.broker_ids if self.rack_of(b) == rack]
+
+    def cut_rack(self, rack: str) -> list[tuple[int, int]]:
+        """Cut every broker of ``rack`` off from everything outside the rack at once: its
+        clients, its ZooKeeper link, and every peer link between it and a broker of another
+        rack, both ways (links inside the rack stay up). Returns the peer links cut;
+        ``heal_links`` heals."""
+        brokers = self.rack_brokers(rack)
+        if not brokers:
+            raise ValueError(f"no broker in rack {rack!r} (racks: {list(self.racks)})")
+        for broker in brokers:
+            self.broker_proxy[broker].cut()
+            if broker in self.zk_proxy:  # (no ZooKeeper: only in the wiring's unit tests)
+                self.zk_proxy[broker].cut()
+        return self.partition(brokers)
 
     def unmount(self) -> None:
         if self.tmpfs_mount is not None:

@@ -43,6 +43,12 @@ partition_asymmetric  cut one link one way: a follower of a random partition can
 kill_txn_coordinator  (transactional workload only, issue 19) SIGKILL the transaction
                       coordinator of one of the workload's transactional ids (FindCoordinator,
                       key type 1), restart it after 0.5-3 s
+partition_rack        (a cluster with racks only, issue 32) cut every broker of one random
+                      rack off from everything outside it at once (clients, ZooKeeper, every
+                      peer link to another rack, both ways; links inside the rack stay up)
+                      for 1.2-1.5 session and until every partition accepted an acks=all
+                      record through the clients' proxies (``racks.probe_writable``,
+                      bounded by the heal timeout), heal
 ====================  ======================================================================
 
 Mixes (``MIXES``, ``--mix``): ``all`` is every kind; ``restarts`` only the kinds that kill,
@@ -50,11 +56,16 @@ pause past the session or restart brokers (the window in which a restarted broke
 clients before it knows the cluster again). ``TXN_KINDS`` (the transactional workload's
 default, ``--workload transactions``) is ``restarts`` plus ``kill_txn_coordinator``, which
 needs the transactional ids in use (``Nemesis(transactional_ids=...)``) and is not in
-``ALL_KINDS``. With ``health_topics`` (``__transaction_state``) the nemesis awaits those
-topics' ISRs too before it calls the cluster healthy.
+``ALL_KINDS``; nor is ``partition_rack``, which needs a cluster with two racks or more
+(``FaultCluster(racks=...)``, ``--racks``). With ``health_topics``
+(``__transaction_state``) the nemesis awaits those topics' ISRs too before it calls the
+cluster healthy.
 
 Network faults record in their detail the smallest ISR any broker's metadata showed for each
 partition just before the heal (the proof that a cut did cut replication).
+``partition_rack`` records besides, per partition, the offset of the acks=all record it
+accepted while the rack was away (``FaultRecord.writable``); the nemesis keeps those
+acknowledgements (``probe_acks``) for the checker.
 """
 
 from __future__ import annotations
@@ -71,6 +82,8 @@ from pathlib import Path
 
 from tidelog.testing.cluster import ClusterError
 from tidelog.testing.faults.cluster import FaultCluster
+from tidelog.testing.faults.racks import probe_writable
+from tidelog.testing.faults.workload import Ack
 
 _BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 
@@ -115,8 +128,11 @@ MIXES: Mapping[str, tuple[str, ...]] = {"all": ALL_KINDS, "restarts": RESTART_KI
 KILL_TXN_COORDINATOR = "kill_txn_coordinator"
 #: The transactional workload's default kinds: the restart-heavy mix and the coordinator.
 TXN_KINDS: tuple[str, ...] = (*RESTART_KINDS, KILL_TXN_COORDINATOR)
-#: Every kind the nemesis has (``ALL_KINDS`` and the transactional one).
-EVERY_KIND: tuple[str, ...] = (*ALL_KINDS, KILL_TXN_COORDINATOR)
+#: Issue 32: cut every broker of one rack off at once (only with ``FaultCluster(racks=...)``
+#: of two racks or more).
+PARTITION_RACK = "partition_rack"
+#: Every kind the nemesis has (``ALL_KINDS``, the transactional one and the rack one).
+EVERY_KIND: tuple[str, ...] = (*ALL_KINDS, KILL_TXN_COORDINATOR, PARTITION_RACK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +155,9 @@ class FaultRecord:
     #: Network faults: per partition, the smallest ISR any broker's metadata showed just
     #: before the heal (``Nemesis.smallest_isr``); empty for the other kinds.
     isr_before_heal: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: ``partition_rack``: per partition, the offset of the acks=all record it accepted while
+    #: the rack was away (a partition missing accepted none within the heal timeout).
+    writable: Mapping[int, int] = field(default_factory=dict)
 
 
 class Nemesis:
@@ -166,6 +185,9 @@ class Nemesis:
         self.log = log
         self.records: list[FaultRecord] = []
         self._isr_before_heal: dict[int, tuple[int, ...]] = {}
+        self._writable: dict[int, int] = {}
+        #: ``partition_rack``'s acknowledged probe records (the checker holds to them too).
+        self.probe_acks: list[Ack] = []
         #: Brokers that did not stop or start when told to (with their exit codes).
         self.harness_errors: list[str] = []
 
@@ -183,6 +205,7 @@ class Nemesis:
             for k in EVERY_KIND
             if (k != "disk_full" or self.cluster.tmpfs_mount is not None)
             and (k != KILL_TXN_COORDINATOR or self.transactional_ids)
+            and (k != PARTITION_RACK or len(set(self.cluster.racks)) > 1)
         ]
 
     def wait_healthy(self, timeout_s: float) -> bool:
@@ -206,6 +229,7 @@ class Nemesis:
     def run_one(self, index: int, kind: str) -> FaultRecord:
         start = time.monotonic()
         self._isr_before_heal = {}
+        self._writable = {}
         try:
             target, detail = getattr(self, f"_{kind}")()
         except ClusterError as exc:
@@ -231,6 +255,7 @@ class Nemesis:
             healthy,
             detail,
             self._isr_before_heal,
+            self._writable,
         )
         self.records.append(record)
         self.log(
@@ -382,6 +407,49 @@ class Nemesis:
         self.cluster.heal_link(follower, leader)
         return follower, f"{follower} -> {leader} cut one way {seconds:.1f}s; {isr}"
 
+    def _partition_rack(self) -> tuple[int | None, str]:
+        rack = self.rng.choice(sorted(set(self.cluster.racks)))
+        brokers = self.cluster.rack_brokers(rack)
+        partitions = len(self.cluster.partitions(self.topic))
+        seconds = self.rng.uniform(self.t.session_s * 1.2, self.t.session_s * 1.5)
+        outside = [b for b in self.cluster.broker_ids if b not in brokers]
+        leaders = self._leaders(outside)
+        begin = time.monotonic()
+        links = self.cluster.cut_rack(rack)
+        acks = probe_writable(
+            self.cluster.client_bootstrap,
+            self.topic,
+            partitions,
+            begin + self.t.heal_timeout_s,
+            f"f{len(self.records)}",
+        )
+        self.probe_acks.extend(acks)
+        for a in acks:
+            self._writable.setdefault(a.partition, a.offset)
+        writable_after = time.monotonic() - begin
+        time.sleep(max(0.0, begin + seconds - time.monotonic()))
+        moved = self._leaders(outside)
+        isr = self.smallest_isr()
+        away = time.monotonic() - begin
+        self.cluster.heal_links()
+        led = sorted(p for p, b in leaders.items() if b in brokers)
+        return None, (
+            f"rack {rack} (brokers {brokers}) cut off {away:.1f}s ({len(links)} peer links, "
+            f"their clients and ZooKeeper); it led {[f'p{p}' for p in led]}, leaders then "
+            f"{_leader_list(moved)}; {len(self._writable)} of {partitions} partitions took an "
+            f"acks=all record ({writable_after:.1f}s after the cut); {isr}"
+        )
+
+    def _leaders(self, brokers: Sequence[int]) -> dict[int, int]:
+        """Each partition's leader (-1: none) as the first of ``brokers`` that answers says
+        (over its real port; ``FaultCluster.partitions`` asks only brokers with no cut link,
+        none while a rack is cut away)."""
+        for broker in brokers:
+            md = self.cluster.metadata_of(broker, [self.topic])
+            if md is not None and self.topic in md.topics:
+                return {p: m.leader_id for p, m in md.topics[self.topic].partitions.items()}
+        return {}
+
     def smallest_isr(self) -> str:
         """Per partition, the smallest ISR any broker's metadata shows now (over the real
         listeners): ``isr p0 [1, 3] p1 [1, 2, 3]``; the proof a network fault cut
@@ -464,6 +532,10 @@ class Nemesis:
                             f"start of broker {broker} (attempt {attempt + 1}) failed: "
                             + " | ".join(str(exc).splitlines()[-2:])
                         )
+
+
+def _leader_list(leaders: Mapping[int, int]) -> str:
+    return " ".join(f"p{p}:{b}" for p, b in sorted(leaders.items()))
 
 
 def fill(path: Path) -> int:

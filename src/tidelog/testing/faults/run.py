@@ -28,7 +28,7 @@ from tidelog.testing.faults.checker import (
 )
 from tidelog.testing.faults.clients import AiokafkaProducerWorker, KafkaPythonProducerWorker
 from tidelog.testing.faults.cluster import FaultCluster
-from tidelog.testing.faults.nemesis import ALL_KINDS, FaultRecord, Nemesis, Timings
+from tidelog.testing.faults.nemesis import ALL_KINDS, EVERY_KIND, FaultRecord, Nemesis, Timings
 from tidelog.testing.faults.plots import figure_lines
 from tidelog.testing.faults.workload import (
     CLIENTS,
@@ -68,6 +68,9 @@ class RunConfig:
     time_limit_s: float | None = None
     #: Producers with ``enable.idempotence=true``: then a duplicate is a failure (issue 9).
     idempotent: bool = False
+    #: Issue 32: broker i's ``broker.rack`` is racks[(i - 1) mod len] (none when empty); the
+    #: topic is then placed rack-aware, and ``partition_rack`` can cut a rack away.
+    racks: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,9 @@ class RunResult:
     client_errors: list[ClientError] = field(default_factory=list)
     #: Client-visible errors of the (confluent-kafka) consumers.
     consumer_errors: int = 0
+    #: Per partition, the racks of its replicas (in replica order) as Metadata gave them
+    #: after the final heal (None: a broker without a rack).
+    replica_racks: dict[int, tuple[str | None, ...]] = field(default_factory=dict)
 
 
 def _overrides(config: RunConfig) -> dict[str, str]:
@@ -250,6 +256,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         overrides=_overrides(config),
         tmpfs_broker=config.brokers if use_tmpfs else None,
         tmpfs_size=config.tmpfs_size,
+        racks=config.racks,
     )
     started = time.monotonic()
     producers: list[ProducerWorkerBase] = []
@@ -285,9 +292,10 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             c.stop()
         final, hws = final_read(cluster.admin_bootstrap, topic, config.partitions)
         replicas = {p: list(m.replicas) for p, m in cluster.partitions(topic).items()}
+        racks = replica_racks(cluster, replicas)
         cluster.stop(unmount=False)  # the tmpfs log dir is compared below
         findings = check_histories(
-            [a for p in producers for a in p.history.acks],
+            [a for p in producers for a in p.history.acks] + nemesis.probe_acks,
             [r for c in consumers for r in c.reads],
             final,
             hws,
@@ -306,6 +314,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             consumers=consumers,
             healthy=healthy,
             started=started,
+            replica_racks=racks,
         )
     finally:
         for p in producers:
@@ -313,6 +322,15 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
         cluster.stop()
         if not config.keep_directory and config.directory is None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def replica_racks(
+    cluster: FaultCluster, replicas: dict[int, list[int]]
+) -> dict[int, tuple[str | None, ...]]:
+    """Per partition, its replicas' racks as the brokers registered them (Metadata)."""
+    md = cluster.metadata([])
+    registered = {} if md is None else {b: m.rack for b, m in md.brokers.items()}
+    return {p: tuple(registered.get(b) for b in r) for p, r in replicas.items()}
 
 
 def _start_producers(
@@ -347,6 +365,7 @@ def _result(
     consumers: Sequence[ConsumerWorker],
     healthy: bool,
     started: float,
+    replica_racks: dict[int, tuple[str | None, ...]],
 ) -> RunResult:
     """The run's figures and the findings the histories alone do not give (stuck, client
     errors)."""
@@ -361,7 +380,13 @@ def _result(
         failed_deliveries=sum(len(p.history.failed) for p in producers),
         reads=sum(len(c.reads) for c in consumers),
         duration_s=time.monotonic() - started,
+        replica_racks=replica_racks,
     )
+    if nemesis.probe_acks:
+        result.notes.append(
+            f"acknowledged includes {len(nemesis.probe_acks)} acks=all records of "
+            "partition_rack's writability probe (not counted as sent)"
+        )
     if not healthy:
         findings.stuck.append("the cluster was not healthy 60 s after the final heal")
     findings.stuck.extend(
@@ -400,7 +425,8 @@ METHOD = """## How it works
   connections at them). So the nemesis can cut one broker off from clients and peers
   (`isolate_broker`), from ZooKeeper (`partition_zk`), split the brokers from each other
   while ZooKeeper and clients still see everyone (`partition_brokers`), or cut one link
-  one way (`partition_asymmetric`), and heal (held bytes flow again, as after a real
+  one way (`partition_asymmetric`), cut every broker of one rack off at once
+  (`partition_rack`, with racks), and heal (held bytes flow again, as after a real
   partition). One broker's log dir is a small tmpfs for the disk-full fault. The kinds
   are listed in `tidelog/testing/faults/nemesis.py` and docs/faults.md.
 - **Workload**: producers of three clients (confluent-kafka, kafka-python, aiokafka), all
@@ -482,7 +508,9 @@ def _setup_lines(c: RunConfig, command: str, code: str | None) -> list[str]:
         "",
         f"Code: tidelog commit {code or code_version()}.",
         "",
-        f"Cluster: {c.brokers} brokers + ZooKeeper on loopback, topic with {c.partitions} "
+        f"Cluster: {c.brokers} brokers + ZooKeeper on loopback"
+        + (f" in racks {', '.join(c.racks)} (`broker.rack`)" if c.racks else "")
+        + f", topic with {c.partitions} "
         f"partitions, RF=3, `min.insync.replicas=2`, `unclean.leader.election.enable=false`, "
         f"producers with `acks=all` ({c.producers} confluent-kafka, "
         f"{c.kafka_python_producers} kafka-python, {c.aiokafka_producers} aiokafka; one request "
@@ -561,7 +589,7 @@ def _fault_kind_lines(result: RunResult) -> list[str]:
         "| kind | count | longest unavailability (s) | not healthy within the heal timeout |",
         "|---|---:|---:|---:|",
     ]
-    for kind in ALL_KINDS:
+    for kind in EVERY_KIND:
         if by_kind[kind]:
             lines.append(f"| {kind} | {by_kind[kind]} | {worst[kind]:.1f} | {unhealthy[kind]} |")
     lines += [
