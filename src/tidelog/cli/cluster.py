@@ -1,5 +1,6 @@
 """``tidelog cluster up|status|down|kill|restart|pause|resume``: a local cluster (``--hosts N``:
-one on N network namespaces, ``tidelog.cli.cluster_hosts``).
+one on N network namespaces, ``tidelog.cli.cluster_hosts``); ``status --bootstrap-server``
+reports a deployed cluster's health instead (``tidelog.cli.cluster_remote``).
 
 Drives ``tidelog.cli.launcher.LocalCluster``; every invocation re-attaches to the cluster
 through ``<dir>/cluster.json``, so ``up`` returns once the cluster serves and later commands
@@ -11,12 +12,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tidelog.cli import cluster_hosts
+from tidelog.cli import cluster_hosts, cluster_remote
 from tidelog.cli.launcher import LocalCluster
 from tidelog.cli.local_security import CLIENT_PROPERTIES, MODES
 from tidelog.cli.main import COMMANDS
 from tidelog.cli.output import (
     CommandError,
+    UsageError,
     add_json_flag,
     format_table,
     parse_key_value,
@@ -85,8 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
     add_json_flag(up)
-    status = add("status", "brokers, PIDs, ports, liveness and the controller")
+    status = add(
+        "status",
+        "brokers, PIDs, ports, liveness and the controller of --dir's cluster; with "
+        "--bootstrap-server, a deployed cluster's health (exit 0 healthy, 3 degraded, "
+        "4 critical)",
+    )
     add_json_flag(status)
+    cluster_remote.add_arguments(status)
     down = add("down", "stop every broker and ZooKeeper (by recorded PID)")
     down.add_argument("--purge", action="store_true", help="also delete the directory")
     for name, help_text in (
@@ -174,6 +182,10 @@ def print_status(cluster: LocalCluster, as_json: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     directory: Path = args.dir
+    if args.action == "status" and args.bootstrap_server:
+        return cluster_remote.run(args)
+    if args.action == "status":
+        _refuse_remote_options(args)
     try:
         if args.action == "up":
             _up(directory, args)
@@ -184,6 +196,20 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterError, ZooKeeperStartError, NetnsError) as exc:
         raise CommandError(str(exc)) from exc
     return 0
+
+
+def _refuse_remote_options(args: argparse.Namespace) -> None:
+    """``status`` of a directory with an option only a deployed cluster's status takes."""
+    for flag, given in (
+        ("--zookeeper", args.zookeeper is not None),
+        ("--command-config", args.command_config is not None),
+    ):
+        if given:
+            raise UsageError(
+                f"{flag} needs --bootstrap-server",
+                hint="`cluster status --bootstrap-server H:P [--zookeeper H:P]` reports a "
+                "deployed cluster; without it, the cluster in --dir",
+            )
 
 
 def _up(directory: Path, args: argparse.Namespace) -> None:

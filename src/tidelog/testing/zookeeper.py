@@ -16,7 +16,7 @@ and a ``myid`` file, binds its client and quorum ports to its own ``host`` addre
 run behind an ``argv_prefix`` (``ip netns exec NS``: ``tidelog.testing.hosts``). Its members
 are ``launch()``-ed together and then each ``wait_serving()``: one member alone never serves.
 Members answer the four-letter words ``srvr``, ``ruok`` and ``mntr``; ``mode()`` reads
-``Mode: leader|follower`` from ``srvr``.
+``Mode: leader|follower`` from ``srvr`` (``tidelog.zk.four_letter``).
 
 Exceptions::
 
@@ -30,7 +30,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,9 @@ from typing import Final, Self
 from tidelog.errors import TidelogError
 from tidelog.testing.processes import free_port
 from tidelog.zk import probe_session
+from tidelog.zk.four_letter import srvr_mode
+
+__all__ = ["ZooKeeperProcess", "ZooKeeperStartError", "default_classpath", "srvr_mode"]
 
 #: Where Debian installs ZooKeeper's jar and the jars its server needs beyond its manifest's
 #: Class-Path (a log4j binding for slf4j, and the netty pieces the manifest leaves out).
@@ -88,23 +90,6 @@ def default_classpath() -> str:
             f"`zookeeper` package (make venv does) or set {CLASSPATH_ENV}"
         )
     return os.pathsep.join(str(jar) for jar in jars)
-
-
-def srvr_mode(host: str, port: int, timeout_s: float = 2.0) -> str | None:
-    """``leader``, ``follower`` or ``standalone`` from the ``srvr`` four-letter word; None when
-    the server does not answer it (not running, not in a quorum, or 4lw off)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(b"srvr")
-            chunks = []
-            while chunk := sock.recv(4096):
-                chunks.append(chunk)
-    except OSError:
-        return None
-    for line in b"".join(chunks).decode(errors="replace").splitlines():
-        if line.startswith("Mode:"):
-            return line.partition(":")[2].strip()
-    return None
 
 
 class ZooKeeperProcess:
