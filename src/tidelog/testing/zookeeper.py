@@ -8,7 +8,8 @@ the server by its own PID: SIGTERM, then SIGKILL after a grace period. Used by t
 integration tests (``tests/integration/zk/conftest.py``) and by ``tidelog.testing.cluster``
 (``tidelog cluster up``).
 
-The four-letter words and the AdminServer are off; the server log is
+The AdminServer and every four-letter word but ``srvr`` are off (ZooKeeper answers ``srvr``
+whatever its whitelist says: ``zkServer.sh status`` needs it); the server log is
 ``<data_dir>/zookeeper.log``.
 
 An ensemble member (``ensemble={id: address}``, ``server_id``) gets the ``server.N=`` lines
@@ -267,7 +268,8 @@ class ZooKeeperProcess:
             "minSessionTimeout": str(self.min_session_timeout_ms),
             "maxSessionTimeout": str(self.max_session_timeout_ms),
             "admin.enableServer": "false",
-            # An empty whitelist disables every four-letter word (the default allows srvr).
+            # An empty whitelist turns off every four-letter word but srvr, which ZooKeeper
+            # always answers (``tidelog cluster status`` reads a lone server's mode from it).
             "4lw.commands.whitelist": "",
             "maxClientCnxns": "0",
             "autopurge.purgeInterval": "0",
