@@ -43,9 +43,10 @@ BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
         ),
         ({**BOOT, "subscribe": "t", "nosuch": "1"}, True, "unknown option 'nosuch'"),
         (
-            {**BOOT, "subscribe": "t", "kafka.group.id": "g"},
+            {**BOOT, "subscribe": "t", "groupIdPrefix": "g"},
             True,
-            "option 'kafka.group.id' of Spark's Kafka connector is not supported by tidelog",
+            "of Spark's Kafka connector is not supported by tidelog: tidelog reads use no "
+            "consumer group",
         ),
         (
             {**BOOT, "subscribe": "t", "startingOffsets": "earliest", "startingTimestamp": "5"},

@@ -13,7 +13,9 @@ admission control, splitting; pure), and the connector's IO, no Spark in it: ``e
 (its exceptions), ``session`` (connections and retries), ``offset_reader`` (the driver's
 look-ups), ``decode`` (fetched batches into Arrow columns), ``read_loop`` (an executor's
 offset range), ``producer`` (writes), ``transactions`` (the ``exactlyOnce`` sink's
-transactions, docs/exactly-once.md); ``source`` (the Spark classes).
+transactions, docs/exactly-once.md); ``source`` (the Spark classes). ``progress``: offsets
+behind latest from a query's progress (and a listener), and ``commitOffsetsToGroup``'s
+commits (docs/spark.md, "Progress").
 """
 
 from __future__ import annotations

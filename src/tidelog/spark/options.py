@@ -71,6 +71,8 @@ READ_OPTIONS: Final = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
     "fetch.max.bytes",
+    "commitOffsetsToGroup",
+    "kafka.group.id",
     *SECURITY_OPTIONS,
 )
 WRITE_OPTIONS: Final = (
@@ -87,7 +89,6 @@ WRITE_OPTIONS: Final = (
 )
 #: Options of Spark's Kafka connector that tidelog does not offer (named in the error).
 _UNSUPPORTED: Final = {
-    "kafka.group.id": "tidelog reads commit no consumer-group offsets; checkpoints hold them",
     "groupidprefix": "tidelog reads use no consumer group",
     "minoffsetspertrigger": "Python data sources get one read limit; use maxOffsetsPerTrigger",
     "maxtriggerdelay": "Python data sources get one read limit; use maxOffsetsPerTrigger",
@@ -384,6 +385,9 @@ class ReadOptions:
     read_committed: bool = True
     #: Rule 3: the client's security properties (never in the repr).
     security_properties: SecurityProperties = field(default=(), repr=False)
+    #: ``commitOffsetsToGroup`` with ``kafka.group.id``: the consumer group a stream commits
+    #: its offsets to after each micro-batch (``tidelog.spark.progress``); None: no commits.
+    commit_group: str | None = None
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -455,7 +459,30 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fetch_max_bytes=fetch_max,
         read_committed=_read_committed(options),
         security_properties=_security(options),
+        commit_group=_commit_group(options, streaming),
     )
+
+
+def _commit_group(options: Mapping[str, str], streaming: bool) -> str | None:
+    """``commitOffsetsToGroup`` (default false) and the ``kafka.group.id`` it commits to."""
+    commit = _bool(options, "commitOffsetsToGroup", False)
+    raw = _get(options, "kafka.group.id")
+    group = raw.strip() if raw is not None else None
+    if not commit:
+        if group is not None:
+            raise SparkOptionError(
+                "option 'kafka.group.id' applies only with commitOffsetsToGroup=true "
+                "(tidelog reads join no consumer group; Spark's checkpoint holds the offsets)"
+            )
+        return None
+    if not streaming:
+        raise SparkOptionError("option 'commitOffsetsToGroup' is for streaming queries only")
+    if not group:
+        raise SparkOptionError(
+            "option 'commitOffsetsToGroup' needs 'kafka.group.id': the consumer group to "
+            "commit the query's offsets to"
+        )
+    return group
 
 
 def _check_spec_against_subscription(

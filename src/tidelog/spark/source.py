@@ -67,6 +67,7 @@ from tidelog.spark.options import (
     parse_write_options,
 )
 from tidelog.spark.producer import Producer
+from tidelog.spark.progress import GroupCommitter
 from tidelog.spark.read_loop import read_range, report_loss
 from tidelog.spark.transactions import (
     TransactionalProducer,
@@ -219,6 +220,13 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: past them.
         self._target: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
+        #: commitOffsetsToGroup: commits each finished micro-batch's end offsets
+        #: (``tidelog.spark.progress`` rules 3-6).
+        self._group = (
+            GroupCommitter(options.commit_group, options.request_timeout_ms)
+            if options.commit_group is not None
+            else None
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the reader pickled for read(): no client travels with it.
@@ -246,6 +254,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_json(start)
+        self._commit_to_group(begin)  # the micro-batch before has finished (progress rule 4)
         tps = self.offsets.partitions()
         gone = sorted(set(begin) - set(tps))
         if gone:
@@ -307,7 +316,13 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.options, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        pass  # nothing to release: offsets live in Spark's checkpoint
+        # Nothing to release: offsets live in Spark's checkpoint. commitOffsetsToGroup: the
+        # group gets them too (mostly done already by latestOffset, progress rule 4).
+        self._commit_to_group(from_json(end))
+
+    def _commit_to_group(self, offsets: dict[TopicPartition, int]) -> None:
+        if self._group is not None:
+            self._group.commit(offsets, self.offsets.session)
 
     def stop(self) -> None:
         if self._offsets is not None:
