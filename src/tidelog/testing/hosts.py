@@ -11,8 +11,11 @@ in the root namespace at 10.a.b.254, host i at 10.a.b.i), then in host i (from 1
 and returns once the ensemble has one leader (``srvr``: ``Mode: leader``, the others
 ``follower``) and every broker answers ApiVersions at its address
 (and, given a ``metadata_view``, lists every broker). Clients run in the root namespace.
-``link_down(i)`` / ``link_up(i)`` partition host i and heal it. Everything is recorded in
-``<dir>/hosts.json`` as soon as it exists (the PIDs, and every namespace and link made), so
+``link_down(i)`` / ``link_up(i)`` partition host i and heal it. ``stop_broker(i)`` (SIGTERM: a
+controlled shutdown) / ``start_broker(i)`` (with the server.properties on disk, edits kept)
+and ``stop_zookeeper(i)`` / ``start_zookeepers([i, ...])`` take one host's processes through
+an operator's steps (docs/deploy.md: rolling restart, ZooKeeper backup and restore).
+Everything is recorded in ``<dir>/hosts.json`` as soon as it exists (the PIDs, and every namespace and link made), so
 ``HostsCluster.attach(dir).stop()`` from another process (``tidelog cluster down``) stops the
 processes by PID and removes exactly the namespaces and links this cluster made::
 
@@ -418,13 +421,15 @@ class HostsCluster:
         self._children.remove(child)
         return child.wait(10.0)
 
-    def start_broker(self, host: int, timeout_s: float = 60.0) -> None:
+    def start_broker(self, host: int, timeout_s: float = 60.0, *, wait: bool = True) -> None:
         """Start host ``host``'s stopped broker with its server.properties as it is now on
-        disk (an operator's edits kept) and wait until it answers ApiVersions."""
+        disk (an operator's edits kept) and (``wait``) until it answers ApiVersions."""
         info = self.host(host)
         if self.broker_state(host) != "stopped":
             raise ClusterError(f"broker {host} is still running (pid {info.broker_pid})")
         self._spawn_broker(info)
+        if not wait:
+            return
         info = self.host(host)
         deadline = time.monotonic() + timeout_s
         while not api_versions_round_trip(info.address, BROKER_PORT, timeout=1.0):

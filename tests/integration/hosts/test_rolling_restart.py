@@ -16,7 +16,13 @@ from confluent_kafka import TopicPartition as CTopicPartition
 
 from tests.harness import wait_until
 from tests.integration.cluster.helpers import BackgroundProducer
-from tests.integration.hosts.guide import tidelog, under_replicated, wait_fully_replicated
+from tests.integration.hosts.guide import (
+    GUIDE_BOOTSTRAP,
+    run_guide_block,
+    tidelog,
+    under_replicated,
+    wait_fully_replicated,
+)
 from tidelog.testing.hosts import HostsCluster
 
 pytestmark = pytest.mark.integration
@@ -39,17 +45,17 @@ def consume_everything(bootstrap: str, expected: int) -> list[bytes]:
     )
     consumer.assign([CTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     got: list[bytes] = []
+
+    def take(timeout_s: float) -> int:
+        for msg in consumer.consume(1000, timeout_s):
+            value = msg.value()
+            if msg.error() is None and value is not None:
+                got.append(value)
+        return len(got)
+
     try:
-
-        def enough() -> bool:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error() is None:
-                    got.append(msg.value())
-            return len(got) >= expected
-
-        wait_until(enough, 60, f"{expected} records from {TOPIC}")
-        # Anything past the acknowledged records (a duplicate) arrives too.
-        got.extend(m.value() for m in consumer.consume(1000, 2.0) if m.error() is None)
+        wait_until(lambda: take(0.5) >= expected, 60, f"{expected} records from {TOPIC}")
+        take(2.0)  # anything past the acknowledged records (a duplicate) arrives too
     finally:
         consumer.close()
     return got
@@ -108,7 +114,7 @@ def test_a_rolling_restart_under_an_idempotent_producer_fails_no_delivery(
             producer.wait_for_acks(50, timeout=60)
         # Leadership back to each partition's first replica (auto.leader.rebalance.enable
         # does it within leader.imbalance.check.interval.seconds; the guide runs it at once).
-        election = tidelog("elect-leaders", "--bootstrap-server", bootstrap, "--preferred")
+        election = run_guide_block("preferred-election", {GUIDE_BOOTSTRAP: bootstrap}).stdout
         producer.wait_for_acks(50, timeout=60)
     assert not producer.failed, producer.failed[:3]
     described = wait_until(
