@@ -15,9 +15,10 @@ and returns once the ensemble has one leader (``srvr``: ``Mode: leader``, the ot
 controlled shutdown) / ``start_broker(i)`` (with the server.properties on disk, edits kept)
 and ``stop_zookeeper(i)`` / ``start_zookeepers([i, ...])`` take one host's processes through
 an operator's steps (docs/deploy.md: rolling restart, ZooKeeper backup and restore).
-Everything is recorded in ``<dir>/hosts.json`` as soon as it exists (the PIDs, and every namespace and link made), so
-``HostsCluster.attach(dir).stop()`` from another process (``tidelog cluster down``) stops the
-processes by PID and removes exactly the namespaces and links this cluster made::
+Everything is recorded in ``<dir>/hosts.json`` as soon as it exists (the PIDs, and every
+namespace and link made), so ``HostsCluster.attach(dir).stop()`` from another process
+(``tidelog cluster down``) stops the processes by PID and removes exactly the namespaces and
+links this cluster made::
 
     <dir>/hosts.json                   names, addresses, PIDs, what was made (the state file)
     <dir>/host-N/zookeeper/            zoo.cfg, data/myid, zookeeper.log
