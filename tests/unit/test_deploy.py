@@ -154,3 +154,13 @@ def test_the_guides_zoo_cfg_is_the_tested_ensemble_members(tmp_path: Path) -> No
 )
 def test_the_blocks_the_host_tests_run_are_in_the_guide(name: str) -> None:
     assert guide_block(name).strip()
+
+
+def test_every_metric_the_guide_alerts_on_is_on_the_dashboard() -> None:
+    """So each is served by the brokers: test_grafana_dashboard.py scrapes every name the
+    dashboard uses."""
+    section = GUIDE.read_text(encoding="utf-8").split("## What to monitor", 1)[1]
+    names = re.findall(r"^\| `([a-z_]+)`", section, re.M)
+    assert len(names) >= 8, section
+    dashboard = (ROOT / "deploy" / "grafana" / "tidelog-dashboard.json").read_text()
+    assert [n for n in names if n not in dashboard] == []
