@@ -11,10 +11,14 @@ in the root namespace at 10.a.b.254, host i at 10.a.b.i), then in host i (from 1
 and returns once the ensemble has one leader (``srvr``: ``Mode: leader``, the others
 ``follower``) and every broker answers ApiVersions at its address
 (and, given a ``metadata_view``, lists every broker). Clients run in the root namespace.
-``link_down(i)`` / ``link_up(i)`` partition host i and heal it. Everything is recorded in
-``<dir>/hosts.json`` as soon as it exists (the PIDs, and every namespace and link made), so
-``HostsCluster.attach(dir).stop()`` from another process (``tidelog cluster down``) stops the
-processes by PID and removes exactly the namespaces and links this cluster made::
+``link_down(i)`` / ``link_up(i)`` partition host i and heal it. ``stop_broker(i)`` (SIGTERM: a
+controlled shutdown) / ``start_broker(i)`` (with the server.properties on disk, edits kept)
+and ``stop_zookeeper(i)`` / ``start_zookeepers([i, ...])`` take one host's processes through
+an operator's steps (docs/deploy.md: rolling restart, ZooKeeper backup and restore).
+Everything is recorded in ``<dir>/hosts.json`` as soon as it exists (the PIDs, and every
+namespace and link made), so ``HostsCluster.attach(dir).stop()`` from another process
+(``tidelog cluster down``) stops the processes by PID and removes exactly the namespaces and
+links this cluster made::
 
     <dir>/hosts.json                   names, addresses, PIDs, what was made (the state file)
     <dir>/host-N/zookeeper/            zoo.cfg, data/myid, zookeeper.log
@@ -299,10 +303,19 @@ class HostsCluster:
         return self.network is not None and bool(self.network.made)
 
     def _start_ensemble(self, deadline: float) -> None:
+        self._launch_zookeepers([h.host for h in self._require_state().hosts], deadline)
+        while not ensemble_settled(self.ensemble_modes()):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the ensemble did not settle: {self.ensemble_modes()}")
+            time.sleep(0.1)
+
+    def _launch_zookeepers(self, hosts: list[int], deadline: float) -> None:
+        """Launch the members on ``hosts`` together, then wait until each serves."""
         network = self.network
         assert network is not None
         ensemble = {h.host: h.address for h in self._require_state().hosts}
-        for info in self._require_state().hosts:
+        for host in hosts:
+            info = self.host(host)
             zk = ZooKeeperProcess(
                 info.zookeeper_dir,
                 client_port=ZOOKEEPER_PORT,
@@ -314,12 +327,8 @@ class HostsCluster:
             zk.launch()
             self._zookeepers[info.host] = zk
             self._update_host(replace(info, zookeeper_pid=zk.pid))
-        for zk in self._zookeepers.values():
-            zk.wait_serving(max(5.0, deadline - time.monotonic()))
-        while not ensemble_settled(self.ensemble_modes()):
-            if time.monotonic() > deadline:
-                raise ClusterError(f"the ensemble did not settle: {self.ensemble_modes()}")
-            time.sleep(0.1)
+        for host in hosts:
+            self._zookeepers[host].wait_serving(max(5.0, deadline - time.monotonic()))
 
     def ensemble_modes(self) -> dict[int, str | None]:
         """Each member's ``Mode`` from ``srvr`` (None: it does not answer, e.g. cut off or
@@ -342,9 +351,13 @@ class HostsCluster:
         }
 
     def _launch_broker(self, info: HostInfo) -> None:
-        assert self.network is not None
         info.broker_dir.mkdir(parents=True, exist_ok=True)
         write_properties(info.broker_config, self.broker_properties(info))
+        self._spawn_broker(info)
+
+    def _spawn_broker(self, info: HostInfo) -> None:
+        """Start host ``info``'s broker with its server.properties as it is on disk."""
+        assert self.network is not None
         argv = [
             *self.network.exec_prefix(info.host),
             *broker_command(self.python, info.broker_config, self.event_loop),
@@ -394,6 +407,51 @@ class HostsCluster:
         self.host(host)
         assert self.network is not None
         self.network.link_up(host)
+
+    # -- one host's processes, stopped and started as an operator does (docs/deploy.md) ------
+
+    def stop_broker(self, host: int, timeout_s: float = 60.0) -> int | None:
+        """SIGTERM host ``host``'s broker (a controlled shutdown, as ``systemctl stop``
+        with deploy/tidelog.service does) and wait until it is gone; SIGKILL after
+        ``timeout_s``. Returns its exit status when this process started it."""
+        info = self.host(host)
+        child = next((c for c in self._children if c.pid == info.broker_pid), None)
+        _stop_pids([(info.broker_pid, str(info.broker_config))], timeout_s)
+        if child is None:
+            return None
+        self._children.remove(child)
+        return child.wait(10.0)
+
+    def start_broker(self, host: int, timeout_s: float = 60.0, *, wait: bool = True) -> None:
+        """Start host ``host``'s stopped broker with its server.properties as it is now on
+        disk (an operator's edits kept) and (``wait``) until it answers ApiVersions."""
+        info = self.host(host)
+        if self.broker_state(host) != "stopped":
+            raise ClusterError(f"broker {host} is still running (pid {info.broker_pid})")
+        self._spawn_broker(info)
+        if not wait:
+            return
+        info = self.host(host)
+        deadline = time.monotonic() + timeout_s
+        while not api_versions_round_trip(info.address, BROKER_PORT, timeout=1.0):
+            self._check_deadline(info, deadline, "did not answer ApiVersions")
+            time.sleep(0.1)
+
+    def stop_zookeeper(self, host: int) -> None:
+        """SIGTERM host ``host``'s ensemble member and wait until it is gone."""
+        info = self.host(host)
+        zk = self._zookeepers.pop(host, None)
+        if zk is not None:
+            zk.stop()
+        _stop_pids([(info.zookeeper_pid, str(info.zookeeper_dir / "zoo.cfg"))], 10.0)
+
+    def start_zookeepers(self, hosts: list[int], timeout_s: float = 60.0) -> None:
+        """Start the stopped members on ``hosts`` together (a member alone never serves:
+        start a quorum at once) and wait until each serves a session."""
+        running = [h for h in hosts if self.zookeeper_state(h) != "stopped"]
+        if running:
+            raise ClusterError(f"ZooKeeper is still running on hosts {running}")
+        self._launch_zookeepers(hosts, time.monotonic() + timeout_s)
 
     # -- status and teardown ------------------------------------------------------------------
 

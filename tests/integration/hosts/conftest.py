@@ -22,6 +22,13 @@ HOSTS_OVERRIDES = {
     "replica.lag.time.max.ms": "4000",
     "min.insync.replicas": "2",
 }
+#: The operator's guide's settings on top (docs/deploy.md): znodes closed to other ZooKeeper
+#: clients, owned by tidelog's digest identity.
+GUIDE_OVERRIDES = {
+    **HOSTS_OVERRIDES,
+    "zookeeper.set.acl": "true",
+    "tidelog.zookeeper.digest": "tidelog:a-long-random-password",
+}
 
 
 def _netns_unavailable() -> str | None:
@@ -49,6 +56,27 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
         tmp_path_factory.mktemp("hosts"),
         hosts=3,
         overrides=HOSTS_OVERRIDES,
+        metadata_view=client_metadata_view,
+    )
+    try:
+        cluster.start(timeout_s=60.0)
+        yield cluster
+    finally:
+        errors = cluster.stop()
+        assert errors == [], errors
+
+
+@pytest.fixture(scope="module")
+def guide_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
+    """Three hosts with the guide's settings (``GUIDE_OVERRIDES``), one cluster per module:
+    the tests that restart or stop processes leave it as they found it or end with it."""
+    reason = _netns_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = HostsCluster(
+        tmp_path_factory.mktemp("guide-hosts"),
+        hosts=3,
+        overrides=GUIDE_OVERRIDES,
         metadata_view=client_metadata_view,
     )
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Final
 
 from tidelog.aio import wait_for
 from tidelog.client.errors import ClientError
@@ -26,8 +27,13 @@ from tidelog.zk import ZkClient, ZkError
 
 log = logging.getLogger(__name__)
 
+#: How long a stopping broker asks the controller to move its leaderships (Kafka bounds it
+#: by controlled.shutdown.max.retries; deploy/tidelog.service's TimeoutStopSec exceeds it).
+CONTROLLED_SHUTDOWN_TIMEOUT_S: Final = 10.0
 #: How often (every 0.1 s) to look whether the LeaderAndIsr that demotes us has arrived.
 _DEMOTION_CHECKS = 50
+#: The longest wait for that LeaderAndIsr after the controller said yes.
+DEMOTION_WAIT_S: Final = _DEMOTION_CHECKS * 0.1
 #: Pause between two attempts.
 _RETRY_PAUSE_S = 0.5
 
@@ -133,4 +139,4 @@ class ControlledShutdown:
         return error_code_of(response.error_code), len(response.remaining_partitions)
 
 
-__all__ = ["ControlledShutdown"]
+__all__ = ["CONTROLLED_SHUTDOWN_TIMEOUT_S", "DEMOTION_WAIT_S", "ControlledShutdown"]

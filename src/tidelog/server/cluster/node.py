@@ -52,7 +52,10 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.protocol import control
 from tidelog.replication.partition import AlterPartitionProposal, LeaderAndIsr
 from tidelog.server.cluster.alter_partition import AlterPartitionManager, send_alter_partition
-from tidelog.server.cluster.controlled_shutdown import ControlledShutdown
+from tidelog.server.cluster.controlled_shutdown import (
+    CONTROLLED_SHUTDOWN_TIMEOUT_S,
+    ControlledShutdown,
+)
 from tidelog.server.cluster.controller_channel import RpcControllerSender
 from tidelog.server.cluster.controller_connection import ControllerConnection
 from tidelog.server.cluster.fetcher import ReplicaFetcherManager
@@ -262,7 +265,7 @@ class ClusterNode:
         if self.controller is not None and not self.controller.is_active:
             await _bounded("the controller candidate", self.controller.stop())
 
-    async def controlled_shutdown(self, timeout_s: float = 10.0) -> None:
+    async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Rule 12: ask the controller to move our leaderships away, bounded in time."""
         await self.shutdown.run(timeout_s)
 
