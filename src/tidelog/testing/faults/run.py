@@ -217,8 +217,20 @@ class FaultSchedule(Protocol):
     def gap_s(self) -> tuple[float, float]: ...
 
 
+class Injector(Protocol):
+    """What ``run_schedule`` and the report read of a nemesis (``Nemesis``, and
+    ``host_nemesis.HostNemesis`` on namespace hosts)."""
+
+    records: list[FaultRecord]
+    harness_errors: list[str]
+
+    def kinds(self) -> list[str]: ...
+    def run_one(self, index: int, kind: str) -> FaultRecord: ...
+    def heal_all(self) -> None: ...
+
+
 def run_schedule(
-    nemesis: Nemesis,
+    nemesis: Injector,
     config: FaultSchedule,
     rng: random.Random,
     log: Callable[[str], None],
@@ -341,7 +353,7 @@ def _start_producers(
 def _result(
     config: RunConfig,
     findings: Findings,
-    nemesis: Nemesis,
+    nemesis: Injector,
     *,
     producers: Sequence[ProducerWorkerBase],
     consumers: Sequence[ConsumerWorker],
