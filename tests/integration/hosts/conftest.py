@@ -57,3 +57,11 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
     finally:
         errors = cluster.stop()
         assert errors == [], errors
+
+
+@pytest.fixture
+def netns_available() -> None:
+    """Skips (with the reason) unless this machine can make network namespaces."""
+    reason = _netns_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
