@@ -5,13 +5,22 @@ while the fault was in force, a lost record shown plainly, and the CLI refusing 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from tidelog.testing.faults.checker import Findings
-from tidelog.testing.faults.host_run import host_config, main, render_host_report, report_json
+from tidelog.testing.faults.host_run import (
+    host_config,
+    indeterminate_notes,
+    main,
+    render_host_report,
+    report_json,
+)
 from tidelog.testing.faults.nemesis import FaultRecord
 from tidelog.testing.faults.run import RunResult
+from tidelog.testing.faults.workload import AIOKAFKA, ProducerHistory
 
 
 def _result(findings: Findings) -> RunResult:
@@ -77,3 +86,20 @@ def test_the_command_skips_with_the_reason_when_not_root(
     monkeypatch.setattr("tidelog.testing.netns.os.geteuid", lambda: 1000)
     assert main(["--faults", "1"]) == 77
     assert "skipped: hosts need network namespaces, which need root" in capsys.readouterr().err
+
+
+def test_indeterminate_deliveries_are_noted_by_the_fault_they_fell_in() -> None:
+    history = ProducerHistory(3, client=AIOKAFKA)
+    history.failed += [
+        (b"p0-1", "RequestTimedOutError", 12.0),
+        (b"p0-2", "RequestTimedOutError", 25.0),
+        (b"p0-3", "NotEnoughReplicasError", 40.0),
+    ]
+    producers: list[Any] = [SimpleNamespace(history=history)]
+    faults = _result(Findings()).faults
+    (note,) = indeterminate_notes(producers, faults)
+    assert note.startswith("3 indeterminate aiokafka deliveries: ")
+    assert "1 during zk_quorum_loss" in note
+    assert "1 during host_link_down_leader" in note
+    assert "1 between faults" in note
+    assert "`RequestTimedOutError` (2x)" in note

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from tidelog.security.client_config import ClientSecurity
 from tidelog.testing.faults.checker import check_histories, check_replicas
 from tidelog.testing.faults.host_nemesis import HOST_KINDS, HostNemesis, metadata_at
-from tidelog.testing.faults.nemesis import Timings
+from tidelog.testing.faults.nemesis import FaultRecord, Timings
 from tidelog.testing.faults.plots import try_write
 from tidelog.testing.faults.run import (
     RunConfig,
@@ -47,7 +47,12 @@ from tidelog.testing.faults.run import (
     report_tail,
     run_schedule,
 )
-from tidelog.testing.faults.workload import ConsumerWorker, ProducerWorkerBase, final_read
+from tidelog.testing.faults.workload import (
+    CLIENTS,
+    ConsumerWorker,
+    ProducerWorkerBase,
+    final_read,
+)
 from tidelog.testing.hosts import HostsCluster
 from tidelog.testing.netns import NetnsError, require_root
 
@@ -127,6 +132,7 @@ def run_on_hosts(
             healthy=healthy,
             started=started,
         )
+        result.notes.extend(indeterminate_notes(producers, nemesis.records))
         result.notes.extend(f"teardown: {e}" for e in errors)
         return result, dict(nemesis.served)
     finally:
@@ -141,6 +147,35 @@ def _metadata_view(bootstrap: str, _security: ClientSecurity) -> tuple[tuple[int
     """``HostsCluster.wait_ready``'s view of one broker: (broker ids, controller id)."""
     md = metadata_at(bootstrap, [])
     return None if md is None else (tuple(sorted(md.brokers)), md.controller_id)
+
+
+def indeterminate_notes(
+    producers: Sequence[ProducerWorkerBase], faults: Sequence[FaultRecord], most: int = 5
+) -> list[str]:
+    """Where the indeterminate deliveries (timed out or retriable: the write may be in the
+    log) fell: per client, the fault kinds they fell in and their most frequent texts."""
+    notes = []
+    for client in CLIENTS:
+        failed = [f for p in producers if p.history.client == client for f in p.history.failed]
+        if not failed:
+            continue
+        kinds = Counter(_kind_at(at, faults) for _value, _error, at in failed)
+        texts = Counter(error for _value, error, _at in failed)
+        notes.append(
+            f"{len(failed)} indeterminate {client} deliveries: "
+            + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+            + "; "
+            + "; ".join(f"`{text}` ({n}x)" for text, n in texts.most_common(most))
+        )
+    return notes
+
+
+def _kind_at(at: float, faults: Sequence[FaultRecord]) -> str:
+    """``during <kind>`` for the fault whose start..healthy window holds ``at``."""
+    for r in faults:
+        if r.start <= at <= r.settled:
+            return f"during {r.kind}"
+    return "between faults"
 
 
 def _parts(md: Any) -> dict[int, Any]:
