@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn bench bench-micro bench-storage bench-scrape clean
+.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn chaos-hosts bench bench-micro bench-storage bench-scrape clean
 
 all: test
 
@@ -55,6 +55,20 @@ chaos: venv
 # 100; about 7 s per fault); report in docs/reliability-transactions.md.
 chaos-txn: venv
 	$(BIN)/python -m tidelog.testing.faults --workload transactions --faults $${TXN_FAULTS:-100} --seed $${SEED:-43} --report docs/reliability-transactions.md
+
+# Issue 33: real partitions and ZooKeeper ensemble faults on three network-namespace hosts
+# (links down on the leader's and the controller's host, a host cut from its peers but not
+# from the clients, a ZooKeeper member killed, the quorum lost and regained; HOST_FAULTS,
+# default 100, about 20 s per fault); report in docs/reliability-hosts.md. Needs root (network
+# namespaces) and `ip`: skipped with the reason otherwise.
+chaos-hosts: venv
+	@if [ "$$(id -u)" -ne 0 ]; then \
+		echo "make chaos-hosts: skipped: network namespaces need root (run it as root)"; exit 0; \
+	fi; \
+	if ! command -v ip >/dev/null 2>&1; then \
+		echo "make chaos-hosts: skipped: \`ip\` (iproute2) is not installed"; exit 0; \
+	fi; \
+	$(BIN)/python -m tidelog.testing.faults.host_run --faults $${HOST_FAULTS:-100} --seed $${SEED:-43} --report docs/reliability-hosts.md
 
 # Every test marked slow (long cluster, Spark and fault scenarios).
 test-slow: venv

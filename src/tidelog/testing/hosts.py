@@ -41,7 +41,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Final, Self
@@ -452,6 +452,37 @@ class HostsCluster:
         if running:
             raise ClusterError(f"ZooKeeper is still running on hosts {running}")
         self._launch_zookeepers(hosts, time.monotonic() + timeout_s)
+
+    def cut_from_hosts(self, host: int, others: Sequence[int] | None = None) -> list[int]:
+        """Cut host ``host`` off from the other hosts (their ZooKeeper members and brokers),
+        both ways, while the root namespace's clients still reach it (``netns.cut_from``);
+        returns the hosts cut from. ``heal_cut`` heals."""
+        self.host(host)
+        assert self.network is not None
+        peers = [h.host for h in self._require_state().hosts if h.host != host]
+        chosen = peers if others is None else [h for h in others if h in peers]
+        self.network.cut_from(host, chosen)
+        return chosen
+
+    def heal_cut(self, host: int, others: Sequence[int]) -> list[str]:
+        assert self.network is not None
+        return self.network.heal_cut(host, others)
+
+    def kill_zookeeper(self, host: int) -> None:
+        """SIGKILL host ``host``'s ZooKeeper member by its PID (one this process started)."""
+        zk = self._zookeepers.get(host)
+        if zk is None:
+            raise ClusterError(f"the ZooKeeper member of host {host} was not started here")
+        zk.kill()
+
+    def start_zookeeper(self, host: int) -> None:
+        """Start host ``host``'s member again (same myid and data) without waiting: it serves
+        once it has joined a quorum (``ensemble_modes``)."""
+        zk = self._zookeepers.get(host)
+        if zk is None:
+            raise ClusterError(f"the ZooKeeper member of host {host} was not started here")
+        zk.launch()
+        self._update_host(replace(self.host(host), zookeeper_pid=zk.pid))
 
     # -- status and teardown ------------------------------------------------------------------
 

@@ -165,6 +165,43 @@ class HostNetwork:
     def link_up(self, host: int) -> None:
         self._run("link", "set", self.veth_root(host), "up")
 
+    def cut_from(self, host: int, others: Sequence[int]) -> None:
+        """Cut host ``host`` off from each of ``others`` both ways, not from the root
+        namespace: a ``blackhole`` /32 route to each other's address inside ``host``, and
+        one to ``host``'s inside each other (more specific than the /24 on-link route, so
+        the bridge and the gateway still carry everything else). ``heal_cut`` removes them.
+        A send on a blackhole route fails inside the sender (connect: EINVAL), as behind a
+        router that answers "unreachable"; the processes keep running."""
+        for other in others:
+            self._run(
+                "-n", self.namespace(host), "route", "add", "blackhole", self._host_route(other)
+            )
+            self._run(
+                "-n", self.namespace(other), "route", "add", "blackhole", self._host_route(host)
+            )
+
+    def heal_cut(self, host: int, others: Sequence[int]) -> list[str]:
+        """Remove the routes ``cut_from(host, others)`` added; returns the errors (a route
+        already gone), never raises, so every route is tried."""
+        errors: list[str] = []
+        for other in others:
+            for inside, to in ((host, other), (other, host)):
+                try:
+                    self._run(
+                        "-n",
+                        self.namespace(inside),
+                        "route",
+                        "del",
+                        "blackhole",
+                        self._host_route(to),
+                    )
+                except NetnsError as exc:
+                    errors.append(str(exc))
+        return errors
+
+    def _host_route(self, host: int) -> str:
+        return f"{self.address(host)}/32"
+
     def destroy(self) -> list[str]:
         """Remove what this object made, newest first; returns the errors (never raises, so a
         teardown removes all it can)."""

@@ -244,6 +244,19 @@ class ZooKeeperProcess:
         self._proc = None
         return proc.returncode
 
+    def kill(self) -> int | None:
+        """SIGKILL our server's PID (a crash: no clean shutdown) and reap it; returns its
+        exit status. ``launch()`` starts it again with the same data directory."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+        self._proc = None
+        return proc.returncode
+
     def __enter__(self) -> Self:
         self.start()
         return self

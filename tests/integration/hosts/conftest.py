@@ -85,3 +85,11 @@ def guide_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsClust
     finally:
         errors = cluster.stop()
         assert errors == [], errors
+
+
+@pytest.fixture
+def netns_available() -> None:
+    """Skips (with the reason) unless this machine can make network namespaces."""
+    reason = _netns_unavailable()
+    if reason is not None:
+        pytest.skip(reason)

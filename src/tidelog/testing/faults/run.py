@@ -32,6 +32,7 @@ from tidelog.testing.faults.nemesis import ALL_KINDS, EVERY_KIND, FaultRecord, N
 from tidelog.testing.faults.plots import figure_lines
 from tidelog.testing.faults.workload import (
     CLIENTS,
+    Ack,
     ClientError,
     ConsumerWorker,
     ProducerWorker,
@@ -223,8 +224,22 @@ class FaultSchedule(Protocol):
     def gap_s(self) -> tuple[float, float]: ...
 
 
+class Injector(Protocol):
+    """What ``run_schedule`` and the report read of a nemesis (``Nemesis``, and
+    ``host_nemesis.HostNemesis`` on namespace hosts)."""
+
+    records: list[FaultRecord]
+    harness_errors: list[str]
+    #: Acknowledgements of records the nemesis itself wrote (partition_rack's probes).
+    probe_acks: list[Ack]
+
+    def kinds(self) -> list[str]: ...
+    def run_one(self, index: int, kind: str) -> FaultRecord: ...
+    def heal_all(self) -> None: ...
+
+
 def run_schedule(
-    nemesis: Nemesis,
+    nemesis: Injector,
     config: FaultSchedule,
     rng: random.Random,
     log: Callable[[str], None],
@@ -359,7 +374,7 @@ def _start_producers(
 def _result(
     config: RunConfig,
     findings: Findings,
-    nemesis: Nemesis,
+    nemesis: Injector,
     *,
     producers: Sequence[ProducerWorkerBase],
     consumers: Sequence[ConsumerWorker],
