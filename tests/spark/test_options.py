@@ -4,6 +4,11 @@ then every option of Spark's Kafka connector on a real SparkSession (issue 31 po
 from __future__ import annotations
 
 import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,6 +22,7 @@ from tidelog.protocol.partitioner import murmur2
 from tidelog.protocol.partitioner import partition_for_key as default_partition
 from tidelog.protocol.records import Compression
 from tidelog.spark.decode import Columns, decode_into
+from tidelog.spark.kafka_params import COMPRESSION_TYPES
 from tidelog.spark.offsets import (
     OffsetRange,
     TriggerDelay,
@@ -541,3 +547,304 @@ def test_retry_limit_bounds_offset_lookups() -> None:
         backoff.next_delay(0.0, "down")
     unbounded = Backoff(1e12, "x")
     assert [unbounded.next_delay(0.0, "down") for _ in range(3)] == [0.1, 0.2, 0.4]
+
+
+# --- issue 31 point 2 on a real SparkSession ------------------------------------------------
+
+T0 = 1_700_000_000_000
+
+
+def _timed_topic(bootstrap: str, name: str, partitions: int = 2, count: int = 100) -> str:
+    """``count`` records per partition, record ``i`` stamped ``T0 + i`` ms."""
+    from tests.spark.conftest import create_topic, produce, unique
+
+    topic = create_topic(bootstrap, unique(name), partitions)
+    for p in range(partitions):
+        records = [Record(f"{p}:{i}".encode(), timestamp_ms=T0 + i) for i in range(count)]
+        produce(bootstrap, topic, p, records)
+    return topic
+
+
+def _batch(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    reader = (
+        spark.read.format("tidelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _offsets(df: Any) -> list[tuple[int, int]]:
+    return sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+
+def _error(spark_call: Callable[[], object]) -> str:
+    from pyspark.errors import PySparkException
+
+    with pytest.raises(PySparkException) as info:
+        spark_call()
+    return str(info.value)
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_timestamp_options_on_batch_reads(spark: Any, broker: Any) -> None:
+    boot = broker.bootstrap
+    topic = _timed_topic(boot, "bytime")
+    by_partition = _batch(
+        spark,
+        boot,
+        topic,
+        startingOffsetsByTimestamp=f'{{"{topic}": {{"0": {T0 + 10}, "1": {T0 + 50}}}}}',
+        endingOffsetsByTimestamp=f'{{"{topic}": {{"0": {T0 + 20}, "1": {T0 + 60}}}}}',
+    )
+    assert _offsets(by_partition) == [(0, o) for o in range(10, 20)] + [
+        (1, o) for o in range(50, 60)
+    ]
+    # endingTimestamp over endingOffsets (Spark's precedence); before: startingOffsets.
+    ending = _batch(spark, boot, topic, endingTimestamp=str(T0 + 30), endingOffsets="latest")
+    assert _offsets(ending) == [(p, o) for p in range(2) for o in range(30)]
+    # An ending timestamp past every record ends at latest.
+    assert len(_batch(spark, boot, topic, endingTimestamp=str(T0 + 10_000)).collect()) == 200
+
+    # A starting timestamp past every record: error by default, latest with the strategy.
+    late = {"startingTimestamp": str(T0 + 10_000)}
+    message = _error(lambda: _batch(spark, boot, topic, **late).collect())
+    assert f"option 'startingTimestamp': no record of {topic}-0 at or after {T0 + 10_000}" in (
+        message
+    )
+    assert "set it to 'latest'" in message
+    strategy = {**late, "startingOffsetsByTimestampStrategy": "latest"}
+    assert _batch(spark, boot, topic, **strategy).collect() == []
+
+    # Every partition must have a timestamp (Spark's rule).
+    missing = f'{{"{topic}": {{"0": {T0}}}}}'
+    message = _error(
+        lambda: _batch(spark, boot, topic, startingOffsetsByTimestamp=missing).collect()
+    )
+    assert (
+        "option 'startingOffsetsByTimestamp' must give a timestamp for every partition the "
+        f"query reads, and only those (as Spark's Kafka connector): missing {topic}-1"
+    ) in message
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_partition_and_client_options_on_batch_reads(spark: Any, broker: Any) -> None:
+    boot = broker.bootstrap
+    topic = _timed_topic(boot, "splits")
+    # maxRecordsPerPartition: ceil(100 / 30) = 4 tasks per partition.
+    split = _batch(spark, boot, topic, maxRecordsPerPartition="30")
+    assert split.rdd.getNumPartitions() == 8
+    assert _offsets(split) == [(p, o) for p in range(2) for o in range(100)]
+    # With minPartitions above that, pieces are cut again.
+    assert (
+        _batch(
+            spark, boot, topic, maxRecordsPerPartition="30", minPartitions="12"
+        ).rdd.getNumPartitions()
+        >= 12
+    )
+    # Client properties that apply, have no effect, or are unknown: the read is the same.
+    client = _batch(
+        spark,
+        boot,
+        topic,
+        **{
+            "kafka.max.poll.records": "7",
+            "kafka.max.partition.fetch.bytes": "2048",
+            "kafka.fetch.max.bytes": "4096",
+            "kafka.session.timeout.ms": "6000",
+            "kafka.no.such.property": "x",
+            "kafka.group.id": "billing-readers",
+            "groupIdPrefix": "ignored-with-group-id",
+        },
+    )
+    assert _offsets(client) == [(p, o) for p in range(2) for o in range(100)]
+    # A property Spark's connector refuses, and a bad value, fail the query by name.
+    message = _error(
+        lambda: _batch(spark, boot, topic, **{"kafka.enable.auto.commit": "true"}).collect()
+    )
+    assert "option 'kafka.enable.auto.commit' (Kafka's 'enable.auto.commit') is not supported" in (
+        message
+    )
+    message = _error(
+        lambda: _batch(spark, boot, topic, **{"kafka.max.poll.records": "none"}).collect()
+    )
+    assert "option 'kafka.max.poll.records' must be an integer, not 'none'" in message
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_fetch_offset_retries_bound_the_drivers_lookups(spark: Any) -> None:
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    options = {
+        "fetchOffset.numRetries": "2",
+        "fetchOffset.retryIntervalMs": "10",
+        "kafka.request.timeout.ms": "2000",
+    }
+    message = _error(lambda: _batch(spark, f"127.0.0.1:{port}", "t", **options).collect())
+    assert "partition discovery: gave up after 3 attempts" in message
+
+
+def _memory_stream(spark: Any, bootstrap: str, topic: str, name: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("tidelog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("memory")
+        .queryName(name)
+        .start()
+    )
+
+
+def _rows(spark: Any, name: str) -> int:
+    return int(spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n)
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_min_offsets_per_trigger_waits_for_enough_records(spark: Any, broker: Any) -> None:
+    from tests.spark.conftest import produce
+
+    boot = broker.bootstrap
+    topic = _timed_topic(boot, "minoffsets", partitions=1, count=100)
+    name = f"minoffsets_{uuid.uuid4().hex[:8]}"
+    query = _memory_stream(
+        spark, boot, topic, name, minOffsetsPerTrigger="50", maxTriggerDelay="1h"
+    )
+    try:
+        query.processAllAvailable()  # the first trigger of a run admits
+        assert _rows(spark, name) == 100
+        produce(boot, topic, 0, [Record(b"a") for _ in range(20)])
+        query.processAllAvailable()  # 20 < 50 and the delay (1h) has not passed: no batch
+        assert _rows(spark, name) == 100
+        produce(boot, topic, 0, [Record(b"b") for _ in range(40)])
+        query.processAllAvailable()
+        assert _rows(spark, name) == 160
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        assert sizes == [100, 60]
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_max_trigger_delay_admits_fewer_than_the_minimum(spark: Any, broker: Any) -> None:
+    from tests.spark.conftest import produce
+
+    boot = broker.bootstrap
+    topic = _timed_topic(boot, "triggerdelay", partitions=1, count=10)
+    name = f"triggerdelay_{uuid.uuid4().hex[:8]}"
+    query = _memory_stream(
+        spark, boot, topic, name, minOffsetsPerTrigger="1000", maxTriggerDelay="1s"
+    )
+    try:
+        query.processAllAvailable()
+        assert _rows(spark, name) == 10
+        produce(boot, topic, 0, [Record(b"late") for _ in range(5)])
+        # Never 1000 records: the batch comes once maxTriggerDelay has passed.
+        deadline = time.monotonic() + 300
+        while _rows(spark, name) < 15:
+            assert query.exception() is None
+            assert time.monotonic() < deadline, "maxTriggerDelay never fired a micro-batch"
+            time.sleep(0.5)
+        assert _rows(spark, name) == 15
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_a_bad_streaming_option_fails_with_the_connectors_message(spark: Any, broker: Any) -> None:
+    boot = broker.bootstrap
+    for options, expected in (
+        (
+            {"maxTriggerDelay": "soon", "minOffsetsPerTrigger": "5"},
+            "option 'maxTriggerDelay' must be a time",
+        ),
+        ({"endingTimestamp": "5"}, "option 'endingTimestamp' is for batch queries only"),
+        ({"kafka.auto.offset.reset": "earliest"}, "option 'kafka.auto.offset.reset'"),
+    ):
+        name = f"bad_{uuid.uuid4().hex[:8]}"
+
+        def run(options: dict[str, str] = options, name: str = name) -> None:
+            query = _memory_stream(spark, boot, "t", name, **options)
+            try:
+                query.processAllAvailable()
+            finally:
+                query.stop()
+
+        message = _error(run)
+        assert expected in message
+        assert "UnboundLocalError" not in message
+
+
+def _raw_batches(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    """(attributes, batch bytes) of every batch of partition 0, fetched raw."""
+    from tidelog.client import BlockingClient
+    from tidelog.client.client import FetchRequestPartition
+
+    tp = TopicPartition(topic, 0)
+    with BlockingClient(bootstrap) as client:
+        data = bytes(client.fetch({tp: FetchRequestPartition(0)}, max_wait_ms=0)[tp].records)
+    out = []
+    while len(data) >= 61:
+        size = 12 + int.from_bytes(data[8:12], "big")
+        out.append((int.from_bytes(data[21:23], "big"), data[:size]))
+        data = data[size:]
+    return out
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.spark
+@pytest.mark.integration
+def test_compression_type_compresses_what_the_sink_writes(
+    spark: Any, broker: Any, codec: str
+) -> None:
+    from tests.spark.conftest import create_topic, read_all, unique
+
+    boot = broker.bootstrap
+    values = [f"order-{i:04d}-" + "x" * 200 for i in range(300)]
+    for exactly_once in ("false", "true"):
+        topic = create_topic(boot, unique(f"compressed-{codec}"))
+        (
+            spark.createDataFrame([(v,) for v in values], "value string")
+            .coalesce(1)
+            .write.format("tidelog")
+            .option("kafka.bootstrap.servers", boot)
+            .option("topic", topic)
+            .option("kafka.compression.type", codec)
+            .option("kafka.batch.size", "16384")
+            .option("exactlyOnce", exactly_once)
+            .mode("append")
+            .save()
+        )
+        batches = [(a, b) for a, b in _raw_batches(boot, topic) if not a & 0x20]  # no markers
+        assert len(batches) > 1  # kafka.batch.size cut the 300 rows (~66 KB) into batches
+        assert {a & 0x07 for a, _ in batches} == {int(COMPRESSION_TYPES[codec])}
+        assert sum(len(b) for _, b in batches) < 300 * 200 / 4  # the repeated x's compress
+        assert [r.value.decode() for r in read_all(boot, topic, 0) if r.value] == values
+    message = _error(
+        lambda: (
+            spark.createDataFrame([("v",)], "value string")
+            .write.format("tidelog")
+            .option("kafka.bootstrap.servers", boot)
+            .option("topic", "t")
+            .option("kafka.compression.type", "brotli")
+            .mode("append")
+            .save()
+        )
+    )
+    assert "option 'kafka.compression.type' must be one of none, gzip, snappy, lz4, zstd" in message

@@ -169,7 +169,10 @@ def _input_partitions(ranges: list[OffsetRange], options: ReadOptions) -> list[R
 def _read(
     options: ReadOptions, schema: StructType, partition: InputPartition
 ) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, RangePartition)
+    if not isinstance(partition, RangePartition):
+        # PySpark plans one InputPartition(None) when partitions() returns none (every
+        # range empty, e.g. a start at latest by startingOffsetsByTimestampStrategy).
+        return iter(())
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     return limit_rows(
         read_range(
