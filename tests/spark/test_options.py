@@ -767,6 +767,32 @@ def test_max_trigger_delay_admits_fewer_than_the_minimum(spark: Any, broker: Any
 
 @pytest.mark.spark
 @pytest.mark.integration
+def test_timestamp_and_split_options_on_a_stream(spark: Any, broker: Any) -> None:
+    boot = broker.bootstrap
+    topic = _timed_topic(boot, "streambytime")
+    name = f"streambytime_{uuid.uuid4().hex[:8]}"
+    query = (
+        spark.readStream.format("tidelog")
+        .option("kafka.bootstrap.servers", boot)
+        .option("subscribe", topic)
+        .option("startingOffsetsByTimestamp", f'{{"{topic}": {{"0": {T0 + 40}, "1": {T0 + 90}}}}}')
+        .option("maxRecordsPerPartition", "25")
+        .option("kafka.max.poll.records", "10")
+        .load()
+        .selectExpr("partition", "offset")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None
+    got = sorted((r.partition, r.offset) for r in spark.sql(f"SELECT * FROM {name}").collect())
+    assert got == [(0, o) for o in range(40, 100)] + [(1, o) for o in range(90, 100)]
+
+
+@pytest.mark.spark
+@pytest.mark.integration
 def test_a_bad_streaming_option_fails_with_the_connectors_message(spark: Any, broker: Any) -> None:
     boot = broker.bootstrap
     for options, expected in (
