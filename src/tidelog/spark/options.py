@@ -115,16 +115,10 @@ WRITE_OPTIONS: Final = (
 #: Read options that make no sense on a stream (Spark's ``validateStreamOptions``).
 _BATCH_ONLY: Final = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
 
-_CANONICAL: Final = {name.lower(): name for name in (*READ_OPTIONS, *WRITE_OPTIONS)}
-
 log = logging.getLogger(__name__)
 
 #: Raised for a bad option (defined in ``tidelog.spark.errors``; importable from here).
 SparkOptionError = errors.SparkOptionError
-
-
-def _canonical(key: str) -> str:
-    return _CANONICAL.get(key.lower(), key)
 
 
 def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], what: str) -> None:
