@@ -137,12 +137,14 @@ def test_batch_read_offset_ranges_and_min_partitions(spark: Any, broker: BrokerP
     assert {bytes(r.value).decode() for r in assign.collect()} == {f"1:{i}" for i in range(100)}
 
     # subscribePattern matches whole topic names; startingTimestamp starts each partition
-    # at its first record at or after the time (records of partition 1 are 1 ms later).
+    # at its first record at or after the time (records of partition 1 are 1 ms later);
+    # partition 0 has none, so it starts at latest by startingOffsetsByTimestampStrategy.
     by_time = (
         spark.read.format("tidelog")
         .option("kafka.bootstrap.servers", broker.bootstrap)
         .option("subscribePattern", topic.replace("-", "."))
         .option("startingTimestamp", str(1_700_000_000_001))
+        .option("startingOffsetsByTimestampStrategy", "latest")
         .load()
     )
     got = sorted((r.partition, r.offset) for r in by_time.select("partition", "offset").collect())

@@ -117,6 +117,9 @@ def test_commit_offsets_to_group_options() -> None:
     assert parse_read_options(BOOT, streaming=True).commit_group is None
     off = {**BOOT, "commitOffsetsToGroup": "false"}
     assert parse_read_options(off, streaming=True).commit_group is None
+    # A group id alone is accepted (Spark's option) and commits nothing.
+    alone = parse_read_options({**BOOT, "kafka.group.id": "g"}, streaming=True)
+    assert (alone.group_id, alone.commit_group) == ("g", None)
 
 
 @pytest.mark.parametrize(
@@ -131,12 +134,12 @@ def test_commit_offsets_to_group_options() -> None:
         (
             {"commitOffsetsToGroup": "true", "kafka.group.id": "  "},
             True,
-            "option 'commitOffsetsToGroup' needs 'kafka.group.id'",
+            "option 'kafka.group.id' is empty",
         ),
         (
-            {"kafka.group.id": "g"},
+            {"commitOffsetsToGroup": "true", "groupIdPrefix": "g"},
             True,
-            "option 'kafka.group.id' applies only with commitOffsetsToGroup=true",
+            "option 'commitOffsetsToGroup' needs 'kafka.group.id'",
         ),
         (
             {"commitOffsetsToGroup": "true", "kafka.group.id": "g"},

@@ -4,7 +4,14 @@
 Offsets are asked with the query's isolation level (KIP-98, ``kafka.isolation.level``), as
 a consumer would: latest is the last stable offset (LSO) for read_committed (the default)
 and the high watermark for read_uncommitted. Retries: ``tidelog.spark.session``, until
-``kafkaConsumer.pollTimeoutMs``.
+``kafkaConsumer.pollTimeoutMs`` and, when given, at most ``fetchOffset.numRetries`` times,
+``fetchOffset.retryIntervalMs`` apart.
+
+Timestamps (``startingTimestamp``, ``*OffsetsByTimestamp``, ``endingTimestamp``) resolve,
+as Spark's connector does, to each partition's first offset whose record timestamp is at
+or after the time (ListOffsets by time). A partition with no such record starts at its
+latest offset with ``startingOffsetsByTimestampStrategy=latest`` and fails the query
+with ``error`` (the default); an ending timestamp with no such record ends at latest.
 """
 
 from __future__ import annotations
@@ -27,13 +34,15 @@ from tidelog.spark.options import (
     EarliestSpec,
     LatestSpec,
     OffsetSpec,
+    PartitionTimestampSpec,
     ReadOptions,
+    SparkOptionError,
     SpecificSpec,
     Subscribe,
     Subscription,
     TimestampSpec,
 )
-from tidelog.spark.session import REFRESH_ERRORS, RetryableError, Session
+from tidelog.spark.session import REFRESH_ERRORS, RetryableError, RetryLimit, Session
 
 
 class OffsetReader:
@@ -49,6 +58,10 @@ class OffsetReader:
             options.security_properties,
         )
         self.timeout_s = options.poll_timeout_ms / 1000
+        interval_ms = options.fetch_offset_retry_interval_ms
+        self.limit = RetryLimit(
+            options.fetch_offset_retries, interval_ms / 1000 if interval_ms is not None else None
+        )
         self.isolation_level = READ_COMMITTED if options.read_committed else READ_UNCOMMITTED
 
     def close(self) -> None:
@@ -78,7 +91,9 @@ class OffsetReader:
                 found.extend(TopicPartition(name, p) for p in topic.partitions)
             return sorted(found)
 
-        return self.session.call(fetch, what="partition discovery", timeout_s=self.timeout_s)
+        return self.session.call(
+            fetch, what="partition discovery", timeout_s=self.timeout_s, limit=self.limit
+        )
 
     def list_offsets(
         self, tps: Sequence[TopicPartition], timestamp: int
@@ -108,7 +123,11 @@ class OffsetReader:
             return out
 
         return self.session.call(
-            fetch, what=f"offsets of {', '.join(topics)}", timeout_s=self.timeout_s, topics=topics
+            fetch,
+            what=f"offsets of {', '.join(topics)}",
+            timeout_s=self.timeout_s,
+            topics=topics,
+            limit=self.limit,
         )
 
     def earliest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
@@ -118,19 +137,22 @@ class OffsetReader:
         return self.list_offsets(tps, LATEST_TIMESTAMP)
 
     def resolve(
-        self, spec: OffsetSpec, tps: Sequence[TopicPartition], *, default_latest: bool
+        self,
+        spec: OffsetSpec,
+        tps: Sequence[TopicPartition],
+        *,
+        default_latest: bool,
+        side: str = "starting",
     ) -> dict[TopicPartition, int]:
-        """Concrete offsets for a ``startingOffsets``/``endingOffsets`` spec."""
+        """Concrete offsets for a starting or ending (``side``) spec."""
         if isinstance(spec, EarliestSpec):
             return self.earliest(tps)
         if isinstance(spec, LatestSpec):
             return self.latest(tps)
         if isinstance(spec, TimestampSpec):
-            found = self.list_offsets(tps, spec.timestamp_ms)
-            missing = [tp for tp, o in found.items() if o < 0]
-            # No record at or after the timestamp: start at the end (Spark's "latest").
-            found.update(self.latest(missing))
-            return found
+            return self._by_timestamp(spec, tps, f"{side}Timestamp")
+        if isinstance(spec, PartitionTimestampSpec):
+            return self._by_timestamp(spec, tps, f"{side}OffsetsByTimestamp")
         assert isinstance(spec, SpecificSpec)
         wanted: dict[TopicPartition, int] = {}
         for tp in tps:
@@ -141,6 +163,43 @@ class OffsetReader:
         wanted.update(self.earliest(earliest_needed))
         wanted.update(self.latest(latest_needed))
         return wanted
+
+    def _by_timestamp(
+        self, spec: TimestampSpec | PartitionTimestampSpec, tps: Sequence[TopicPartition], name: str
+    ) -> dict[TopicPartition, int]:
+        """The first offset at or after each partition's timestamp (module docstring)."""
+        if isinstance(spec, TimestampSpec):
+            times = dict.fromkeys(tps, spec.timestamp_ms)
+        else:
+            times = {
+                tp: spec.timestamps[tp.topic][tp.partition]
+                for tp in tps
+                if tp.partition in spec.timestamps.get(tp.topic, {})
+            }
+            named = {TopicPartition(t, p) for t, parts in spec.timestamps.items() for p in parts}
+            if named != set(tps):
+                missing = ", ".join(str(tp) for tp in sorted(set(tps) - named)) or "none"
+                extra = ", ".join(str(tp) for tp in sorted(named - set(tps))) or "none"
+                raise SparkOptionError(
+                    f"option '{name}' must give a timestamp for every partition the query "
+                    f"reads, and only those (as Spark's Kafka connector): missing {missing}; "
+                    f"not read {extra}"
+                )
+        found: dict[TopicPartition, int] = {}
+        for timestamp in sorted(set(times.values())):
+            found.update(self.list_offsets([tp for tp in tps if times[tp] == timestamp], timestamp))
+        missing_tps = [tp for tp, o in found.items() if o < 0]
+        strategy = self.options.starting_timestamp_strategy
+        if missing_tps and name.startswith("starting") and strategy == "error":
+            raise ConnectorError(
+                f"option '{name}': no record of "
+                + ", ".join(f"{tp} at or after {times[tp]}" for tp in missing_tps)
+                + " (startingOffsetsByTimestampStrategy is 'error'; set it to 'latest' to "
+                "start such partitions at their latest offset)"
+            )
+        # No record at or after the time: latest (Spark's strategy "latest"; always for ends).
+        found.update(self.latest(missing_tps))
+        return found
 
     def truncated_below(self, tp: TopicPartition, offset: int) -> bool:
         """True if the log of ``tp`` now ends below ``offset`` (an unclean election or a
@@ -156,5 +215,9 @@ class OffsetReader:
             return result.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
         return self.session.call(
-            fetch, what=f"log end check of {tp}", timeout_s=self.timeout_s, topics=[tp.topic]
+            fetch,
+            what=f"log end check of {tp}",
+            timeout_s=self.timeout_s,
+            topics=[tp.topic],
+            limit=self.limit,
         )

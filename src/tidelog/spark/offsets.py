@@ -7,7 +7,7 @@ batch covers ``[start, end)`` per partition).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
@@ -73,20 +73,57 @@ class OffsetRange:
         return self.until_offset - self.from_offset
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Spark's Kafka rule: with ``minPartitions`` above the number of non-empty ranges,
-    cut large ranges into pieces in proportion to their size (each piece at least one
-    offset), so there are about ``minPartitions`` tasks; otherwise one range per partition.
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    return [
+        OffsetRange(
+            r.tp,
+            r.from_offset + r.size * i // parts,
+            r.from_offset + r.size * (i + 1) // parts,
+        )
+        for i in range(parts)
+    ]
+
+
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None = None
+) -> list[OffsetRange]:
+    """Spark's Kafka rules (``KafkaOffsetRangeCalculator``): with ``maxRecordsPerPartition``
+    (``max_records``) each range is cut into ``ceil(size / max_records)`` even pieces; then,
+    with ``minPartitions`` above the number of pieces, large pieces are cut again in
+    proportion to their size (each piece at least one offset), so there are about
+    ``minPartitions`` tasks; otherwise one range per partition.
     """
     ranges = [r for r in ranges if r.size > 0]
+    if max_records is not None:
+        ranges = [p for r in ranges for p in _divide(r, -(-r.size // max_records))]
     if min_partitions is None or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
     result: list[OffsetRange] = []
     for r in ranges:
-        parts = max(1, min(r.size, round(min_partitions * r.size / total)))
-        for i in range(parts):
-            lo = r.from_offset + r.size * i // parts
-            hi = r.from_offset + r.size * (i + 1) // parts
-            result.append(OffsetRange(r.tp, lo, hi))
+        result.extend(_divide(r, max(1, min(r.size, round(min_partitions * r.size / total)))))
     return result
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` + ``maxTriggerDelay`` (Spark's ``delayBatch``): a trigger
+    admits new offsets only when at least ``min_offsets`` are available or ``max_delay_ms``
+    has passed since the last trigger that admitted (the first trigger of a run admits:
+    no trigger has run yet). ``now_ms`` is the clock (a parameter, for tests)."""
+
+    def __init__(self, min_offsets: int, max_delay_ms: int, now_ms: Callable[[], float]) -> None:
+        self.min_offsets = min_offsets
+        self.max_delay_ms = max_delay_ms
+        self.now_ms = now_ms
+        self.last_trigger_ms: float | None = None
+
+    def admits(
+        self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> bool:
+        now = self.now_ms()
+        waited = self.last_trigger_ms is None or now - self.last_trigger_ms >= self.max_delay_ms
+        available = sum(max(0, o - start.get(tp, o)) for tp, o in latest.items())
+        if waited or available >= self.min_offsets:
+            self.last_trigger_ms = now
+            return True
+        return False

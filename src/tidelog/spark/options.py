@@ -3,8 +3,8 @@
 The names and meanings are those of Spark's Kafka connector (Structured Streaming + Kafka
 Integration Guide), so a job switches from ``kafka`` to ``tidelog`` by changing one word.
 Spark hands a data source its options with lower-cased keys; every error names the option
-in Spark's spelling. An option this connector does not know, or does not support, is an
-error rather than silently ignored.
+in Spark's spelling. An option this connector does not know (outside ``kafka.*``) is an
+error rather than silently ignored, so a misspelt option does not go unnoticed.
 
 Security (issue 20), as Spark's Kafka connector passes ``kafka.``-prefixed options to the
 Kafka client:
@@ -21,20 +21,28 @@ Kafka client:
    pickle to executors; a ``ClientSecurity`` holds an ``ssl.SSLContext``, which does
    not), and ``client_security`` builds the ``ClientSecurity`` where a client is made.
    They are left out of the options' repr: a password must never reach a log line.
+
+Every other ``kafka.*`` option is a Kafka client property too: ``tidelog.spark.kafka_params``
+maps the ones tidelog's client uses, ignores the others with a warning (as a Kafka client
+does with a property it does not know) and refuses the few Spark's connector refuses.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from tidelog.errors import TidelogError
 from tidelog.model import TopicPartition
+from tidelog.protocol.records import Compression
 from tidelog.security.client_config import PLAINTEXT, ClientSecurity
 from tidelog.security.errors import SecurityConfigError
+from tidelog.spark import errors
+from tidelog.spark.kafka_params import consumer_params, producer_params
+from tidelog.storage.compression import DEFAULT_LEVELS, CompressionLevels
 
 #: Offsets in JSON specs with a special meaning (Spark's Kafka connector).
 LATEST: Final = -1
@@ -54,79 +62,91 @@ SECURITY_OPTIONS: Final = (
 SSL_OPTION_PREFIX: Final = "kafka.ssl."
 _KAFKA_PREFIX: Final = "kafka."
 
-READ_OPTIONS: Final = (
+#: ``kafka.*`` read options parsed here (the others: ``tidelog.spark.kafka_params``).
+_READ_KAFKA: Final = (
     "kafka.bootstrap.servers",
     "kafka.client.id",
     "kafka.request.timeout.ms",
     "kafka.isolation.level",
+    "kafka.group.id",
+)
+READ_OPTIONS: Final = (
+    *_READ_KAFKA,
     "subscribe",
     "subscribePattern",
     "assign",
     "startingOffsets",
-    "endingOffsets",
+    "startingOffsetsByTimestamp",
     "startingTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "endingOffsets",
+    "endingOffsetsByTimestamp",
+    "endingTimestamp",
     "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
     "minPartitions",
+    "maxRecordsPerPartition",
     "failOnDataLoss",
     "includeHeaders",
+    "groupIdPrefix",
     "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
     "fetch.max.bytes",
     "commitOffsetsToGroup",
-    "kafka.group.id",
     *SECURITY_OPTIONS,
 )
-WRITE_OPTIONS: Final = (
+#: ``kafka.*`` write options parsed here.
+_WRITE_KAFKA: Final = (
     "kafka.bootstrap.servers",
     "kafka.client.id",
     "kafka.request.timeout.ms",
     "kafka.acks",
+    "kafka.transaction.timeout.ms",
+)
+WRITE_OPTIONS: Final = (
+    *_WRITE_KAFKA,
     "topic",
     "includeHeaders",
     "exactlyOnce",
     "transactionalIdPrefix",
-    "kafka.transaction.timeout.ms",
     *SECURITY_OPTIONS,
 )
-#: Options of Spark's Kafka connector that tidelog does not offer (named in the error).
-_UNSUPPORTED: Final = {
-    "groupidprefix": "tidelog reads use no consumer group",
-    "minoffsetspertrigger": "Python data sources get one read limit; use maxOffsetsPerTrigger",
-    "maxtriggerdelay": "Python data sources get one read limit; use maxOffsetsPerTrigger",
-    "endingtimestamp": "use endingOffsets",
-    "startingoffsetsbytimestamp": "use startingTimestamp or startingOffsets",
-    "endingoffsetsbytimestamp": "use endingOffsets",
-    "startingoffsetsbytimestampstrategy": "startingTimestamp falls back to latest",
-    "fetchoffset.numretries": "retries are bounded by time: kafkaConsumer.pollTimeoutMs",
-    "fetchoffset.retryintervalms": "retries are bounded by time: kafkaConsumer.pollTimeoutMs",
-    "maxrecordsperpartition": "use minPartitions",
-}
+#: Read options that make no sense on a stream (Spark's ``validateStreamOptions``).
+_BATCH_ONLY: Final = ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp")
 
-_CANONICAL: Final = {name.lower(): name for name in (*READ_OPTIONS, *WRITE_OPTIONS)}
+log = logging.getLogger(__name__)
 
-
-class SparkOptionError(TidelogError, ValueError):
-    """An option of the ``tidelog`` format is unknown, invalid or contradicts another."""
-
-
-def _canonical(key: str) -> str:
-    return _CANONICAL.get(key.lower(), key)
+#: Raised for a bad option (defined in ``tidelog.spark.errors``; importable from here).
+SparkOptionError = errors.SparkOptionError
 
 
 def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], what: str) -> None:
+    """Every option outside ``kafka.*`` must be one of ``allowed`` (``kafka.*`` options
+    are Kafka client properties: ``tidelog.spark.kafka_params``)."""
     allowed_lower = {a.lower() for a in allowed}
     for key in options:
         low = key.lower()
-        if low in allowed_lower or low in _SPARK_OWN or low.startswith(SSL_OPTION_PREFIX):
+        if low in allowed_lower or low in _SPARK_OWN or low.startswith(_KAFKA_PREFIX):
             continue
-        if low in _UNSUPPORTED:
-            raise SparkOptionError(
-                f"option '{_canonical(key)}' of Spark's Kafka connector is not supported by "
-                f"tidelog: {_UNSUPPORTED[low]}"
-            )
         raise SparkOptionError(
             f"unknown option '{key}' for a tidelog {what}; known options: {', '.join(allowed)}, "
-            f"{SSL_OPTION_PREFIX}*"
+            f"{_KAFKA_PREFIX}* (Kafka client properties)"
         )
+
+
+def _kafka_rest(options: Mapping[str, str], parsed_here: tuple[str, ...]) -> dict[str, str]:
+    """The ``kafka.*`` options this module does not parse itself (not ``parsed_here``, the
+    security options or ``kafka.ssl.*``), for ``tidelog.spark.kafka_params``."""
+    handled = {o.lower() for o in (*parsed_here, *SECURITY_OPTIONS)}
+    return {
+        k: str(v)
+        for k, v in options.items()
+        if k.lower().startswith(_KAFKA_PREFIX)
+        and k.lower() not in handled
+        and not k.lower().startswith(SSL_OPTION_PREFIX)
+    }
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -249,14 +269,21 @@ class Assign:
 Subscription = Subscribe | SubscribePattern | Assign
 
 
-def _topic_partition_json(name: str, raw: str) -> dict[str, dict[int, int]]:
-    """``{"topic": {"0": 23, "1": -2}}`` -> {topic: {partition: offset}}."""
+def _topic_partition_json(
+    name: str, raw: str, *, timestamps: bool = False
+) -> dict[str, dict[int, int]]:
+    """``{"topic": {"0": 23, "1": -2}}`` -> {topic: {partition: offset}}; with
+    ``timestamps``, ``{"topic": {"0": 1700000000000}}`` (ms, no -1/-2 there)."""
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise SparkOptionError(
-            f"option '{name}' is not valid JSON ({exc.msg}); expected {{\"topic\": "
-            f'{{"0": 23}}}} or "earliest"/"latest"'
+            f"option '{name}' is not valid JSON ({exc.msg}); expected "
+            + (
+                '{"topic": {"0": <timestamp ms>}}'
+                if timestamps
+                else '{"topic": {"0": 23}} or "earliest"/"latest"'
+            )
         ) from None
     if not isinstance(parsed, dict):
         raise SparkOptionError(f"option '{name}' must be a JSON object of topics")
@@ -270,9 +297,11 @@ def _topic_partition_json(name: str, raw: str) -> dict[str, dict[int, int]]:
         for partition, offset in parts.items():
             if not str(partition).lstrip("-").isdigit() or int(partition) < 0:
                 raise SparkOptionError(f"option '{name}': bad partition {partition!r}")
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+            lowest, what = (0, "timestamp (ms)") if timestamps else (EARLIEST, "offset")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < lowest:
                 raise SparkOptionError(
-                    f"option '{name}': offset of {topic}-{partition} must be an integer >= -2"
+                    f"option '{name}': {what} of {topic}-{partition} must be an integer "
+                    f">= {lowest}, not {offset!r}"
                 )
             result[topic][int(partition)] = offset
     return result
@@ -344,10 +373,25 @@ class SpecificSpec:
 
 @dataclass(frozen=True, slots=True)
 class TimestampSpec:
+    """``startingTimestamp``/``endingTimestamp``: every partition at its first offset whose
+    timestamp is at or after ``timestamp_ms``."""
+
     timestamp_ms: int
 
 
-OffsetSpec = EarliestSpec | LatestSpec | SpecificSpec | TimestampSpec
+@dataclass(frozen=True, slots=True)
+class PartitionTimestampSpec:
+    """``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``: a timestamp (ms) per
+    partition, which must name every partition of the subscription (Spark's rule)."""
+
+    timestamps: Mapping[str, Mapping[int, int]]
+
+
+OffsetSpec = EarliestSpec | LatestSpec | SpecificSpec | TimestampSpec | PartitionTimestampSpec
+
+#: ``startingOffsetsByTimestampStrategy``: what a partition with no record at or after its
+#: starting timestamp does: fail the query ("error", Spark's default) or start at latest.
+TIMESTAMP_STRATEGIES: Final = ("error", "latest")
 
 
 def _offset_spec(options: Mapping[str, str], name: str) -> OffsetSpec | None:
@@ -362,7 +406,96 @@ def _offset_spec(options: Mapping[str, str], name: str) -> OffsetSpec | None:
     return SpecificSpec(_topic_partition_json(name, value))
 
 
+def _bound_spec(options: Mapping[str, str], side: str) -> tuple[str, OffsetSpec] | None:
+    """The starting (``side`` "starting") or ending spec and the option that gave it, by
+    Spark's precedence: ``<side>Timestamp`` over ``<side>OffsetsByTimestamp`` over
+    ``<side>Offsets``; the options a higher one overrides are logged as ignored."""
+    names = (f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets")
+    given = [name for name in names if _get(options, name) is not None]
+    if not given:
+        return None
+    name = given[0]
+    for ignored in given[1:]:
+        log.warning("option '%s' is ignored: '%s' takes precedence (Spark's rule)", ignored, name)
+    if name == names[0]:
+        timestamp = _int(options, name, None, 0)
+        assert timestamp is not None
+        return name, TimestampSpec(timestamp)
+    if name == names[1]:
+        raw = _get(options, name)
+        assert raw is not None
+        return name, PartitionTimestampSpec(_topic_partition_json(name, raw, timestamps=True))
+    spec = _offset_spec(options, name)
+    assert spec is not None
+    return name, spec
+
+
+def _check_batch_bounds(starting: OffsetSpec | None, ending: OffsetSpec | None) -> None:
+    """Spark's batch rules: no start at latest, no end at earliest."""
+    if isinstance(starting, LatestSpec):
+        raise SparkOptionError(
+            "option 'startingOffsets' cannot be 'latest' for a batch query (it would read nothing)"
+        )
+    if isinstance(ending, EarliestSpec):
+        raise SparkOptionError("option 'endingOffsets' cannot be 'earliest' for a batch query")
+    if isinstance(starting, SpecificSpec) and any(
+        o == LATEST for parts in starting.offsets.values() for o in parts.values()
+    ):
+        raise SparkOptionError(
+            "option 'startingOffsets': -1 (latest) is not allowed for a batch query"
+        )
+    if isinstance(ending, SpecificSpec) and any(
+        o == EARLIEST for parts in ending.offsets.values() for o in parts.values()
+    ):
+        raise SparkOptionError(
+            "option 'endingOffsets': -2 (earliest) is not allowed for a batch query"
+        )
+
+
+_DURATION: Final = re.compile(r"\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_DURATION_MS: Final = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
+    """A time like Spark's ``timeStringAsMs``: ``15m``, ``30s``, ``500ms``, ``2h``, ``1d``
+    (a bare number is milliseconds)."""
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    match = _DURATION.fullmatch(raw)
+    if match is None:
+        raise SparkOptionError(
+            f"option '{name}' must be a time like 15m, 30s, 500ms, 2h (a bare number is "
+            f"milliseconds), not {raw!r}"
+        )
+    return int(int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()])
+
+
+def _choice(options: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    raw = _get(options, name)
+    if raw is None:
+        return choices[0]
+    value = raw.strip().lower()
+    if value not in choices:
+        raise SparkOptionError(f"option '{name}' must be {' or '.join(choices)}, not {raw!r}")
+    return value
+
+
 # --- parsed options ----------------------------------------------------------------------
+
+#: ``groupIdPrefix`` defaults (Spark's): generated group ids of streams and of batch reads.
+DEFAULT_STREAM_GROUP_PREFIX: Final = "spark-kafka-source"
+DEFAULT_BATCH_GROUP_PREFIX: Final = "spark-kafka-relation"
+#: ``maxTriggerDelay`` when none is given (Spark's default, 15 minutes).
+DEFAULT_MAX_TRIGGER_DELAY_MS: Final = 900_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +521,25 @@ class ReadOptions:
     #: ``commitOffsetsToGroup`` with ``kafka.group.id``: the consumer group a stream commits
     #: its offsets to after each micro-batch (``tidelog.spark.progress``); None: no commits.
     commit_group: str | None = None
+    #: ``startingOffsetsByTimestampStrategy``: "error" or "latest".
+    starting_timestamp_strategy: str = "error"
+    #: ``minOffsetsPerTrigger``: a micro-batch waits for this many new offsets, or for
+    #: ``maxTriggerDelay`` (ms) since the last micro-batch.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    #: ``maxRecordsPerPartition``: offset ranges are cut into pieces of at most this many.
+    max_records_per_partition: int | None = None
+    #: ``kafka.group.id`` (reads assign partitions directly: a group only receives
+    #: committed offsets) and ``groupIdPrefix`` (ignored when ``kafka.group.id`` is set).
+    group_id: str | None = None
+    group_id_prefix: str = DEFAULT_STREAM_GROUP_PREFIX
+    #: ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``: retries of each offset
+    #: look-up and the wait between them (None: retry with backoff until
+    #: ``kafkaConsumer.pollTimeoutMs``).
+    fetch_offset_retries: int | None = None
+    fetch_offset_retry_interval_ms: int | None = None
+    #: ``kafka.max.poll.records``: rows per Arrow batch a read task yields (None: a fetch's).
+    max_poll_records: int | None = None
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -396,54 +548,16 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     _check_known(options, READ_OPTIONS, kind)
     servers = _bootstrap(options)
     subscription = _subscription(options)
-    starting = _offset_spec(options, "startingOffsets")
-    ending = _offset_spec(options, "endingOffsets")
-    timestamp = _int(options, "startingTimestamp", None, 0)
-    if timestamp is not None:
-        if starting is not None:
-            raise SparkOptionError(
-                "options 'startingOffsets' and 'startingTimestamp' contradict each other: "
-                "give one of them"
-            )
-        starting = TimestampSpec(timestamp)
-    if streaming:
-        if ending is not None:
-            raise SparkOptionError("option 'endingOffsets' is for batch queries only")
-        starting = starting or LatestSpec()
-        ending = LatestSpec()
-    else:
-        if isinstance(starting, LatestSpec):
-            raise SparkOptionError(
-                "option 'startingOffsets' cannot be 'latest' for a batch query "
-                "(it would read nothing)"
-            )
-        if isinstance(ending, EarliestSpec):
-            raise SparkOptionError("option 'endingOffsets' cannot be 'earliest' for a batch query")
-        if isinstance(starting, SpecificSpec) and any(
-            o == LATEST for parts in starting.offsets.values() for o in parts.values()
-        ):
-            raise SparkOptionError(
-                "option 'startingOffsets': -1 (latest) is not allowed for a batch query"
-            )
-        if isinstance(ending, SpecificSpec) and any(
-            o == EARLIEST for parts in ending.offsets.values() for o in parts.values()
-        ):
-            raise SparkOptionError(
-                "option 'endingOffsets': -2 (earliest) is not allowed for a batch query"
-            )
-        starting = starting or EarliestSpec()
-        ending = ending or LatestSpec()
-    for spec_name, spec in (("startingOffsets", starting), ("endingOffsets", ending)):
-        if isinstance(spec, SpecificSpec):
-            _check_spec_against_subscription(spec_name, spec, subscription)
-    max_offsets = _int(options, "maxOffsetsPerTrigger", None, 1)
-    min_partitions = _int(options, "minPartitions", None, 1)
+    starting, ending = _bounds(options, subscription, streaming=streaming)
     request_timeout = _int(options, "kafka.request.timeout.ms", 30000, 1)
     poll_timeout = _int(options, "kafkaConsumer.pollTimeoutMs", 120000, 1)
     fetch_max = _int(options, "fetch.max.bytes", 8 << 20, 1024)
     assert request_timeout is not None
     assert poll_timeout is not None
     assert fetch_max is not None
+    client = consumer_params(_kafka_rest(options, _READ_KAFKA), kind)
+    min_offsets, max_delay = _trigger_options(options)
+    group_id, group_id_prefix = _group_options(options, streaming=streaming)
     return ReadOptions(
         bootstrap_servers=servers,
         client_id=_get(options, "kafka.client.id") or "tidelog-spark",
@@ -451,32 +565,89 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         subscription=subscription,
         starting=starting,
         ending=ending,
-        max_offsets_per_trigger=max_offsets,
-        min_partitions=min_partitions,
+        max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
+        min_partitions=_int(options, "minPartitions", None, 1),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
         poll_timeout_ms=poll_timeout,
-        fetch_max_bytes=fetch_max,
+        fetch_max_bytes=min(fetch_max, client.fetch_max_bytes or fetch_max),
         read_committed=_read_committed(options),
         security_properties=_security(options),
         commit_group=_commit_group(options, streaming),
+        starting_timestamp_strategy=_choice(
+            options, "startingOffsetsByTimestampStrategy", TIMESTAMP_STRATEGIES
+        ),
+        max_records_per_partition=_int(options, "maxRecordsPerPartition", None, 1),
+        max_poll_records=client.max_poll_records,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=max_delay,
+        group_id=group_id,
+        group_id_prefix=group_id_prefix,
+        fetch_offset_retries=_int(options, "fetchOffset.numRetries", None, 0),
+        fetch_offset_retry_interval_ms=_int(options, "fetchOffset.retryIntervalMs", None, 0),
+    )
+
+
+def _bounds(
+    options: Mapping[str, str], subscription: Subscription, *, streaming: bool
+) -> tuple[OffsetSpec, OffsetSpec]:
+    """The starting and ending specs of a read, checked (Spark's rules)."""
+    start = _bound_spec(options, "starting")
+    end = _bound_spec(options, "ending")
+    for given in (start, end):
+        if given is not None and isinstance(given[1], SpecificSpec | PartitionTimestampSpec):
+            _check_spec_against_subscription(given[0], given[1], subscription)
+    if streaming:
+        named = [name for name in _BATCH_ONLY if _get(options, name) is not None]
+        if named:
+            raise SparkOptionError(f"option '{named[0]}' is for batch queries only")
+        return (start[1] if start else LatestSpec()), LatestSpec()
+    starting, ending = (start[1] if start else None), (end[1] if end else None)
+    _check_batch_bounds(starting, ending)
+    return starting or EarliestSpec(), ending or LatestSpec()
+
+
+def _trigger_options(options: Mapping[str, str]) -> tuple[int | None, int]:
+    """``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (streams; batch reads ignore them)."""
+    minimum = _int(options, "minOffsetsPerTrigger", None, 1)
+    maximum = _int(options, "maxOffsetsPerTrigger", None, 1)
+    delay = _duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
+    if minimum is not None and maximum is not None and minimum > maximum:
+        raise SparkOptionError(
+            f"option 'minOffsetsPerTrigger' ({minimum}) cannot be greater than "
+            f"'maxOffsetsPerTrigger' ({maximum})"
+        )
+    if minimum is None and _get(options, "maxTriggerDelay") is not None:
+        log.warning("option 'maxTriggerDelay' applies only with 'minOffsetsPerTrigger': ignored")
+    return minimum, delay
+
+
+def _group_options(options: Mapping[str, str], *, streaming: bool) -> tuple[str | None, str]:
+    """``kafka.group.id`` and ``groupIdPrefix``."""
+    group_id = _get(options, "kafka.group.id")
+    if group_id is not None and not group_id.strip():
+        raise SparkOptionError("option 'kafka.group.id' is empty")
+    prefix = _get(options, "groupIdPrefix")
+    if prefix is not None and not prefix.strip():
+        raise SparkOptionError("option 'groupIdPrefix' is empty")
+    if group_id is not None and prefix is not None:
+        log.warning("option 'groupIdPrefix' is ignored: 'kafka.group.id' is set")
+    default = DEFAULT_STREAM_GROUP_PREFIX if streaming else DEFAULT_BATCH_GROUP_PREFIX
+    return (
+        group_id.strip() if group_id is not None else None,
+        prefix.strip() if prefix is not None else default,
     )
 
 
 def _commit_group(options: Mapping[str, str], streaming: bool) -> str | None:
-    """``commitOffsetsToGroup`` (default false) and the ``kafka.group.id`` it commits to."""
-    commit = _bool(options, "commitOffsetsToGroup", False)
-    raw = _get(options, "kafka.group.id")
-    group = raw.strip() if raw is not None else None
-    if not commit:
-        if group is not None:
-            raise SparkOptionError(
-                "option 'kafka.group.id' applies only with commitOffsetsToGroup=true "
-                "(tidelog reads join no consumer group; Spark's checkpoint holds the offsets)"
-            )
+    """``commitOffsetsToGroup`` (default false) and the ``kafka.group.id`` it commits to (a
+    group named by the user: never one made from ``groupIdPrefix``)."""
+    if not _bool(options, "commitOffsetsToGroup", False):
         return None
     if not streaming:
         raise SparkOptionError("option 'commitOffsetsToGroup' is for streaming queries only")
+    raw = _get(options, "kafka.group.id")
+    group = raw.strip() if raw is not None else None
     if not group:
         raise SparkOptionError(
             "option 'commitOffsetsToGroup' needs 'kafka.group.id': the consumer group to "
@@ -486,9 +657,10 @@ def _commit_group(options: Mapping[str, str], streaming: bool) -> str | None:
 
 
 def _check_spec_against_subscription(
-    name: str, spec: SpecificSpec, subscription: Subscription
+    name: str, spec: SpecificSpec | PartitionTimestampSpec, subscription: Subscription
 ) -> None:
-    named = {TopicPartition(t, p) for t, parts in spec.offsets.items() for p in parts}
+    per_topic = spec.offsets if isinstance(spec, SpecificSpec) else spec.timestamps
+    named = {TopicPartition(t, p) for t, parts in per_topic.items() for p in parts}
     if isinstance(subscription, Assign):
         extra = named - set(subscription.partitions)
         if extra:
@@ -514,6 +686,9 @@ def _check_spec_against_subscription(
 
 #: ``transactionalIdPrefix`` when none is given (exactlyOnce).
 DEFAULT_TRANSACTIONAL_ID_PREFIX: Final = "tidelog-spark"
+#: ``kafka.batch.size`` when none is given (larger than the Kafka producer's 16 KiB: a
+#: Spark task has all its rows at hand).
+DEFAULT_BATCH_BYTES: Final = 512 * 1024
 #: ``kafka.transaction.timeout.ms`` when none is given: the brokers' default
 #: ``transaction.max.timeout.ms`` (15 minutes).
 DEFAULT_TRANSACTION_TIMEOUT_MS: Final = 900_000
@@ -539,6 +714,12 @@ class WriteOptions:
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     #: Rule 3: the client's security properties (never in the repr).
     security_properties: SecurityProperties = field(default=(), repr=False)
+    #: ``kafka.compression.type`` and KIP-390's ``kafka.compression.*.level``: the codec
+    #: of the record batches the sink writes.
+    compression: Compression = Compression.NONE
+    compression_levels: CompressionLevels = DEFAULT_LEVELS
+    #: ``kafka.batch.size``: a record batch is cut once it holds this many bytes.
+    batch_bytes: int = DEFAULT_BATCH_BYTES
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -572,15 +753,25 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             f"option 'kafka.acks' must be all with exactlyOnce=true (transactional writes are "
             f"idempotent, which needs acks=all), not {acks_raw!r}"
         )
+    client = producer_params(_kafka_rest(options, _WRITE_KAFKA))
+    delivery = client.delivery_timeout_ms
+    if delivery is not None and delivery < request_timeout:
+        raise SparkOptionError(
+            f"option 'kafka.delivery.timeout.ms' ({delivery}) must be at least "
+            f"'kafka.request.timeout.ms' ({request_timeout})"
+        )
     return WriteOptions(
         bootstrap_servers=servers,
         client_id=_get(options, "kafka.client.id") or "tidelog-spark",
         request_timeout_ms=request_timeout,
         topic=topic.strip() if topic else None,
         acks=acks_map[acks_raw],
-        retry_timeout_ms=max(request_timeout * 2, 120000),
+        retry_timeout_ms=delivery if delivery is not None else max(request_timeout * 2, 120000),
         exactly_once=exactly_once,
         transactional_id_prefix=prefix.strip() if prefix else DEFAULT_TRANSACTIONAL_ID_PREFIX,
         transaction_timeout_ms=timeout if timeout is not None else DEFAULT_TRANSACTION_TIMEOUT_MS,
         security_properties=_security(options),
+        compression=client.compression,
+        compression_levels=client.levels,
+        batch_bytes=client.batch_bytes if client.batch_bytes is not None else DEFAULT_BATCH_BYTES,
     )

@@ -16,11 +16,14 @@ from typing import Any, Final
 from tidelog.client import BlockingClient, ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.batch_builder import RecordFields, encode_batch
+from tidelog.protocol.batch_builder import RecordFields
 from tidelog.protocol.partitioner import partition_for_key
+from tidelog.protocol.records import Compression
+from tidelog.spark.compressed import encode_sink_batch
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import SecurityProperties
 from tidelog.spark.session import REFRESH_ERRORS, Backoff, RetryableError, Session, wait
+from tidelog.storage.compression import DEFAULT_LEVELS, CompressionLevels
 
 #: Produce answers that mean "written": DUPLICATE_SEQUENCE_NUMBER is a retry of a batch the
 #: leader already has (an idempotent producer's; the Java producer takes it as success).
@@ -49,8 +52,13 @@ class Producer:
         batch_bytes: int = 512 * 1024,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         security_properties: SecurityProperties = (),
+        compression: Compression = Compression.NONE,
+        compression_levels: CompressionLevels = DEFAULT_LEVELS,
     ) -> None:
         self.session = Session(bootstrap, client_id, request_timeout_ms, security_properties)
+        #: ``kafka.compression.type`` (and levels): the codec of every batch sent.
+        self.compression = compression
+        self.compression_levels = compression_levels
         self.acks = acks
         self.request_timeout_ms = request_timeout_ms
         self.retry_timeout_s = retry_timeout_ms / 1000
@@ -158,7 +166,7 @@ class Producer:
     def _encode(self, tp: TopicPartition, records: Sequence[RecordFields], now_ms: int) -> bytes:
         """One batch of ``records`` for ``tp`` (a hook: the transactional producer stamps
         its producer id, epoch and sequences)."""
-        return encode_batch(records, now_ms)
+        return encode_sink_batch(records, now_ms, self.compression, self.compression_levels)
 
     def _before_produce(self, tps: Sequence[TopicPartition]) -> None:
         """Called once per flush before anything is sent to ``tps`` (a hook: the

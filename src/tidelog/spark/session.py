@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from tidelog.client import BlockingClient, ClientConnectionError, ClientTimeoutError
@@ -55,37 +56,54 @@ class RetryableError(Exception):
     """A failure worth retrying after a metadata refresh (raised inside ``Session.call``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class RetryLimit:
+    """A bound on retries besides the deadline (Spark's ``fetchOffset.numRetries`` and
+    ``fetchOffset.retryIntervalMs``): at most ``retries`` retries (None: no count), each
+    after ``interval_s`` (None: the exponential backoff)."""
+
+    retries: int | None = None
+    interval_s: float | None = None
+
+
 class Backoff:
-    """Exponential backoff (100 ms doubling to 2 s) until ``deadline`` (``time.monotonic()``).
+    """Exponential backoff (100 ms doubling to 2 s) until ``deadline`` (``time.monotonic()``),
+    or the fixed interval and retry count of a ``RetryLimit``.
 
     A schedule, not a sleeper: ``next_delay`` says how long to wait before the next attempt
-    (or raises ``ConnectorError`` once that wait would pass the deadline), and the caller
-    sleeps it with ``time.sleep`` or ``await asyncio.sleep``.
+    (or raises ``ConnectorError`` once that wait would pass the deadline or the retries
+    are used up), and the caller sleeps it with ``time.sleep`` or ``await asyncio.sleep``.
     """
 
-    __slots__ = ("attempts", "deadline", "delay", "what")
+    __slots__ = ("attempts", "deadline", "delay", "limit", "what")
 
-    def __init__(self, deadline: float, what: str) -> None:
+    def __init__(self, deadline: float, what: str, limit: RetryLimit | None = None) -> None:
         self.deadline = deadline
-        self.delay = BACKOFF_START_S
+        self.limit = limit or RetryLimit()
+        self.delay = self._first_delay()
         self.what = what
         self.attempts = 0
+
+    def _first_delay(self) -> float:
+        return BACKOFF_START_S if self.limit.interval_s is None else self.limit.interval_s
 
     def next_delay(self, now: float, reason: object) -> float:
         """The wait before the next attempt, the last one having failed with ``reason``."""
         self.attempts += 1
-        if now + self.delay > self.deadline:
+        retries = self.limit.retries
+        if now + self.delay > self.deadline or (retries is not None and self.attempts > retries):
             raise ConnectorError(
                 f"{self.what}: gave up after {self.attempts} attempts; last error: {reason}"
             )
         log.info("%s: retrying in %.1fs after %s", self.what, self.delay, reason)
         delay = self.delay
-        self.delay = min(delay * 2, BACKOFF_MAX_S)
+        if self.limit.interval_s is None:
+            self.delay = min(delay * 2, BACKOFF_MAX_S)
         return delay
 
     def reset(self) -> None:
         """Back to the shortest wait (an attempt succeeded)."""
-        self.delay = BACKOFF_START_S
+        self.delay = self._first_delay()
 
 
 def wait(backoff: Backoff, reason: object) -> None:
@@ -148,10 +166,11 @@ class Session:
         what: str,
         timeout_s: float,
         topics: Sequence[str] | None = None,
+        limit: RetryLimit | None = None,
     ) -> T:
         """``fn(client)``, retried on connection errors and ``RetryableError`` until the
-        deadline, with a metadata refresh before each retry."""
-        backoff = Backoff(time.monotonic() + timeout_s, what)
+        deadline (and within ``limit``), with a metadata refresh before each retry."""
+        backoff = Backoff(time.monotonic() + timeout_s, what, limit)
         while True:
             try:
                 return fn(self.client)

@@ -37,7 +37,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
@@ -56,6 +55,13 @@ from pyspark.sql.types import (
 
 from tidelog.model import TopicPartition
 from tidelog.spark import transactions
+from tidelog.spark.admission import (
+    OptionErrorStreamReader,
+    admits,
+    default_read_limit,
+    limit_rows,
+    trigger_delay,
+)
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.offset_reader import OffsetReader
 from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
@@ -116,7 +122,13 @@ class TidelogDataSource(DataSource):
         return TidelogBatchReader(parse_read_options(self.options, streaming=False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return TidelogStreamReader(parse_read_options(self.options, streaming=True), schema)
+        try:
+            options = parse_read_options(self.options, streaming=True)
+        except SparkOptionError as exc:
+            # PySpark's stream runner loses an error raised here (UnboundLocalError in its
+            # cleanup): the reader raises it from its first call instead.
+            return OptionErrorStreamReader(exc)
+        return TidelogStreamReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
@@ -151,21 +163,27 @@ class RangePartition(InputPartition):
 def _input_partitions(ranges: list[OffsetRange], options: ReadOptions) -> list[RangePartition]:
     return [
         RangePartition(r.tp.topic, r.tp.partition, r.from_offset, r.until_offset)
-        for r in split_ranges(ranges, options.min_partitions)
+        for r in split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     ]
 
 
 def _read(
     options: ReadOptions, schema: StructType, partition: InputPartition
 ) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, RangePartition)
+    if not isinstance(partition, RangePartition):
+        # PySpark plans one InputPartition(None) when partitions() returns none (every
+        # range empty, e.g. a start at latest by startingOffsetsByTimestampStrategy).
+        return iter(())
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    return read_range(
-        options,
-        TopicPartition(partition.topic, partition.partition),
-        partition.from_offset,
-        partition.until_offset,
-        arrow_schema,
+    return limit_rows(
+        read_range(
+            options,
+            TopicPartition(partition.topic, partition.partition),
+            partition.from_offset,
+            partition.until_offset,
+            arrow_schema,
+        ),
+        options.max_poll_records,
     )
 
 
@@ -179,7 +197,7 @@ class TidelogBatchReader(DataSourceReader):
         try:
             tps = offsets.partitions()
             start = offsets.resolve(self.options.starting, tps, default_latest=False)
-            end = offsets.resolve(self.options.ending, tps, default_latest=True)
+            end = offsets.resolve(self.options.ending, tps, default_latest=True, side="ending")
             latest = offsets.latest(tps)
         finally:
             offsets.close()
@@ -227,6 +245,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if options.commit_group is not None
             else None
         )
+        self._delay = trigger_delay(options)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get the reader pickled for read(): no client travels with it.
@@ -245,9 +264,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self.offsets.resolve(self.options.starting, tps, default_latest=True))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_offsets_per_trigger is not None:
-            return ReadMaxRows(self.options.max_offsets_per_trigger)
-        return ReadAllAvailable()
+        return default_read_limit(self.options)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self.offsets.latest(self.offsets.partitions())
@@ -294,7 +311,9 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     latest[tp] = begin[tp]
         self._latest = latest
         end = latest
-        if isinstance(limit, ReadMaxRows):
+        if not admits(self._delay, limit, self._target, begin, latest):
+            end = {tp: begin[tp] for tp in latest}  # minOffsetsPerTrigger: wait for more
+        elif isinstance(limit, ReadMaxRows):
             end = rate_limit({tp: begin[tp] for tp in latest}, latest, limit.max_rows)
         return to_json({**{tp: begin[tp] for tp in gone}, **end})
 
@@ -435,7 +454,10 @@ def _write_batches(
         request_timeout_ms=options.request_timeout_ms,
         acks=options.acks,
         retry_timeout_ms=options.retry_timeout_ms,
+        batch_bytes=options.batch_bytes,
         security_properties=options.security_properties,
+        compression=options.compression,
+        compression_levels=options.compression_levels,
     )
     try:
         for batch in batches:

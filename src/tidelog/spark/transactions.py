@@ -49,7 +49,8 @@ from tidelog.client import Client, ClientConnectionError, ClientTimeoutError
 from tidelog.client.client import TransactionDescription
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.batch_builder import RecordFields, encode_batch
+from tidelog.protocol.batch_builder import RecordFields
+from tidelog.spark.compressed import encode_sink_batch
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import WriteOptions
 from tidelog.spark.producer import Producer
@@ -336,7 +337,7 @@ class TransactionalProducer(Producer):
         txn_id: str,
         *,
         batch_records: int = 5000,
-        batch_bytes: int = 512 * 1024,
+        batch_bytes: int | None = None,
     ) -> None:
         super().__init__(
             options.bootstrap_servers,
@@ -345,8 +346,10 @@ class TransactionalProducer(Producer):
             acks=-1,
             retry_timeout_ms=options.retry_timeout_ms,
             batch_records=batch_records,
-            batch_bytes=batch_bytes,
+            batch_bytes=options.batch_bytes if batch_bytes is None else batch_bytes,
             security_properties=options.security_properties,
+            compression=options.compression,
+            compression_levels=options.compression_levels,
         )
         self.transactional_id = txn_id
         self.transaction_timeout_ms = options.transaction_timeout_ms
@@ -390,9 +393,11 @@ class TransactionalProducer(Producer):
         handle = self.handle
         sequence = self._sequences.get(tp, 0)
         self._sequences[tp] = (sequence + len(records)) & _MAX_SEQUENCE
-        return encode_batch(
+        return encode_sink_batch(
             records,
             now_ms,
+            self.compression,
+            self.compression_levels,
             producer_id=handle.producer_id,
             producer_epoch=handle.producer_epoch,
             base_sequence=sequence,

@@ -65,13 +65,17 @@ def test_a_bad_isolation_level_is_named(value: str) -> None:
     )
 
 
-def test_isolation_level_is_not_a_write_option() -> None:
+def test_isolation_level_is_not_a_write_option(caplog: pytest.LogCaptureFixture) -> None:
     from tidelog.spark.options import parse_write_options
 
-    with pytest.raises(SparkOptionError, match=r"unknown option 'kafka\.isolation\.level'"):
-        parse_write_options(
-            {"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.isolation.level": "x"}
-        )
+    # A producer has no isolation.level: ignored with a warning, as a Kafka client does.
+    parse_write_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.isolation.level": "x"}
+    )
+    assert (
+        "option 'kafka.isolation.level' is not a Kafka client property tidelog uses for a write"
+        in (caplog.text)
+    )
 
 
 # --- batches -------------------------------------------------------------------------------
