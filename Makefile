@@ -61,7 +61,7 @@ test-slow: venv
 	$(BIN)/pytest -m slow $(PYTEST_ARGS)
 
 # Issue 31 point 4: the Spark connector on a standalone cluster (two workers, one SIGKILLed
-# mid-query, exactlyOnce) and through a Spark Connect server; 10-20 minutes on 2 cores.
+# mid-query, exactlyOnce) and through a Spark Connect server; 6-17 minutes on 2 cores.
 test-spark-cluster: venv
 	$(BIN)/pytest -s -m slow tests/spark/test_cluster.py $(PYTEST_ARGS)
 

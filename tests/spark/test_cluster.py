@@ -33,7 +33,13 @@ from tidelog.protocol.list_offsets import LATEST_TIMESTAMP
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+# Above the 600 s default: on 2 shared cores a job's JVMs may take minutes to start.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]
 
 ROOT = Path(__file__).parents[2]
 JOB = Path(__file__).with_name("cluster_job.py")
