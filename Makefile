@@ -4,7 +4,7 @@ SHELL := /bin/bash
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv lint test test-fast test-slow demo pipeline soak chaos chaos-txn chaos-hosts bench bench-micro bench-storage bench-scrape clean
+.PHONY: all venv lint test test-fast test-slow test-spark-cluster demo pipeline soak chaos chaos-txn chaos-hosts bench bench-micro bench-storage bench-scrape clean
 
 all: test
 
@@ -73,6 +73,11 @@ chaos-hosts: venv
 # Every test marked slow (long cluster, Spark and fault scenarios).
 test-slow: venv
 	$(BIN)/pytest -m slow $(PYTEST_ARGS)
+
+# Issue 31 point 4: the Spark connector on a standalone cluster (two workers, one SIGKILLed
+# mid-query, exactlyOnce) and through a Spark Connect server; 6-17 minutes on 2 cores.
+test-spark-cluster: venv
+	$(BIN)/pytest -s -m slow tests/spark/test_cluster.py $(PYTEST_ARGS)
 
 # Long simulator sweep (issue 4): many seeds; prints any failing seed with its replay command.
 soak: venv

@@ -48,6 +48,10 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import tidelog, kio, crc32c" # fail loudly if the install did not take
+  if [[ ",$extras," == *",spark,"* ]]; then
+    # The spark extra: pyspark with its Spark Connect client (grpc, pandas) and pyarrow.
+    .venv/bin/python -c "import pyspark, pyarrow, grpc, grpc_status, pandas"
+  fi
   touch "$stamp"
 fi
 
