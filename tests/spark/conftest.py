@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -83,13 +84,21 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
 
 
 def produce(
-    bootstrap: str, topic: str, partition: int, records: Sequence[Record], *, timestamp_ms: int = 0
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    records: Sequence[Record],
+    *,
+    timestamp_ms: int | None = None,
 ) -> None:
+    """Write ``records`` acks=all, stamped ``timestamp_ms`` or their own timestamps, else now
+    (a record stamped 0 is past the default retention and deleted at the broker's first
+    retention check, 5 min after start, which a slow query may outlive)."""
+    if timestamp_ms is None and all(r.timestamp_ms is None for r in records):
+        timestamp_ms = int(time.time() * 1000)
     with BlockingClient(bootstrap) as client:
         for start in range(0, len(records), 1000):
-            batch = build_batch(
-                records[start : start + 1000], base_timestamp_ms=timestamp_ms or None
-            )
+            batch = build_batch(records[start : start + 1000], base_timestamp_ms=timestamp_ms)
             result = client.produce(TopicPartition(topic, partition), batch, acks=-1)
             assert result is not None
             assert result.error_code == ErrorCode.NONE, result
