@@ -558,12 +558,18 @@ def test_controlled_shutdown_moves_leaderships_first(zk_connect: str) -> None:
             mark = len(ctl.sender.sent)
             await leaving.kill()
             await wait_for_async(lambda: _broker_gone(ctl.zk, leaving.broker_id))
+            # The controller learns it from its watch on /brokers/ids, a moment later.
+            await wait_for_async(lambda: _async(leaving.broker_id not in ctl.controller.ctx.live))
             assert (await states(ctl.zk, "roll", 3)) == after
 
             gone = await ctl.controller.controlled_shutdown(leaving.broker_id, epoch)
             assert gone.error is ErrorCode.BROKER_NOT_AVAILABLE
 
     run(body)
+
+
+async def _async(value: bool) -> bool:
+    return value
 
 
 async def _broker_gone(zk: ZkClient, broker_id: BrokerId) -> bool:
