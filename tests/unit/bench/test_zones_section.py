@@ -70,3 +70,12 @@ def test_the_report_includes_the_table() -> None:
     text = render_markdown(data)
     assert "## Quotas and follower reads (`--only zones`)" in text
     assert "| consume 1 partition 100 B from the leader | 150,000 | 15.0 |  | 100% |" in text
+
+
+def test_the_steady_rate_leaves_out_the_first_burst() -> None:
+    # 100-byte records: bursts of 100,000 records are 10 MB each. After the first burst (second
+    # 1), two more arrive by second 11: 20 MB over 10 s.
+    acks = [0, 100_000, 0, 0, 0, 0, 100_000, 0, 0, 0, 0, 100_000, 0]
+    assert zones.steady_mb_per_s(acks, 100) == 20_000_000 / 10 / zones.MB
+    assert zones.steady_mb_per_s([5, 0, 0], 100) == 0.0
+    assert zones.steady_mb_per_s([], 100) == 0.0
