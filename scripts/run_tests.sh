@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make test`'s pytest runs: the tests that start processes (brokers, ZooKeeper, Spark; the
-# `integration` mark) one at a time, in order, in the foreground, and beside them, on the
-# second core, the tests that start none (unit, simulator seeds, property tests), whose
-# output is printed after. The exit status is the first failure's.
+# `integration` mark) in the foreground on TEST_WORKERS pytest-xdist workers (default 2; 1:
+# one at a time, in order), each test module whole on one worker (`--dist loadfile`: a
+# module's cluster fixture starts once), and beside them the tests that start none (unit,
+# simulator seeds, property tests), whose output is printed after. The exit status is the
+# first failure's.
 #
 #   scripts/run_tests.sh [pytest args ...]    (make test passes PYTEST_ARGS)
 set -uo pipefail
@@ -16,7 +18,13 @@ unit_pid=$!
 trap 'kill "$unit_pid" 2>/dev/null; rm -f "$log"' EXIT
 
 # Only these folders hold process tests: the run collects nothing else.
-.venv/bin/pytest -m "not slow and integration" tests/integration tests/spark tests/faults "$@"
+workers=${TEST_WORKERS:-2}
+if [ "$workers" -gt 1 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+else
+  parallel=()
+fi
+.venv/bin/pytest "${parallel[@]}" -m "not slow and integration" tests/integration tests/spark tests/faults "$@"
 processes=$?
 wait "$unit_pid"
 unit=$?
