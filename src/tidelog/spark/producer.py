@@ -16,7 +16,7 @@ from typing import Any, Final
 from tidelog.client import BlockingClient, ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.batch_builder import RecordFields, encode_batch
+from tidelog.protocol.batch_builder import RecordFields, encode_records, frame_batch
 from tidelog.protocol.partitioner import partition_for_key
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import SecurityProperties
@@ -58,9 +58,14 @@ class Producer:
         self.batch_bytes = batch_bytes
         self.now_ms = now_ms
         self._num_partitions: dict[str, int] = {}
-        self._pending: dict[TopicPartition, list[RecordFields]] = {}
+        #: Rows sent one by one, not encoded yet.
+        self._rows: dict[TopicPartition, list[RecordFields]] = {}
+        #: Encoded records sections (and their record counts), in send order.
+        self._sections: dict[TopicPartition, list[tuple[bytes, int]]] = {}
         self._pending_bytes = 0
         self._round_robin = 0
+        #: Where each topic's next sticky batch goes (``tidelog.spark.arrow_encode``).
+        self.sticky_partition: dict[str, int] = {}
         #: Records acknowledged per partition (what a task's commit message reports).
         self.written: dict[TopicPartition, int] = {}
         #: Sent with every Produce request (the transactional producer's id).
@@ -114,38 +119,58 @@ class Producer:
                 f"partitions 0..{n - 1}"
             )
         tp = TopicPartition(topic, partition)
-        pending = self._pending.setdefault(tp, [])
-        pending.append((key, value, headers))
+        rows = self._rows.setdefault(tp, [])
+        rows.append((key, value, headers))
         self._pending_bytes += (len(value) if value else 0) + (len(key) if key else 0) + 24
-        if len(pending) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
+        if len(rows) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
             self.flush()
 
-    def flush(self) -> None:
-        if not self._pending:
+    def send_section(self, tp: TopicPartition, section: bytes, count: int) -> None:
+        """Queue ``count`` records already encoded as one batch's records section (offset
+        and timestamp deltas 0.., as ``encode_records`` writes them) for ``tp``, after the
+        rows sent to it before (``tidelog.spark.arrow_encode``)."""
+        self._seal(tp)
+        self._sections.setdefault(tp, []).append((section, count))
+        self._pending_bytes += len(section)
+        if self._pending_bytes >= self.batch_bytes * 8:
+            self.flush()
+
+    def _seal(self, tp: TopicPartition) -> None:
+        """Encode the rows sent to ``tp`` into records sections, cut near ``batch_bytes``
+        so no batch exceeds the broker's message.max.bytes."""
+        records = self._rows.pop(tp, None)
+        if not records:
             return
-        pending, self._pending, self._pending_bytes = self._pending, {}, 0
+        sections = self._sections.setdefault(tp, [])
+        start = 0
+        while start < len(records):
+            size, end = 0, start
+            while end < len(records) and (end == start or size < self.batch_bytes):
+                key, value, _headers = records[end]
+                size += (len(value) if value else 0) + (len(key) if key else 0) + 16
+                end += 1
+            sections.append((encode_records(records[start:end]), end - start))
+            start = end
+
+    def flush(self) -> None:
+        for tp in list(self._rows):
+            self._seal(tp)
+        if not self._sections:
+            return
+        pending, self._sections, self._pending_bytes = self._sections, {}, 0
         now = self.now_ms()
-        batches: dict[TopicPartition, list[bytes]] = {}
-        for tp, records in pending.items():
-            chunks: list[bytes] = []
-            start = 0
-            while start < len(records):
-                # Cut batches near batch_bytes so none exceeds the broker's message.max.bytes.
-                size, end = 0, start
-                while end < len(records) and (end == start or size < self.batch_bytes):
-                    key, value, _headers = records[end]
-                    size += (len(value) if value else 0) + (len(key) if key else 0) + 16
-                    end += 1
-                chunks.append(self._encode(tp, records[start:end], now))
-                start = end
-            batches[tp] = chunks
+        batches = {
+            tp: [self._frame(tp, section, count, now) for section, count in sections]
+            for tp, sections in pending.items()
+        }
         self._before_produce(sorted(batches))
         backoff = Backoff(time.monotonic() + self.retry_timeout_s, "producing")
         while batches:
             failures = self.session.client.run(self._produce_all(batches))
             done = [tp for tp in batches if tp not in failures]
             for tp in done:
-                self.written[tp] = self.written.get(tp, 0) + len(pending[tp])
+                count = sum(c for _section, c in pending[tp])
+                self.written[tp] = self.written.get(tp, 0) + count
                 del batches[tp]
             if not batches:
                 return
@@ -155,10 +180,11 @@ class Producer:
             wait(backoff, ", ".join(sorted(str(tp) for tp in failures)))
             self.session.refresh(sorted({tp.topic for tp in batches}))
 
-    def _encode(self, tp: TopicPartition, records: Sequence[RecordFields], now_ms: int) -> bytes:
-        """One batch of ``records`` for ``tp`` (a hook: the transactional producer stamps
-        its producer id, epoch and sequences)."""
-        return encode_batch(records, now_ms)
+    def _frame(self, tp: TopicPartition, section: bytes, count: int, now_ms: int) -> bytes:
+        """One batch of ``count`` records whose records section is ``section``, stamped
+        ``now_ms`` (a hook: the transactional producer stamps its producer id, epoch and
+        sequences)."""
+        return frame_batch(section, count=count, base_timestamp_ms=now_ms, max_timestamp_ms=now_ms)
 
     def _before_produce(self, tps: Sequence[TopicPartition]) -> None:
         """Called once per flush before anything is sent to ``tps`` (a hook: the
