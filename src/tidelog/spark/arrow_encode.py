@@ -149,12 +149,17 @@ def _has_headers(batch: pa.RecordBatch) -> bool:
 
 
 def _sticky(producer: Producer, topic: str, partitions: int, sizes: I64) -> I64:
-    """KIP-794's uniform sticky partitioner for rows without key or partition: rows fill
-    a batch of about ``batch_bytes`` for one partition, then the next partition's."""
-    chunk = np.cumsum(sizes) // max(producer.batch_bytes, 1)
-    first = producer.sticky_partition.get(topic, 0)
-    producer.sticky_partition[topic] = int(first + (chunk[-1] + 1 if chunk.size else 0))
-    return np.asarray((first + chunk) % partitions, np.int64)
+    """``Producer.sticky`` for many rows at once: each row goes where the bytes before it
+    fall, batches of about ``batch_bytes`` one partition after another."""
+    batch, used = producer.sticky_state.get(topic, (0, 0))
+    ends = used + np.cumsum(sizes)
+    chunk = (ends - sizes) // producer.batch_bytes
+    total = int(ends[-1]) if ends.size else used
+    producer.sticky_state[topic] = (
+        batch + total // producer.batch_bytes,
+        total % producer.batch_bytes,
+    )
+    return np.asarray((batch + chunk) % partitions, np.int64)
 
 
 def _partitions(

@@ -31,7 +31,8 @@ class Producer:
     """Buffers records per partition and produces them (acks from the options) on flush.
 
     Partition choice follows Kafka's producer: the record's ``partition`` if given, else
-    murmur2 of the key, else round-robin over the partitions. Each flush sends one batch
+    murmur2 of the key, else KIP-794's uniform sticky partitioner (``sticky``). Each flush
+    sends one batch
     per partition, all partitions concurrently, and retries retriable failures (a retry
     after a timeout may duplicate: writes are at-least-once; ``exactlyOnce`` uses
     ``tidelog.spark.transactions.TransactionalProducer``, whose retries cannot).
@@ -63,9 +64,9 @@ class Producer:
         #: Encoded records sections (and their record counts), in send order.
         self._sections: dict[TopicPartition, list[tuple[bytes, int]]] = {}
         self._pending_bytes = 0
-        self._round_robin = 0
-        #: Where each topic's next sticky batch goes (``tidelog.spark.arrow_encode``).
-        self.sticky_partition: dict[str, int] = {}
+        #: Per topic: the sticky batch rows without key or partition fill now, and the
+        #: bytes already in it (``sticky``; ``arrow_encode`` keeps it column-wise).
+        self.sticky_state: dict[str, tuple[int, int]] = {}
         #: Records acknowledged per partition (what a task's commit message reports).
         self.written: dict[TopicPartition, int] = {}
         #: Sent with every Produce request (the transactional producer's id).
@@ -111,8 +112,8 @@ class Producer:
             if key is not None:
                 partition = partition_for_key(key, n)
             else:
-                partition = self._round_robin % n
-                self._round_robin += 1
+                size = (len(value) if value else 0) + 16
+                partition = self.sticky(topic, n, size)
         elif not 0 <= partition < n:
             raise ConnectorError(
                 f"a row asks for partition {partition} of topic {topic!r}, which has "
@@ -124,6 +125,15 @@ class Producer:
         self._pending_bytes += (len(value) if value else 0) + (len(key) if key else 0) + 24
         if len(rows) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
             self.flush()
+
+    def sticky(self, topic: str, partitions: int, size: int) -> int:
+        """The partition of a row of ``size`` bytes without key or partition (KIP-794's
+        uniform sticky partitioner): rows fill about ``batch_bytes`` for one partition,
+        then go on to the next; a row goes where the bytes before it fall."""
+        batch, used = self.sticky_state.get(topic, (0, 0))
+        total = used + size
+        self.sticky_state[topic] = (batch + total // self.batch_bytes, total % self.batch_bytes)
+        return batch % partitions
 
     def send_section(self, tp: TopicPartition, section: bytes, count: int) -> None:
         """Queue ``count`` records already encoded as one batch's records section (offset

@@ -165,3 +165,16 @@ def test_framed_sections_are_what_the_builder_frames() -> None:
     section = encode_records_arrow(None, pa.array([b"a", b"bb"]))
     batch = frame_batch(section, count=2, base_timestamp_ms=5, max_timestamp_ms=5)
     assert [(r.offset, r.value) for r in decode_records(batch)] == [(0, b"a"), (1, b"bb")]
+
+
+def test_row_by_row_and_column_wise_rows_stick_alike() -> None:
+    values = [b"%03d" % i + b"." * (i % 50) for i in range(100)]
+    by_row = StubProducer(3, batch_bytes=500)
+    for v in values:
+        by_row.send("t", v)
+    by_row.flush()
+    by_column = StubProducer(3, batch_bytes=500)
+    send(by_column, {"value": values[:30]})
+    send(by_column, {"value": values[30:]})
+    assert by_row.records() == by_column.records()
+    assert len(by_row.records()) == 3
