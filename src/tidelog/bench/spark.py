@@ -365,6 +365,7 @@ def connector_write(
     start = time.perf_counter()
     (
         frame.write.format("tidelog")
+        .mode("append")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
         .save()
