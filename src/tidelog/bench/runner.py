@@ -35,8 +35,8 @@ SECTIONS = (
     "failover",
     "cleaner",
     "metrics",
-    "security",
     "spark",
+    "security",
 )
 
 
@@ -120,7 +120,7 @@ def run(options: Options) -> int:
     steps: tuple[Callable[[Run, Path, bool], None], ...] = (
         (_limits, _external)
         if options.external is not None
-        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _security, _spark)
+        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _spark, _security)
     )
     try:
         for step in steps:

@@ -40,8 +40,8 @@ SECTION_NAMES = (
     "failover",
     "cleaner",
     "metrics",
-    "security",
     "spark",
+    "security",
 )
 #: Sections run only when ``--only`` names them (spark: needs the spark extra, a JVM).
 OPT_IN_SECTIONS = ("spark",)
