@@ -69,6 +69,10 @@ def render_markdown(data: dict[str, Any], charts: Sequence[plots.Chart] = ()) ->
 
         out += metrics.markdown(met, section("metrics scrape"))
     out += _figures(charts, "metrics")
+    if sp := section("spark"):
+        from tidelog.bench import spark
+
+        out += spark.markdown(sp)
     # Figures of a section this report has no table for (yet): linked all the same.
     if rest := [c for c in charts if c.section not in _SECTIONS_WITH_FIGURES]:
         out += ["## More figures", "", *(x for c in rest for x in (f"![{c.title}]({c.file})", ""))]

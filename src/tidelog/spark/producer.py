@@ -57,6 +57,9 @@ class Producer:
         self.retry_timeout_s = retry_timeout_ms / 1000
         self.batch_records = batch_records
         self.batch_bytes = batch_bytes
+        #: Queued bytes (all partitions) that make ``send`` flush: one produce round
+        #: trip (acks wait for the replicas) per this many bytes.
+        self.flush_bytes = batch_bytes * 8
         self.now_ms = now_ms
         self._num_partitions: dict[str, int] = {}
         #: Rows sent one by one, not encoded yet.
@@ -123,7 +126,7 @@ class Producer:
         rows = self._rows.setdefault(tp, [])
         rows.append((key, value, headers))
         self._pending_bytes += (len(value) if value else 0) + (len(key) if key else 0) + 24
-        if len(rows) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
+        if len(rows) >= self.batch_records or self._pending_bytes >= self.flush_bytes:
             self.flush()
 
     def sticky(self, topic: str, partitions: int, size: int) -> int:
@@ -142,7 +145,7 @@ class Producer:
         self._seal(tp)
         self._sections.setdefault(tp, []).append((section, count))
         self._pending_bytes += len(section)
-        if self._pending_bytes >= self.batch_bytes * 8:
+        if self._pending_bytes >= self.flush_bytes:
             self.flush()
 
     def _seal(self, tp: TopicPartition) -> None:

@@ -27,3 +27,34 @@ def test_not_with_an_external_cluster() -> None:
 def test_ratios_to_the_plain_clients() -> None:
     assert _ratio(600_000, 400_000) == 1.5
     assert _ratio(1.0, 0.0) is None
+
+
+def test_the_report_table_puts_each_row_beside_its_plain_client() -> None:
+    from tidelog.bench.spark import markdown
+
+    load = [1.0, 2.0, 3.0]
+    rows = [
+        {
+            "workload": "connector batch read rows/s per executor core",
+            "values": {
+                "rows_per_s": 900_000,
+                "plain_consumer": {"rows_per_s": 300_000},
+                "ratio_to_plain": 3.0,
+                "executor_path": {"rows_per_s": 1_200_000},
+                "executor_ratio_to_plain": 4.0,
+            },
+            "load_average": load,
+        },
+        {
+            "workload": "streaming e2e",
+            "values": {
+                "latency_ms": {"p50": 400.0, "p99": 700.0},
+                "plain_consumer": {"latency_ms": {"p50": 2.0, "p99": 9.0}},
+            },
+            "load_average": load,
+        },
+    ]
+    text = "\n".join(markdown(rows))
+    assert "| connector batch read rows/s per executor core | 900,000 | 300,000 | 3.0 |" in text
+    assert "| executor read path alone, into Arrow | 1,200,000 | 300,000 | 4.0 |" in text
+    assert "p50 400.0 ms, p99 700.0 ms | p50 2.0 ms, p99 9.0 ms" in text
