@@ -133,11 +133,32 @@ def main() -> None:
     new = rate("write task: send_batch, column-wise", records, new_task)
     print(f"{'':<58} {new / old:9.1f}x")
 
+    keys = pa.array([b"customer-%08d" % (i % 5000) for i in range(records)], pa.binary())
+    keyed = pa.RecordBatch.from_arrays([keys, values], names=["key", "value"])
+    producer.partitions = 12
+
+    def keyed_old() -> None:
+        for start in range(0, records, 10_000):
+            part = keyed.slice(start, 10_000)
+            for k, v in zip(part.column(0).to_pylist(), part.column(1).to_pylist(), strict=True):
+                producer.send("t", v, k)
+        producer.drop()
+
+    def keyed_new() -> None:
+        for start in range(0, records, 10_000):
+            send_batch(producer, options, keyed.slice(start, 10_000))
+        producer.drop()
+
+    old = rate("keyed write task (12 partitions): one by one (before)", records, keyed_old)
+    new = rate("keyed write task (12 partitions): send_batch, column-wise", records, keyed_new)
+    print(f"{'':<58} {new / old:9.1f}x")
+
 
 class _Unsent(Producer):
-    """A producer of a one-partition topic that encodes but never sends."""
+    """A producer of a ``partitions``-partition topic that encodes but never sends."""
 
     def __init__(self) -> None:
+        self.partitions = 1
         super().__init__(
             "127.0.0.1:1",
             client_id="bench",
@@ -149,7 +170,7 @@ class _Unsent(Producer):
         )
 
     def num_partitions(self, topic: str) -> int:
-        return 1
+        return self.partitions
 
     def flush(self) -> None:
         pass  # never sent

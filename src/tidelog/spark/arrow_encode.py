@@ -11,7 +11,8 @@ them); the producer frames them (``Producer.send_section``). Other rows go row b
 through ``Producer.send``.
 
 Partitions follow Kafka's producer: the row's ``partition`` if set, else murmur2 of the key
-(``tidelog.protocol.partitioner``), else the uniform sticky partitioner of KIP-794: rows
+(``tidelog.protocol.partitioner``, column-wise here), else the uniform sticky
+partitioner of KIP-794: rows
 without a key fill a batch of about ``batch.size`` bytes for one partition, and the next
 batch goes to the next partition.
 """
@@ -39,6 +40,11 @@ _ATTRIBUTES_AND_TIME: Final = pa.scalar(b"\x00\x00", pa.binary())
 #: headerCount 0.
 _NO_HEADERS: Final = pa.scalar(b"\x00", pa.binary())
 _NOTHING: Final = pa.scalar(b"", pa.binary())
+#: Kafka's murmur2 constants (``tidelog.protocol.partitioner``).
+_MURMUR_M: Final = 0x5BD1E995
+_MURMUR_SEED: Final = 0x9747B28C
+#: Keys up to this long hash column-wise (``key_partitions``).
+_MAX_VECTOR_KEY: Final = 256
 #: Runs of rows per partition beyond which a batch's rows are grouped by partition first.
 _MAX_RUNS: Final = 64
 
@@ -148,6 +154,53 @@ def _has_headers(batch: pa.RecordBatch) -> bool:
     return bool(pc.max(pc.list_value_length(headers)).as_py() or 0)
 
 
+def murmur2(keys: pa.Array) -> npt.NDArray[np.uint32]:
+    """Kafka's ``Utils.murmur2`` (``tidelog.protocol.partitioner``) of every value of the
+    binary array ``keys`` at once (nulls hash as empty), as unsigned 32-bit values."""
+    rows = len(keys)
+    offsets = np.frombuffer(keys.buffers()[1], np.int32)[keys.offset : keys.offset + rows + 1]
+    data_buffer = keys.buffers()[2]
+    data = np.frombuffer(data_buffer if data_buffer is not None else b"", np.uint8)
+    data = np.append(data, np.zeros(4, np.uint8)).astype(np.uint32)
+    start = offsets[:-1].astype(np.int64)
+    length = (offsets[1:] - offsets[:-1]).astype(np.int64)
+    m = np.uint32(_MURMUR_M)
+    h = np.uint32(_MURMUR_SEED) ^ length.astype(np.uint32)
+    words = length // 4
+    for w in range(int(words.max()) if rows else 0):
+        rows_on = np.flatnonzero(words > w)
+        at = start[rows_on] + 4 * w
+        k = data[at] | (data[at + 1] << 8) | (data[at + 2] << 16) | (data[at + 3] << 24)
+        k = k * m
+        k ^= k >> 24
+        k = k * m
+        h[rows_on] = (h[rows_on] * m) ^ k
+    rest = length & 3
+    tail = start + 4 * words
+    for size, shift in ((3, 16), (2, 8)):
+        on = np.flatnonzero(rest >= size)
+        h[on] ^= data[tail[on] + size - 1] << shift
+    on = np.flatnonzero(rest >= 1)
+    h[on] = (h[on] ^ data[tail[on]]) * m
+    h ^= h >> 13
+    h = h * m
+    h ^= h >> 15
+    return h
+
+
+def key_partitions(keys: pa.Array, partitions: int) -> I64:
+    """The partition Kafka's producer picks for each key of ``keys`` (binary) among
+    ``partitions``: ``toPositive(murmur2(key)) % partitions``. Keys longer than
+    ``_MAX_VECTOR_KEY`` bytes (one numpy pass per 4 bytes) hash one by one."""
+    lengths = _lengths(keys)
+    if lengths.size and int(lengths.max()) > _MAX_VECTOR_KEY:
+        return np.array(
+            [0 if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],
+            np.int64,
+        )
+    return (murmur2(keys) & 0x7FFFFFFF).astype(np.int64) % partitions
+
+
 def _sticky(producer: Producer, topic: str, partitions: int, sizes: I64) -> I64:
     """``Producer.sticky`` for many rows at once: each row goes where the bytes before it
     fall, batches of about ``batch_bytes`` one partition after another."""
@@ -178,8 +231,7 @@ def _partitions(
     out = _sticky(producer, topic, n, sizes)
     if keys is not None:
         keyed = np.flatnonzero(np.asarray(keys.is_valid()))
-        key_list = keys.take(pa.array(keyed)).to_pylist()
-        out[keyed] = [partition_for_key(k, n) for k in key_list]
+        out[keyed] = key_partitions(keys, n)[keyed]
     explicit = column(batch, "partition")
     if explicit is not None and explicit.null_count < rows:
         chosen = np.flatnonzero(np.asarray(explicit.is_valid()))

@@ -16,7 +16,7 @@ from tidelog.client import decode_records
 from tidelog.model import TopicPartition
 from tidelog.protocol.batch_builder import encode_records, frame_batch
 from tidelog.protocol.partitioner import partition_for_key
-from tidelog.spark.arrow_encode import encode_records_arrow, send_batch
+from tidelog.spark.arrow_encode import encode_records_arrow, key_partitions, send_batch
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import SparkOptionError, parse_write_options
 from tidelog.spark.producer import Producer
@@ -178,3 +178,18 @@ def test_row_by_row_and_column_wise_rows_stick_alike() -> None:
     send(by_column, {"value": values[30:]})
     assert by_row.records() == by_column.records()
     assert len(by_row.records()) == 3
+
+
+@pytest.mark.parametrize("partitions", [1, 7, 100])
+def test_keys_hash_column_wise_as_kafka_does(partitions: int) -> None:
+    keys = [b"", b"a", b"ab", b"abc", b"abcd", b"customer-00000017", bytes(range(256)) * 1]
+    keys += [bytes([(i * 37 + j) % 256 for j in range(i % 41)]) for i in range(500)]
+    array = pa.array(keys, pa.binary()).slice(1)
+    expected = [partition_for_key(k, partitions) for k in keys[1:]]
+    assert key_partitions(array, partitions).tolist() == expected
+
+
+def test_long_keys_hash_one_by_one() -> None:
+    keys = [b"x" * 300, b"short", None]
+    got = key_partitions(pa.array(keys, pa.binary()), 9).tolist()
+    assert got[:2] == [partition_for_key(b"x" * 300, 9), partition_for_key(b"short", 9)]
