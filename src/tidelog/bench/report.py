@@ -73,6 +73,10 @@ def render_markdown(data: dict[str, Any], charts: Sequence[plots.Chart] = ()) ->
         from tidelog.bench import zones
 
         out += zones.markdown(zone)
+    if sp := section("spark"):
+        from tidelog.bench import spark
+
+        out += spark.markdown(sp)
     # Figures of a section this report has no table for (yet): linked all the same.
     if rest := [c for c in charts if c.section not in _SECTIONS_WITH_FIGURES]:
         out += ["## More figures", "", *(x for c in rest for x in (f"![{c.title}]({c.file})", ""))]

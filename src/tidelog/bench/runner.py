@@ -36,6 +36,7 @@ SECTIONS = (
     "cleaner",
     "metrics",
     "zones",
+    "spark",
     "security",
 )
 
@@ -120,7 +121,17 @@ def run(options: Options) -> int:
     steps: tuple[Callable[[Run, Path, bool], None], ...] = (
         (_limits, _external)
         if options.external is not None
-        else (_limits, _one_cluster, _peers, _failover, _cleaner, _metrics, _zones, _security)
+        else (
+            _limits,
+            _one_cluster,
+            _peers,
+            _failover,
+            _cleaner,
+            _metrics,
+            _zones,
+            _spark,
+            _security,
+        )
     )
     try:
         for step in steps:
@@ -361,4 +372,16 @@ def _security(r: Run, work: Path, own_tmp: bool) -> None:
             )
             and []
         ),
+    )
+
+
+def _spark(r: Run, work: Path, own_tmp: bool) -> None:
+    options = r.options
+    if "spark" not in options.sections:
+        return
+    from tidelog.bench import spark
+
+    r.section(
+        "spark",
+        lambda: spark.spark_rows(options.launcher.cluster, work, r.say, quick=options.quick),
     )

@@ -41,8 +41,11 @@ SECTION_NAMES = (
     "cleaner",
     "metrics",
     "zones",
+    "spark",
     "security",
 )
+#: Sections run only when ``--only`` names them (spark: needs the spark extra, a JVM).
+OPT_IN_SECTIONS = ("spark",)
 #: The sections measured with ``--bootstrap-server``, and those run when ``--only`` is not
 #: given (the limits of this machine only when asked for: the cluster is elsewhere).
 EXTERNAL_SECTIONS = ("limits", "produce", "e2e")
@@ -62,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only",
         default=None,
-        help=f"comma-separated sections to run, of {','.join(SECTION_NAMES)} (default all; "
+        help=f"comma-separated sections to run, of {','.join(SECTION_NAMES)} (default all but "
+        f"{','.join(OPT_IN_SECTIONS)}; "
         f"with --bootstrap-server: of {','.join(EXTERNAL_SECTIONS)}, default "
         f"{','.join(EXTERNAL_DEFAULT_SECTIONS)})",
     )
@@ -160,7 +164,9 @@ def _sections(only: str | None, *, external: bool) -> tuple[str, ...]:
     from tidelog.cli.output import CommandError
 
     if only is None:
-        return EXTERNAL_DEFAULT_SECTIONS if external else SECTION_NAMES
+        if external:
+            return EXTERNAL_DEFAULT_SECTIONS
+        return tuple(s for s in SECTION_NAMES if s not in OPT_IN_SECTIONS)
     sections = tuple(s.strip() for s in only.split(",") if s.strip())
     unknown = [s for s in sections if s not in SECTION_NAMES]
     if unknown:

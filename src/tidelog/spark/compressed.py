@@ -9,12 +9,40 @@ from collections.abc import Sequence
 from tidelog.protocol.batch_builder import (
     TRANSACTIONAL_ATTRIBUTE,
     RecordFields,
-    encode_batch,
     encode_records,
     frame_batch,
 )
 from tidelog.protocol.records import Compression
 from tidelog.storage.compression import CompressionLevels, compress
+
+
+def frame_sink_section(
+    section: bytes,
+    count: int,
+    timestamp_ms: int,
+    codec: Compression,
+    levels: CompressionLevels,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
+    """One batch of ``count`` records whose uncompressed records section is ``section`` (as
+    ``encode_records`` writes it), all stamped ``timestamp_ms``, the section compressed with
+    ``codec`` (``Compression.NONE``: as it is)."""
+    if codec != Compression.NONE:
+        section = compress(codec, section, levels)
+    return frame_batch(
+        section,
+        count=count,
+        base_timestamp_ms=timestamp_ms,
+        max_timestamp_ms=timestamp_ms,
+        attributes=int(codec) | (TRANSACTIONAL_ATTRIBUTE if transactional else 0),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
 
 
 def encode_sink_batch(
@@ -28,24 +56,15 @@ def encode_sink_batch(
     base_sequence: int = -1,
     transactional: bool = False,
 ) -> bytes:
-    """One batch of ``records`` (at least one), all stamped ``timestamp_ms``, compressed
-    with ``codec`` (``Compression.NONE``: ``encode_batch``'s bytes)."""
-    if codec == Compression.NONE:
-        return encode_batch(
-            records,
-            timestamp_ms,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            transactional=transactional,
-        )
-    return frame_batch(
-        compress(codec, encode_records(records), levels),
-        count=len(records),
-        base_timestamp_ms=timestamp_ms,
-        max_timestamp_ms=timestamp_ms,
-        attributes=int(codec) | (TRANSACTIONAL_ATTRIBUTE if transactional else 0),
+    """One batch of ``records`` (at least one): ``frame_sink_section`` of their section."""
+    return frame_sink_section(
+        encode_records(records),
+        len(records),
+        timestamp_ms,
+        codec,
+        levels,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        transactional=transactional,
     )

@@ -14,6 +14,7 @@ the Java consumer's rules).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import crc32c
 import pyarrow as pa
@@ -47,18 +48,30 @@ class Columns:
         return len(self.offsets)
 
 
-def decode_into(
+class KeptBatch(NamedTuple):
+    """A data batch of a fetch that the query's isolation level sees: its records section
+    (decompressed) and what its records need from the header."""
+
+    records: bytes
+    record_count: int
+    base_offset: int
+    base_timestamp_ms: int
+    max_timestamp_ms: int
+    #: 1: LogAppendTime (every record has ``max_timestamp_ms``), 0: CreateTime.
+    log_append: int
+
+
+def kept_batches(
     buf: bytes,
-    columns: Columns,
     *,
     from_offset: int,
     until_offset: int,
-    include_headers: bool,
     aborted_transactions: Sequence[tuple[int, int]] | None = None,
-) -> int:
-    """Decode the whole v2 batches of a Fetch response into ``columns``, keeping records in
-    ``[from_offset, until_offset)``. Returns the offset after the last whole batch seen
-    (``from_offset`` when there was none): the next fetch offset.
+) -> tuple[list[KeptBatch], int]:
+    """The whole v2 batches of a Fetch response that hold records in ``[from_offset,
+    until_offset)`` and that the isolation level sees, CRC-32C checked, and the offset
+    after the last whole batch seen (``from_offset`` when there was none): the next fetch
+    offset.
 
     Control batches (transaction markers) are not rows. ``aborted_transactions`` is None
     for read_uncommitted (transactional records are kept whatever became of their
@@ -66,10 +79,12 @@ def decode_into(
     list, and the records of those aborted transactions are dropped (``TransactionFilter``).
     Dropped batches still move the returned offset past them.
     """
+    kept: list[KeptBatch] = []
     next_offset = from_offset
     txn = TransactionFilter(aborted_transactions)
     pos = 0
     n = len(buf)
+    view = memoryview(buf)
     while True:
         size = read_batch_size(buf, pos)
         if size is None or pos + size > n or size < BATCH_HEADER_SIZE:
@@ -93,7 +108,7 @@ def decode_into(
             raise CorruptRecordBatchError(f"batch at offset {base_offset} has magic {magic}")
         if base_offset >= until_offset:
             break
-        if crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size]) != crc:
+        if crc32c.crc32c(view[pos + CRC_START : pos + size]) != crc:
             raise CorruptRecordBatchError(f"batch at offset {base_offset} fails its CRC-32C")
         batch_end_offset = base_offset + last_delta + 1
         start_pos, pos = pos, pos + size
@@ -104,15 +119,45 @@ def decode_into(
             batch_end_offset <= from_offset
         ):
             continue
-        log_append = (attributes >> 3) & 1
+        kept.append(
+            KeptBatch(
+                decompress(attributes & 0x07, buf[start_pos + BATCH_HEADER_SIZE : pos]),
+                count,
+                base_offset,
+                base_ts,
+                max_ts,
+                (attributes >> 3) & 1,
+            )
+        )
+    return kept, next_offset
+
+
+def decode_into(
+    buf: bytes,
+    columns: Columns,
+    *,
+    from_offset: int,
+    until_offset: int,
+    include_headers: bool,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
+) -> int:
+    """Decode the batches ``kept_batches`` keeps into ``columns``, record by record,
+    keeping records in ``[from_offset, until_offset)``. Returns the next fetch offset."""
+    batches, next_offset = kept_batches(
+        buf,
+        from_offset=from_offset,
+        until_offset=until_offset,
+        aborted_transactions=aborted_transactions,
+    )
+    for batch in batches:
         _append_records(
             columns,
-            decompress(attributes & 0x07, buf[start_pos + BATCH_HEADER_SIZE : pos]),
-            count,
-            base_offset=base_offset,
-            base_timestamp_ms=base_ts,
-            max_timestamp_ms=max_ts,
-            log_append=log_append,
+            batch.records,
+            batch.record_count,
+            base_offset=batch.base_offset,
+            base_timestamp_ms=batch.base_timestamp_ms,
+            max_timestamp_ms=batch.max_timestamp_ms,
+            log_append=batch.log_append,
             from_offset=from_offset,
             until_offset=until_offset,
             include_headers=include_headers,

@@ -16,10 +16,10 @@ from typing import Any, Final
 from tidelog.client import BlockingClient, ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.batch_builder import RecordFields
+from tidelog.protocol.batch_builder import RecordFields, encode_records
 from tidelog.protocol.partitioner import partition_for_key
 from tidelog.protocol.records import Compression
-from tidelog.spark.compressed import encode_sink_batch
+from tidelog.spark.compressed import frame_sink_section
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import SecurityProperties
 from tidelog.spark.session import REFRESH_ERRORS, Backoff, RetryableError, Session, wait
@@ -34,7 +34,8 @@ class Producer:
     """Buffers records per partition and produces them (acks from the options) on flush.
 
     Partition choice follows Kafka's producer: the record's ``partition`` if given, else
-    murmur2 of the key, else round-robin over the partitions. Each flush sends one batch
+    murmur2 of the key, else KIP-794's uniform sticky partitioner (``sticky``). Each flush
+    sends one batch
     per partition, all partitions concurrently, and retries retriable failures (a retry
     after a timeout may duplicate: writes are at-least-once; ``exactlyOnce`` uses
     ``tidelog.spark.transactions.TransactionalProducer``, whose retries cannot).
@@ -64,11 +65,19 @@ class Producer:
         self.retry_timeout_s = retry_timeout_ms / 1000
         self.batch_records = batch_records
         self.batch_bytes = batch_bytes
+        #: Queued bytes (all partitions) that make ``send`` flush: one produce round
+        #: trip (acks wait for the replicas) per this many bytes.
+        self.flush_bytes = batch_bytes * 8
         self.now_ms = now_ms
         self._num_partitions: dict[str, int] = {}
-        self._pending: dict[TopicPartition, list[RecordFields]] = {}
+        #: Rows sent one by one, not encoded yet.
+        self._rows: dict[TopicPartition, list[RecordFields]] = {}
+        #: Encoded records sections (and their record counts), in send order.
+        self._sections: dict[TopicPartition, list[tuple[bytes, int]]] = {}
         self._pending_bytes = 0
-        self._round_robin = 0
+        #: Per topic: the sticky batch rows without key or partition fill now, and the
+        #: bytes already in it (``sticky``; ``arrow_encode`` keeps it column-wise).
+        self.sticky_state: dict[str, tuple[int, int]] = {}
         #: Records acknowledged per partition (what a task's commit message reports).
         self.written: dict[TopicPartition, int] = {}
         #: Sent with every Produce request (the transactional producer's id).
@@ -114,46 +123,75 @@ class Producer:
             if key is not None:
                 partition = partition_for_key(key, n)
             else:
-                partition = self._round_robin % n
-                self._round_robin += 1
+                size = (len(value) if value else 0) + 16
+                partition = self.sticky(topic, n, size)
         elif not 0 <= partition < n:
             raise ConnectorError(
                 f"a row asks for partition {partition} of topic {topic!r}, which has "
                 f"partitions 0..{n - 1}"
             )
         tp = TopicPartition(topic, partition)
-        pending = self._pending.setdefault(tp, [])
-        pending.append((key, value, headers))
+        rows = self._rows.setdefault(tp, [])
+        rows.append((key, value, headers))
         self._pending_bytes += (len(value) if value else 0) + (len(key) if key else 0) + 24
-        if len(pending) >= self.batch_records or self._pending_bytes >= self.batch_bytes * 8:
+        if len(rows) >= self.batch_records or self._pending_bytes >= self.flush_bytes:
             self.flush()
 
-    def flush(self) -> None:
-        if not self._pending:
+    def sticky(self, topic: str, partitions: int, size: int) -> int:
+        """The partition of a row of ``size`` bytes without key or partition (KIP-794's
+        uniform sticky partitioner): rows fill about ``batch_bytes`` for one partition,
+        then go on to the next; a row goes where the bytes before it fall."""
+        batch, used = self.sticky_state.get(topic, (0, 0))
+        total = used + size
+        self.sticky_state[topic] = (batch + total // self.batch_bytes, total % self.batch_bytes)
+        return batch % partitions
+
+    def send_section(self, tp: TopicPartition, section: bytes, count: int) -> None:
+        """Queue ``count`` records already encoded as one batch's records section (offset
+        and timestamp deltas 0.., as ``encode_records`` writes them) for ``tp``, after the
+        rows sent to it before (``tidelog.spark.arrow_encode``)."""
+        self._seal(tp)
+        self._sections.setdefault(tp, []).append((section, count))
+        self._pending_bytes += len(section)
+        if self._pending_bytes >= self.flush_bytes:
+            self.flush()
+
+    def _seal(self, tp: TopicPartition) -> None:
+        """Encode the rows sent to ``tp`` into records sections, cut near ``batch_bytes``
+        so no batch exceeds the broker's message.max.bytes."""
+        records = self._rows.pop(tp, None)
+        if not records:
             return
-        pending, self._pending, self._pending_bytes = self._pending, {}, 0
+        sections = self._sections.setdefault(tp, [])
+        start = 0
+        while start < len(records):
+            size, end = 0, start
+            while end < len(records) and (end == start or size < self.batch_bytes):
+                key, value, _headers = records[end]
+                size += (len(value) if value else 0) + (len(key) if key else 0) + 16
+                end += 1
+            sections.append((encode_records(records[start:end]), end - start))
+            start = end
+
+    def flush(self) -> None:
+        for tp in list(self._rows):
+            self._seal(tp)
+        if not self._sections:
+            return
+        pending, self._sections, self._pending_bytes = self._sections, {}, 0
         now = self.now_ms()
-        batches: dict[TopicPartition, list[bytes]] = {}
-        for tp, records in pending.items():
-            chunks: list[bytes] = []
-            start = 0
-            while start < len(records):
-                # Cut batches near batch_bytes so none exceeds the broker's message.max.bytes.
-                size, end = 0, start
-                while end < len(records) and (end == start or size < self.batch_bytes):
-                    key, value, _headers = records[end]
-                    size += (len(value) if value else 0) + (len(key) if key else 0) + 16
-                    end += 1
-                chunks.append(self._encode(tp, records[start:end], now))
-                start = end
-            batches[tp] = chunks
+        batches = {
+            tp: [self._frame(tp, section, count, now) for section, count in sections]
+            for tp, sections in pending.items()
+        }
         self._before_produce(sorted(batches))
         backoff = Backoff(time.monotonic() + self.retry_timeout_s, "producing")
         while batches:
             failures = self.session.client.run(self._produce_all(batches))
             done = [tp for tp in batches if tp not in failures]
             for tp in done:
-                self.written[tp] = self.written.get(tp, 0) + len(pending[tp])
+                count = sum(c for _section, c in pending[tp])
+                self.written[tp] = self.written.get(tp, 0) + count
                 del batches[tp]
             if not batches:
                 return
@@ -163,10 +201,11 @@ class Producer:
             wait(backoff, ", ".join(sorted(str(tp) for tp in failures)))
             self.session.refresh(sorted({tp.topic for tp in batches}))
 
-    def _encode(self, tp: TopicPartition, records: Sequence[RecordFields], now_ms: int) -> bytes:
-        """One batch of ``records`` for ``tp`` (a hook: the transactional producer stamps
-        its producer id, epoch and sequences)."""
-        return encode_sink_batch(records, now_ms, self.compression, self.compression_levels)
+    def _frame(self, tp: TopicPartition, section: bytes, count: int, now_ms: int) -> bytes:
+        """One batch of ``count`` records whose records section is ``section``, stamped
+        ``now_ms`` and compressed with ``kafka.compression.type`` (a hook: the transactional
+        producer stamps its producer id, epoch and sequences)."""
+        return frame_sink_section(section, count, now_ms, self.compression, self.compression_levels)
 
     def _before_produce(self, tps: Sequence[TopicPartition]) -> None:
         """Called once per flush before anything is sent to ``tps`` (a hook: the

@@ -30,6 +30,7 @@ from tidelog.client import (
 )
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
+from tidelog.spark.arrow_decode import decode_fetch
 from tidelog.spark.decode import Columns, decode_into, to_record_batch
 from tidelog.spark.errors import ConnectorError, DataLossError
 from tidelog.spark.offset_reader import OffsetReader
@@ -123,7 +124,7 @@ class _RangeRead:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Fetch, decode and yield until the range is read (or found gone)."""
-        tp, options = self.tp, self.options
+        tp = self.tp
         while self.offset < self.until_offset:
             result = self._fetch()
             if result is None:
@@ -136,25 +137,45 @@ class _RangeRead:
             if code != ErrorCode.NONE:
                 raise ConnectorError(f"fetching {tp} at offset {self.offset}: {code.name}")
             self.backoff.reset()
-            columns = Columns()
-            self.offset = decode_into(
-                result.records,
-                columns,
-                from_offset=self.offset,
-                until_offset=self.until_offset,
-                include_headers=options.include_headers,
-                aborted_transactions=result.aborted_transactions if self.read_committed else None,
-            )
-            if columns:
-                yield to_record_batch(
-                    columns, tp, self.schema, include_headers=options.include_headers
-                )
+            batch = self._decode(result)
+            if batch is not None:
+                yield batch
             if self.offset < self.until_offset and not result.records:
                 if self._wait_for_end(result):
                     continue
                 return
             self.short_hw_since = None
             self.unstable_since = None
+
+    def _decode(self, result: FetchResult) -> pa.RecordBatch | None:
+        """The rows of one fetch (None: none), vectorized (``arrow_decode``) unless they
+        carry headers the query asks for; moves the position past the batches seen."""
+        include_headers = self.options.include_headers
+        aborted = result.aborted_transactions if self.read_committed else None
+        decoded = decode_fetch(
+            result.records,
+            self.tp,
+            self.schema,
+            from_offset=self.offset,
+            until_offset=self.until_offset,
+            include_headers=include_headers,
+            aborted_transactions=aborted,
+        )
+        if decoded is not None:
+            batch, self.offset = decoded
+            return batch
+        columns = Columns()
+        self.offset = decode_into(
+            result.records,
+            columns,
+            from_offset=self.offset,
+            until_offset=self.until_offset,
+            include_headers=include_headers,
+            aborted_transactions=aborted,
+        )
+        if not columns:
+            return None
+        return to_record_batch(columns, self.tp, self.schema, include_headers=include_headers)
 
     def _fetch(self) -> FetchResult | None:
         """One fetch at the position; None after a retriable failure (backed off and

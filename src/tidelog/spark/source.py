@@ -62,6 +62,7 @@ from tidelog.spark.admission import (
     limit_rows,
     trigger_delay,
 )
+from tidelog.spark.arrow_encode import send_batch
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.offset_reader import OffsetReader
 from tidelog.spark.offsets import OffsetRange, from_json, rate_limit, split_ranges, to_json
@@ -425,6 +426,8 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
 
 
 def _send_rows(producer: Producer, options: WriteOptions, batch: pa.RecordBatch) -> None:
+    if send_batch(producer, options, batch):
+        return  # encoded column-wise (the common case)
     n = batch.num_rows
     values = _column(batch, "value")
     keys = _column(batch, "key")

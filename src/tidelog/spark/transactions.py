@@ -49,8 +49,7 @@ from tidelog.client import Client, ClientConnectionError, ClientTimeoutError
 from tidelog.client.client import TransactionDescription
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
-from tidelog.protocol.batch_builder import RecordFields
-from tidelog.spark.compressed import encode_sink_batch
+from tidelog.spark.compressed import frame_sink_section
 from tidelog.spark.errors import ConnectorError
 from tidelog.spark.options import WriteOptions
 from tidelog.spark.producer import Producer
@@ -389,19 +388,20 @@ class TransactionalProducer(Producer):
         self._handle = self.session.client.run(run())
         return self._handle is not None
 
-    def _encode(self, tp: TopicPartition, records: Sequence[RecordFields], now_ms: int) -> bytes:
+    def _frame(self, tp: TopicPartition, section: bytes, count: int, now_ms: int) -> bytes:
         handle = self.handle
         sequence = self._sequences.get(tp, 0)
-        self._sequences[tp] = (sequence + len(records)) & _MAX_SEQUENCE
-        return encode_sink_batch(
-            records,
+        self._sequences[tp] = (sequence + count) & _MAX_SEQUENCE
+        return frame_sink_section(
+            section,
+            count,
             now_ms,
             self.compression,
             self.compression_levels,
+            transactional=True,
             producer_id=handle.producer_id,
             producer_epoch=handle.producer_epoch,
             base_sequence=sequence,
-            transactional=True,
         )
 
     def _before_produce(self, tps: Sequence[TopicPartition]) -> None:
