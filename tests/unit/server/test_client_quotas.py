@@ -352,3 +352,41 @@ def test_fetch_throttle_is_written_into_the_encoded_answer(version: int) -> None
 def test_kio_bodies_get_the_throttle_time() -> None:
     body = SimpleNamespace()  # no throttle_time field: unchanged
     assert with_throttle_time(body, 5) is body
+
+
+class _Conn:
+    """What ``RequestThrottler`` reads of a connection, with the mutes it asks for."""
+
+    def __init__(self) -> None:
+        self.principal = SimpleNamespace(name="ANONYMOUS")
+        self.mutes: list[int] = []
+
+    def throttle(self, throttle_ms: int) -> None:
+        self.mutes.append(throttle_ms)
+
+
+def test_a_throttled_produce_mutes_its_connection_before_the_answer() -> None:
+    # Rule 5 of throttling: pipelined produce requests are not all counted before the first
+    # answer mutes the connection; the answer mutes it again from when it is sent.
+    from tidelog.protocol.apis import ApiKey
+    from tidelog.protocol.header import RequestHeader
+    from tidelog.server.apis.throttling import RequestThrottler
+
+    clock = FakeClock()
+    quotas = ClientQuotas(clock=clock)
+    quotas.update({QuotaEntity(None, "slow"): {PRODUCER_BYTE_RATE: 1000.0}})
+    throttler = RequestThrottler(quotas)
+    conn = _Conn()
+    header = RequestHeader(int(ApiKey.PRODUCE), 9, 1, "slow")
+    within = throttler.before(conn, header, SimpleNamespace(), 5_000)  # type: ignore[arg-type]
+    assert within is not None
+    assert within.throttle_ms == 0
+    throttler.after_handler(within)
+    over = throttler.before(conn, header, SimpleNamespace(), 20_000)  # type: ignore[arg-type]
+    assert over is not None
+    # 25,000 bytes over the 10-window minimum span: (2500 - 1000) / 1000 * 10 s.
+    assert over.throttle_ms == 15_000
+    assert conn.mutes == [0, 15_000]
+    throttler.after_handler(over)
+    throttler.answer(over, conn, header, None)  # type: ignore[arg-type]
+    assert conn.mutes == [0, 15_000, 15_000]

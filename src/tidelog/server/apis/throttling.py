@@ -19,7 +19,12 @@ Rules:
 4. A consumer's Fetch answer's bytes (records regions included) are recorded against
    ``consumer_byte_rate`` once it is built; its throttle is written into the answer
    (``protocol.responses.with_fetch_throttle``).
-5. The connection is muted for the answer's throttle time (``Connection.throttle``).
+5. The connection is muted for the answer's throttle time (``Connection.throttle``), from
+   when the answer is sent. A request already throttled at rule 3 also mutes it at once:
+   Kafka reads one request of a connection at a time, so a client waits for an answer
+   before its next request is read; tidelog reads pipelined requests, and without the early
+   mute a producer with many requests in flight would have all of them counted before the
+   first answer muted it, running above its quota in bursts.
 """
 
 from __future__ import annotations
@@ -117,6 +122,8 @@ class RequestThrottler:
         throttle = quotas.request.throttle_ms(user, client_id)
         if api == ApiKey.PRODUCE:
             throttle = max(throttle, quotas.produce.record(user, client_id, size))
+        # Rule 5: stop reading now; ``answer`` mutes again from when the answer goes out.
+        conn.throttle(throttle)
         token = set_throttle_ms(throttle)
         return Throttle(user, client_id, throttle, time.perf_counter(), token, consumer_fetch)
 
