@@ -1,9 +1,11 @@
 """Columnar decode: the v2 batches of a Fetch response into Arrow-ready columns (Spark's
 Kafka schema), dropping what the query's isolation level does not see.
 
-A column-wise decoder (no per-record objects): it runs on the executors for every row read.
-The record layout is ``tidelog.protocol.batch_builder``'s. A truncated last batch (a broker
-cuts one at max_bytes) is ignored.
+The batch walk (``kept_batches``: header, CRC-32C, decompression) serves both decoders;
+``decode_into`` decodes records one by one, for the executors' reads of records with
+headers when ``includeHeaders`` is set (``tidelog.spark.arrow_decode`` decodes the rest
+column-wise). The record layout is ``tidelog.protocol.batch_builder``'s. A truncated last
+batch (a broker cuts one at max_bytes) is ignored.
 
 Transactions (KIP-98, ``kafka.isolation.level``): both levels drop control batches
 (transaction markers), which take offsets but are never rows; read_committed also drops the
@@ -165,7 +167,35 @@ def decode_into(
     return next_offset
 
 
-def _append_records(  # noqa: PLR0912, PLR0915 - hot loop: a call per field costs ~12% per record
+def _zigzag(data: bytes, p: int, n: int) -> tuple[int, int]:
+    """A zigzag varint at ``p`` and the position after it (one-byte varints inline)."""
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    return read_varint(data, p, n)
+
+
+def _bytes_field(data: bytes, p: int, n: int) -> tuple[bytes | None, int]:
+    """A length-prefixed bytes field (length -1: None) and the position after it."""
+    length, p = _zigzag(data, p, n)
+    if length < 0:
+        return None, p
+    return data[p : p + length], p + length
+
+
+def _headers(data: bytes, p: int, n: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's headers (key as text, value or None) and the position after them."""
+    count, p = _zigzag(data, p, n)
+    out: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        key_length, p = read_varint(data, p, n)
+        key = data[p : p + key_length].decode(errors="replace")
+        value, p = _bytes_field(data, p + key_length, n)
+        out.append((key, value))
+    return out, p
+
+
+def _append_records(
     columns: Columns,
     data: bytes,
     count: int,
@@ -179,89 +209,33 @@ def _append_records(  # noqa: PLR0912, PLR0915 - hot loop: a call per field cost
     include_headers: bool,
 ) -> None:
     """Append the ``count`` records of one batch's records section ``data`` that fall in
-    ``[from_offset, until_offset)`` to ``columns``: one-byte varints (the common case)
-    inline, longer ones by ``read_varint``."""
-    keys, values, offsets = columns.keys, columns.values, columns.offsets
-    timestamps, types, headers_col = columns.timestamps_us, columns.timestamp_types, columns.headers
+    ``[from_offset, until_offset)`` to ``columns``, record by record (the path of records
+    with headers; ``arrow_decode`` decodes the others column-wise)."""
     n = len(data)
     p = 0
     try:
-        # Hot loop, kept whole (one pass per record): a call per field costs more than it decodes.
         for _ in range(count):
-            # length varint (skipped: fields are parsed one by one)
+            # The length varint is skipped (fields are parsed one by one), then attributes.
             while data[p] & 0x80:
                 p += 1
-            p += 2  # last length byte + attributes
-            # timestampDelta varlong
-            b = data[p]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                ts_delta, p = read_varint(data, p, n)
-            # offsetDelta varint
-            b = data[p]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                off_delta, p = read_varint(data, p, n)
-            # key
-            b = data[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                klen, p = read_varint(data, p, n)
-            if klen < 0:
-                key = None
-            else:
-                key = data[p : p + klen]
-                p += klen
-            # value
-            b = data[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                vlen, p = read_varint(data, p, n)
-            if vlen < 0:
-                value = None
-            else:
-                value = data[p : p + vlen]
-                p += vlen
-            # headers
-            b = data[p]
-            if b < 0x80:
-                hcount = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                hcount, p = read_varint(data, p, n)
-            record_headers: list[tuple[str, bytes | None]] = []
-            for _h in range(hcount):
-                hklen, p = read_varint(data, p, n)
-                hkey = data[p : p + hklen].decode(errors="replace")
-                p += hklen
-                hvlen, p = read_varint(data, p, n)
-                if hvlen < 0:
-                    hval = None
-                else:
-                    hval = data[p : p + hvlen]
-                    p += hvlen
-                record_headers.append((hkey, hval))
+            p += 2
+            ts_delta, p = _zigzag(data, p, n)
+            off_delta, p = _zigzag(data, p, n)
+            key, p = _bytes_field(data, p, n)
+            value, p = _bytes_field(data, p, n)
+            record_headers, p = _headers(data, p, n)
             offset = base_offset + off_delta
             if offset < from_offset or offset >= until_offset:
                 continue
-            keys.append(key)
-            values.append(value)
-            offsets.append(offset)
+            columns.keys.append(key)
+            columns.values.append(value)
+            columns.offsets.append(offset)
             # LogAppendTime: every record has the batch's max timestamp.
-            timestamps.append(
-                (max_timestamp_ms if log_append else base_timestamp_ms + ts_delta) * 1000
-            )
-            types.append(log_append)
+            timestamp_ms = max_timestamp_ms if log_append else base_timestamp_ms + ts_delta
+            columns.timestamps_us.append(timestamp_ms * 1000)
+            columns.timestamp_types.append(log_append)
             if include_headers:
-                headers_col.append(record_headers)
+                columns.headers.append(record_headers)
     except VarintError as exc:
         raise CorruptRecordBatchError(f"batch at offset {base_offset}: record {exc}") from exc
 

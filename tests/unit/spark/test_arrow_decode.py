@@ -218,3 +218,24 @@ def test_a_bad_crc_is_corrupt() -> None:
     batch[-1] ^= 1
     with pytest.raises(CorruptRecordBatchError):
         vectorized(bytes(batch))
+
+
+def test_the_record_by_record_decoder_reads_headers() -> None:
+    # Headers with null and long values (multi-byte varints), keys null and long.
+    long_value = bytes(range(256)) * 2
+    records = [
+        Record(b"v", key=None, headers=[("h", b"x"), ("null", None)]),
+        Record(long_value, key=b"k" * 200, headers=[("big", long_value)], timestamp_ms=TS - 1),
+        Record(None, key=b"", headers=[]),
+    ]
+    batch, _next = reference(build_batch(records, base_timestamp_ms=TS), include_headers=True)
+    assert batch is not None
+    rows = batch.to_pylist()
+    assert [r["key"] for r in rows] == [None, b"k" * 200, b""]
+    assert [r["value"] for r in rows] == [b"v", long_value, None]
+    assert [r["headers"] for r in rows] == [
+        [{"key": "h", "value": b"x"}, {"key": "null", "value": None}],
+        [{"key": "big", "value": long_value}],
+        [],
+    ]
+    assert [r["offset"] for r in rows] == [0, 1, 2]
