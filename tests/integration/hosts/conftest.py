@@ -46,16 +46,18 @@ def _netns_unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
-    """Three hosts (ZooKeeper member + broker each), stopped and removed after the module."""
+def _three_hosts(
+    tmp_path_factory: pytest.TempPathFactory, name: str, overrides: dict[str, str]
+) -> Iterator[HostsCluster]:
+    """Three hosts (ZooKeeper member + broker each) with ``overrides``, skipped without
+    namespaces; stopped and removed afterwards, with no teardown error."""
     reason = _netns_unavailable()
     if reason is not None:
         pytest.skip(reason)
     cluster = HostsCluster(
-        tmp_path_factory.mktemp("hosts"),
+        tmp_path_factory.mktemp(name),
         hosts=3,
-        overrides=HOSTS_OVERRIDES,
+        overrides=overrides,
         metadata_view=client_metadata_view,
     )
     try:
@@ -64,27 +66,19 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
     finally:
         errors = cluster.stop()
         assert errors == [], errors
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
+    """Three hosts, stopped and removed after the module."""
+    yield from _three_hosts(tmp_path_factory, "hosts", HOSTS_OVERRIDES)
 
 
 @pytest.fixture(scope="module")
 def guide_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostsCluster]:
     """Three hosts with the guide's settings (``GUIDE_OVERRIDES``), one cluster per module:
     the tests that restart or stop processes leave it as they found it or end with it."""
-    reason = _netns_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    cluster = HostsCluster(
-        tmp_path_factory.mktemp("guide-hosts"),
-        hosts=3,
-        overrides=GUIDE_OVERRIDES,
-        metadata_view=client_metadata_view,
-    )
-    try:
-        cluster.start(timeout_s=60.0)
-        yield cluster
-    finally:
-        errors = cluster.stop()
-        assert errors == [], errors
+    yield from _three_hosts(tmp_path_factory, "guide-hosts", GUIDE_OVERRIDES)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tidelog.testing.faults.nemesis import (
     TXN_KINDS,
 )
 from tidelog.testing.faults.plots import try_write
-from tidelog.testing.faults.run import RunConfig, print_err, render_report, run
+from tidelog.testing.faults.run import RunConfig, print_err, print_summary, render_report, run
 from tidelog.testing.faults.txn_run import TxnRunConfig, render_txn_report, run_transactions
 
 
@@ -147,14 +147,7 @@ def main_records(args: argparse.Namespace, kinds: tuple[str, ...], argv: list[st
         racks=args.racks,
     )
     result = run(config, log=print_err)
-    print(result.findings.summary())
-    for s in result.clients:
-        print(
-            f"{s.client}: {s.producers} producers, sent {s.sent}, acknowledged "
-            f"{s.acknowledged}, indeterminate {s.indeterminate}, client-visible errors "
-            f"{s.client_visible}"
-        )
-    print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
+    print_summary(result)
     if args.report is not None:
         command = "python -m tidelog.testing.faults " + " ".join(argv)
         figures = try_write(result.faults, result.unavailable, args.report, print_err)

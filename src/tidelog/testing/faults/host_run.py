@@ -44,6 +44,7 @@ from tidelog.testing.faults.run import (
     broker_overrides,
     code_version,
     print_err,
+    print_summary,
     report_tail,
     run_schedule,
 )
@@ -380,14 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_s=args.time_limit,
     )
     result, served = run_on_hosts(config, log=print_err)
-    print(result.findings.summary())
-    for s in result.clients:
-        print(
-            f"{s.client}: {s.producers} producers, sent {s.sent}, acknowledged "
-            f"{s.acknowledged}, indeterminate {s.indeterminate}, client-visible errors "
-            f"{s.client_visible}"
-        )
-    print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
+    print_summary(result)
     if args.report is not None:
         command = "python -m tidelog.testing.faults.host_run " + " ".join(args_list)
         figures = try_write(result.faults, result.unavailable, args.report, print_err)

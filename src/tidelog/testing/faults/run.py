@@ -538,6 +538,18 @@ def _setup_lines(c: RunConfig, command: str, code: str | None) -> list[str]:
     ]
 
 
+def print_summary(result: RunResult) -> None:
+    """The run's findings and each client family's counts, on standard output."""
+    print(result.findings.summary())
+    for s in result.clients:
+        print(
+            f"{s.client}: {s.producers} producers, sent {s.sent}, acknowledged "
+            f"{s.acknowledged}, indeterminate {s.indeterminate}, client-visible errors "
+            f"{s.client_visible}"
+        )
+    print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
+
+
 def _verdict_lines(result: RunResult) -> list[str]:
     """The verdict table: what was sent, acknowledged and read, and every check's count."""
     f = result.findings
