@@ -132,7 +132,11 @@ def test_full_log_dir_goes_offline_moves_leaders_and_comes_back(tmp_path: Path) 
         final, hws = final_read(cluster.admin_bootstrap, TOPIC, 2)
         replicas = {p: list(m.replicas) for p, m in cluster.partitions(TOPIC).items()}
         cluster.stop(unmount=False)
-        findings = check_histories(producer.history.acks, [], final, hws)
+        # The producer is not idempotent: across the leader change a batch retried after
+        # KAFKA_STORAGE_ERROR may land after a later one (reported, not a failure).
+        findings = check_histories(
+            producer.history.acks, [], final, hws, producer_order_guaranteed=False
+        )
         assert findings.lost_count == 0
         assert findings.failures == {}, findings.summary()
         logs = {b: cluster.log_dir(b) for b in cluster.broker_ids}
@@ -215,7 +219,11 @@ def test_a_new_controller_learns_of_a_full_log_dir(tmp_path: Path) -> None:
         _until("acks after the disk has room again", lambda: producer.acked_count() > acked + 50)
         producer.stop()
         final, hws = final_read(cluster.admin_bootstrap, TOPIC, 3)
-        findings = check_histories(producer.history.acks, [], final, hws)
+        # The producer is not idempotent: across the leader change a batch retried after
+        # KAFKA_STORAGE_ERROR may land after a later one (reported, not a failure).
+        findings = check_histories(
+            producer.history.acks, [], final, hws, producer_order_guaranteed=False
+        )
         assert findings.lost_count == 0
         assert findings.failures == {}, findings.summary()
     finally:

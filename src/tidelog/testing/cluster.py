@@ -59,6 +59,7 @@ from tidelog.testing.processes import (
     api_versions_round_trip,
     broker_command,
     free_ports,
+    log_tail,
     process_state,
     spawn_broker,
     write_properties,
@@ -450,12 +451,12 @@ class LocalCluster:
                 if self.broker_state(broker_id) == "stopped":
                     raise ClusterError(
                         f"broker {broker_id} exited during start-up; see {info.output_path}:\n"
-                        + _tail(info.output_path)
+                        + log_tail(info.output_path)
                     )
                 if time.monotonic() > deadline:
                     raise ClusterError(
                         f"broker {broker_id} did not answer ApiVersions within {timeout_s:.0f}s; "
-                        f"see {info.output_path}:\n" + _tail(info.output_path)
+                        f"see {info.output_path}:\n" + log_tail(info.output_path)
                     )
                 time.sleep(0.1)
         live = {b.broker_id for b in state.brokers if self.broker_state(b.broker_id) == "running"}
@@ -671,14 +672,6 @@ class LocalCluster:
             yield "zookeeper", self.directory / "zookeeper" / "zookeeper.log"
         for info in state.brokers:
             yield f"broker-{info.broker_id}", info.output_path
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no output)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def describe_state(state: ClusterState) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from tidelog.testing.netns import (
 from tidelog.testing.processes import (
     api_versions_round_trip,
     broker_command,
+    log_tail,
     process_state,
     spawn_broker,
     write_properties,
@@ -391,9 +392,15 @@ class HostsCluster:
     def _check_deadline(self, info: HostInfo, deadline: float, what: str) -> None:
         log_path = info.broker_dir / "broker.log"
         if process_state(info.broker_pid, str(info.broker_config)) == "stopped":
-            raise ClusterError(f"broker {info.host} exited during start-up; see {log_path}")
+            raise ClusterError(
+                f"broker {info.host} exited during start-up; see {log_path}:\n"
+                + log_tail(log_path, 30)
+            )
         if time.monotonic() > deadline:
-            raise ClusterError(f"broker {info.host} at {info.bootstrap} {what}; see {log_path}")
+            raise ClusterError(
+                f"broker {info.host} at {info.bootstrap} {what}; see {log_path}:\n"
+                + log_tail(log_path, 30)
+            )
 
     # -- faults -------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tidelog.testing.processes import (
@@ -59,3 +61,31 @@ def test_api_versions_round_trip_is_false_when_nothing_serves() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     assert not api_versions_round_trip("127.0.0.1", port, timeout=0.5)
+
+
+def test_a_process_in_the_middle_of_an_exec_is_still_running() -> None:
+    """``ip netns exec`` execs the broker after Popen returns; while the kernel swaps the
+    image the command line reads empty, which must not be taken for an exit (a hosts
+    test's broker was reported "exited during start-up" by that window)."""
+    # A process that execs itself again (as ``ip netns exec`` does), both images carrying
+    # the marker; polled as fast as possible until it exits.
+    exec_again = (
+        "import os, sys; os.execv(sys.executable, [sys.executable, '-c', "
+        "'import time; time.sleep(0.2)', 'tidelog-exec-marker'])"
+    )
+    misread = 0
+    for _ in range(10):
+        child = subprocess.Popen([sys.executable, "-c", exec_again, "tidelog-exec-marker"])
+        try:
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                state = process_state(child.pid, "tidelog-exec-marker")
+                if child.poll() is not None:
+                    break
+                if state == "stopped" and child.poll() is None:
+                    misread += 1
+                    break
+        finally:
+            child.wait(10.0)
+    assert misread == 0
+    assert process_state(child.pid, "tidelog-exec-marker") == "stopped"

@@ -30,7 +30,8 @@ torn_tail             SIGKILL a broker, truncate one partition's active segment 
 disk_full             fill the tmpfs log dir of the tmpfs broker, hold 2-5 s, free it; a broker
                       that did not recover by itself within a few seconds is restarted
 partition_brokers     split the brokers: one random broker vs the rest, every peer link across
-                      cut both ways for 1-1.5 session, heal; clients and ZooKeeper still reach
+                      cut both ways for 1-1.5 session (longer, up to 2 sessions + 5 s, until an
+                      ISR shows the cut), heal; clients and ZooKeeper still reach
                       everyone, so the controller sees every broker alive and no leader moves:
                       followers that cannot fetch must leave the ISR (when their leader can
                       reach the controller), acks=all must wait for min.insync.replicas
@@ -39,7 +40,8 @@ partition_clients     cut every client off from one broker for 1-6 s, heal; its 
                       partitions wait (or time out and retry) until the heal
 partition_asymmetric  cut one link one way: a follower of a random partition can no longer
                       reach that partition's leader (the leader still reaches it) for 2 lag ..
-                      session, heal; the follower must leave the ISR
+                      session (longer, up to 2 sessions + 5 s, until it is out of an ISR),
+                      heal; the follower must leave the ISR
 kill_txn_coordinator  (transactional workload only, issue 19) SIGKILL the transaction
                       coordinator of one of the workload's transactional ids (FindCoordinator,
                       key type 1), restart it after 0.5-3 s
@@ -76,7 +78,7 @@ import os
 import random
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -387,11 +389,13 @@ class Nemesis:
         broker = self._random_broker()
         rest = [b for b in self.cluster.broker_ids if b != broker]
         seconds = self.rng.uniform(self.t.session_s, self.t.session_s * 1.5)
+        begin = time.monotonic()
         links = self.cluster.partition([broker])
         time.sleep(seconds)
-        isr = self.smallest_isr()
+        isr = self._smallest_isr_once(lambda isrs: any(len(i) < len(rest) + 1 for i in isrs))
         self.cluster.heal_links()
-        return broker, f"[{broker}] | {rest}: {len(links)} peer links cut {seconds:.1f}s; {isr}"
+        cut_s = time.monotonic() - begin
+        return broker, f"[{broker}] | {rest}: {len(links)} peer links cut {cut_s:.1f}s; {isr}"
 
     def _partition_asymmetric(self) -> tuple[int | None, str]:
         leader, followers = self._leader_and_followers()
@@ -401,11 +405,13 @@ class Nemesis:
         else:
             follower = self.rng.choice(followers)
         seconds = self.rng.uniform(self.t.lag_s * 2, max(self.t.lag_s * 2, self.t.session_s))
+        begin = time.monotonic()
         self.cluster.cut_link(follower, leader)
         time.sleep(seconds)
-        isr = self.smallest_isr()
+        isr = self._smallest_isr_once(lambda isrs: any(follower not in i for i in isrs))
         self.cluster.heal_link(follower, leader)
-        return follower, f"{follower} -> {leader} cut one way {seconds:.1f}s; {isr}"
+        cut_s = time.monotonic() - begin
+        return follower, f"{follower} -> {leader} cut one way {cut_s:.1f}s; {isr}"
 
     def _partition_rack(self) -> tuple[int | None, str]:
         rack = self.rng.choice(sorted(set(self.cluster.racks)))
@@ -449,6 +455,18 @@ class Nemesis:
             if md is not None and self.topic in md.topics:
                 return {p: m.leader_id for p, m in md.topics[self.topic].partitions.items()}
         return {}
+
+    def _smallest_isr_once(self, shrunk: Callable[[Iterable[tuple[int, ...]]], bool]) -> str:
+        """``smallest_isr`` once the cut has shown (``shrunk`` of the ISRs holds), the cut
+        kept up to ``2 x session_s + 5`` s longer for it: on a loaded machine the leader's
+        ISR check, AlterPartition and the metadata round trip may take longer than the
+        drawn cut, and a cut healed before it shows tests nothing."""
+        deadline = time.monotonic() + 2 * self.t.session_s + 5.0
+        while True:
+            isr = self.smallest_isr()
+            if shrunk(self._isr_before_heal.values()) or time.monotonic() > deadline:
+                return isr
+            time.sleep(0.25)
 
     def smallest_isr(self) -> str:
         """Per partition, the smallest ISR any broker's metadata shows now (over the real
