@@ -69,7 +69,9 @@ class AlterPartitionManager:
         while True:
             await asyncio.sleep(interval)
             now = now_ms()
-            for hosted in list(self.replica_manager.partitions.values()):
+            fold = self.replica_manager.quiet.fold
+            for tp, hosted in list(self.replica_manager.partitions.items()):
+                fold(tp)  # the followers' quiet fetches since their last full test
                 proposal = hosted.partition.maybe_shrink_isr(now)
                 if proposal is not None:
                     log.info(
