@@ -19,8 +19,9 @@ import pytest
 
 from tests.harness import BrokerProcess
 from tests.integration.conftest import zk_connect, zookeeper  # noqa: F401 - fixtures
-from tidelog.client import BlockingClient, NewTopic, Record, build_batch, decode_records
+from tidelog.client import BlockingClient, NewTopic, Record, build_batch
 from tidelog.client.client import FetchRequestPartition
+from tidelog.client.fetched_records import decode_fetched
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 
@@ -104,22 +105,31 @@ def produce(
             assert result.error_code == ErrorCode.NONE, result
 
 
-def read_all(bootstrap: str, topic: str, partition: int) -> list[Any]:
-    """Every record of one partition up to its high watermark (a direct fetch loop)."""
+def read_all(bootstrap: str, topic: str, partition: int, *, deadline_s: float = 60.0) -> list[Any]:
+    """Every data record of one partition up to its high watermark (a direct fetch loop).
+
+    Each fetch moves on past its last whole batch, so a partition that ends with batches of
+    no data records (transaction markers) is read to its end. Fails when the high watermark
+    is not reached within ``deadline_s`` seconds.
+    """
     out: list[Any] = []
     offset = 0
+    tp = TopicPartition(topic, partition)
+    deadline = time.monotonic() + deadline_s
     with BlockingClient(bootstrap) as client:
         while True:
-            tp = TopicPartition(topic, partition)
             result = client.fetch({tp: FetchRequestPartition(offset)}, max_wait_ms=0)[tp]
             assert result.error_code == ErrorCode.NONE, result
-            records = [r for r in decode_records(result.records) if r.offset >= offset]
-            if not records:
-                if offset >= result.high_watermark:
-                    return out
-                continue
-            out.extend(records)
-            offset = records[-1].offset + 1
+            if offset >= result.high_watermark:
+                return out
+            assert time.monotonic() < deadline, (
+                f"read_all({topic}-{partition}): at offset {offset}, high watermark "
+                f"{result.high_watermark}, after {deadline_s:g} s; {len(out)} records read"
+            )
+            fetched = decode_fetched(result.records)
+            out.extend(r for r in fetched.records if r.offset >= offset)
+            if fetched.next_offset is not None:
+                offset = max(offset, fetched.next_offset)
 
 
 def create_partitions(bootstrap: str, topic: str, count: int) -> None:

@@ -8,9 +8,10 @@
           .option("kafka.bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "orders").load())
 
-See docs/spark.md. Modules: ``options`` (parsing, pure), ``offsets`` (offset JSON,
-admission control, splitting; pure), and the connector's IO, no Spark in it: ``errors``
-(its exceptions), ``session`` (connections and retries), ``offset_reader`` (the driver's
+See docs/spark.md. Modules: ``options`` (parsing, pure) over ``option_values`` (one
+option's value, and the security options), ``offsets`` (offset JSON, admission control,
+splitting; pure), and the connector's IO, no Spark in it: ``errors`` (its exceptions),
+``session`` (connections and retries), ``offset_reader`` (the driver's
 look-ups), ``decode`` (fetched batches into Arrow columns), ``read_loop`` (an executor's
 offset range), ``producer`` (writes), ``transactions`` (the ``exactlyOnce`` sink's
 transactions, docs/exactly-once.md); ``source`` (the Spark classes). ``progress``: offsets

@@ -1,4 +1,5 @@
-"""Options of the ``tidelog`` format, parsed and checked (pure: no Spark, no IO).
+"""Options of the ``tidelog`` format, parsed and checked (pure: no Spark; no IO but
+``option_values`` rule 2's).
 
 The names and meanings are those of Spark's Kafka connector (Structured Streaming + Kafka
 Integration Guide), so a job switches from ``kafka`` to ``tidelog`` by changing one word.
@@ -6,21 +7,10 @@ Spark hands a data source its options with lower-cased keys; every error names t
 in Spark's spelling. An option this connector does not know (outside ``kafka.*``) is an
 error rather than silently ignored, so a misspelt option does not go unnoticed.
 
-Security (issue 20), as Spark's Kafka connector passes ``kafka.``-prefixed options to the
-Kafka client:
-
-1. ``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
-   ``kafka.sasl.username``, ``kafka.sasl.password`` and every ``kafka.ssl.*`` option are,
-   without the prefix, Kafka client properties (``tidelog.security.client_config``). Both
-   reads and writes take them.
-2. They are checked on the driver, where the options are parsed, by building the client's
-   ``ClientSecurity`` (which reads the ``ssl.*`` files: the one IO here); a bad one is a
-   ``SparkOptionError`` naming the option, never its value. The files must also be
-   readable at the same paths on the executors, as with Spark's Kafka connector.
-3. The parsed options carry the properties (``security_properties``: plain strings, which
-   pickle to executors; a ``ClientSecurity`` holds an ``ssl.SSLContext``, which does
-   not), and ``client_security`` builds the ``ClientSecurity`` where a client is made.
-   They are left out of the options' repr: a password must never reach a log line.
+Each option's value is read and checked by ``tidelog.spark.option_values``, which also
+holds the security options (issue 20: ``kafka.security.protocol``, ``kafka.sasl.*``,
+``kafka.ssl.*``) and its rules 1-3; this module has the tables of known options, the
+subscriptions and offset specs, and the rules that tie options together.
 
 Every other ``kafka.*`` option is a Kafka client property too: ``tidelog.spark.kafka_params``
 maps the ones tidelog's client uses, ignores the others with a warning (as a Kafka client
@@ -38,10 +28,22 @@ from typing import Final
 
 from tidelog.model import TopicPartition
 from tidelog.protocol.records import Compression
-from tidelog.security.client_config import PLAINTEXT, ClientSecurity
-from tidelog.security.errors import SecurityConfigError
 from tidelog.spark import errors
 from tidelog.spark.kafka_params import consumer_params, producer_params
+from tidelog.spark.option_values import (
+    KAFKA_PREFIX,
+    SECURITY_OPTIONS,
+    SSL_OPTION_PREFIX,
+    SecurityProperties,
+    bool_option,
+    choice_option,
+    duration_ms_option,
+    get_option,
+    int_option,
+    parse_bootstrap_servers,
+    parse_read_committed,
+    parse_security,
+)
 from tidelog.storage.compression import DEFAULT_LEVELS, CompressionLevels
 
 #: Offsets in JSON specs with a special meaning (Spark's Kafka connector).
@@ -50,17 +52,6 @@ EARLIEST: Final = -2
 
 #: Options Spark itself may put beside the user's (streaming sinks get these).
 _SPARK_OWN: Final = frozenset({"path", "checkpointlocation", "queryname"})
-
-#: Security options (rule 1), besides every ``kafka.ssl.*`` one.
-SECURITY_OPTIONS: Final = (
-    "kafka.security.protocol",
-    "kafka.sasl.mechanism",
-    "kafka.sasl.jaas.config",
-    "kafka.sasl.username",
-    "kafka.sasl.password",
-)
-SSL_OPTION_PREFIX: Final = "kafka.ssl."
-_KAFKA_PREFIX: Final = "kafka."
 
 #: ``kafka.*`` read options parsed here (the others: ``tidelog.spark.kafka_params``).
 _READ_KAFKA: Final = (
@@ -128,11 +119,11 @@ def _check_known(options: Mapping[str, str], allowed: tuple[str, ...], what: str
     allowed_lower = {a.lower() for a in allowed}
     for key in options:
         low = key.lower()
-        if low in allowed_lower or low in _SPARK_OWN or low.startswith(_KAFKA_PREFIX):
+        if low in allowed_lower or low in _SPARK_OWN or low.startswith(KAFKA_PREFIX):
             continue
         raise SparkOptionError(
             f"unknown option '{key}' for a tidelog {what}; known options: {', '.join(allowed)}, "
-            f"{_KAFKA_PREFIX}* (Kafka client properties)"
+            f"{KAFKA_PREFIX}* (Kafka client properties)"
         )
 
 
@@ -143,106 +134,10 @@ def _kafka_rest(options: Mapping[str, str], parsed_here: tuple[str, ...]) -> dic
     return {
         k: str(v)
         for k, v in options.items()
-        if k.lower().startswith(_KAFKA_PREFIX)
+        if k.lower().startswith(KAFKA_PREFIX)
         and k.lower() not in handled
         and not k.lower().startswith(SSL_OPTION_PREFIX)
     }
-
-
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    low = name.lower()
-    for key, value in options.items():
-        if key.lower() == low:
-            return str(value)
-    return None
-
-
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise SparkOptionError(f"option '{name}' must be true or false, not {raw!r}")
-    return value == "true"
-
-
-def _int(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise SparkOptionError(f"option '{name}' must be an integer, not {raw!r}") from None
-    if value < minimum:
-        raise SparkOptionError(f"option '{name}' must be at least {minimum}, not {value}")
-    return value
-
-
-#: ``kafka.isolation.level`` values (the Kafka consumer's ``isolation.level``).
-ISOLATION_LEVELS: Final = ("read_committed", "read_uncommitted")
-
-
-def _read_committed(options: Mapping[str, str]) -> bool:
-    raw = _get(options, "kafka.isolation.level")
-    if raw is None:
-        return True
-    value = raw.strip().lower()
-    if value not in ISOLATION_LEVELS:
-        raise SparkOptionError(
-            f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
-            f"not {raw!r}"
-        )
-    return value == "read_committed"
-
-
-def _bootstrap(options: Mapping[str, str]) -> str:
-    servers = _get(options, "kafka.bootstrap.servers")
-    if not servers or not servers.strip():
-        raise SparkOptionError("option 'kafka.bootstrap.servers' is required (host:port,...)")
-    for item in servers.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise SparkOptionError(
-                f"option 'kafka.bootstrap.servers': {item.strip()!r} is not host:port"
-            )
-    return servers.strip()
-
-
-# --- security (rules 1-3) -------------------------------------------------------------------
-
-#: Client properties, as (key, value) pairs sorted by key.
-SecurityProperties = tuple[tuple[str, str], ...]
-
-
-def _is_security_option(key: str) -> bool:
-    low = key.lower()
-    return low in {o.lower() for o in SECURITY_OPTIONS} or low.startswith(SSL_OPTION_PREFIX)
-
-
-def client_security(properties: SecurityProperties) -> ClientSecurity:
-    """Rule 3: the ``ClientSecurity`` of ``properties``; ``SparkOptionError`` naming the
-    option (``kafka.<key>``) when one is wrong."""
-    if not properties:
-        return PLAINTEXT
-    try:
-        return ClientSecurity.from_properties(dict(properties))
-    except SecurityConfigError as exc:
-        detail = str(exc).removeprefix(f"{exc.key}: ")
-        raise SparkOptionError(f"option '{_KAFKA_PREFIX}{exc.key}': {detail}") from None
-
-
-def _security(options: Mapping[str, str]) -> SecurityProperties:
-    """Rules 1 and 2: the security options without their prefix, checked."""
-    properties = {
-        key.lower().removeprefix(_KAFKA_PREFIX): str(value)
-        for key, value in options.items()
-        if _is_security_option(key)
-    }
-    result = tuple(sorted(properties.items()))
-    client_security(result)
-    return result
 
 
 # --- subscriptions -----------------------------------------------------------------------
@@ -309,9 +204,9 @@ def _topic_partition_json(
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
     given = {
-        name: _get(options, name)
+        name: get_option(options, name)
         for name in ("subscribe", "subscribePattern", "assign")
-        if _get(options, name) is not None
+        if get_option(options, name) is not None
     }
     if len(given) != 1:
         named = ", ".join(f"'{n}'" for n in given) or "none"
@@ -395,7 +290,7 @@ TIMESTAMP_STRATEGIES: Final = ("error", "latest")
 
 
 def _offset_spec(options: Mapping[str, str], name: str) -> OffsetSpec | None:
-    raw = _get(options, name)
+    raw = get_option(options, name)
     if raw is None:
         return None
     value = raw.strip()
@@ -411,18 +306,18 @@ def _bound_spec(options: Mapping[str, str], side: str) -> tuple[str, OffsetSpec]
     Spark's precedence: ``<side>Timestamp`` over ``<side>OffsetsByTimestamp`` over
     ``<side>Offsets``; the options a higher one overrides are logged as ignored."""
     names = (f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets")
-    given = [name for name in names if _get(options, name) is not None]
+    given = [name for name in names if get_option(options, name) is not None]
     if not given:
         return None
     name = given[0]
     for ignored in given[1:]:
         log.warning("option '%s' is ignored: '%s' takes precedence (Spark's rule)", ignored, name)
     if name == names[0]:
-        timestamp = _int(options, name, None, 0)
+        timestamp = int_option(options, name, None, 0)
         assert timestamp is not None
         return name, TimestampSpec(timestamp)
     if name == names[1]:
-        raw = _get(options, name)
+        raw = get_option(options, name)
         assert raw is not None
         return name, PartitionTimestampSpec(_topic_partition_json(name, raw, timestamps=True))
     spec = _offset_spec(options, name)
@@ -452,43 +347,6 @@ def _check_batch_bounds(starting: OffsetSpec | None, ending: OffsetSpec | None) 
         )
 
 
-_DURATION: Final = re.compile(r"\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
-_DURATION_MS: Final = {
-    "us": 0.001,
-    "ms": 1,
-    "s": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "h": 3_600_000,
-    "d": 86_400_000,
-}
-
-
-def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
-    """A time like Spark's ``timeStringAsMs``: ``15m``, ``30s``, ``500ms``, ``2h``, ``1d``
-    (a bare number is milliseconds)."""
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    match = _DURATION.fullmatch(raw)
-    if match is None:
-        raise SparkOptionError(
-            f"option '{name}' must be a time like 15m, 30s, 500ms, 2h (a bare number is "
-            f"milliseconds), not {raw!r}"
-        )
-    return int(int(match.group(1)) * _DURATION_MS[(match.group(2) or "ms").lower()])
-
-
-def _choice(options: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    raw = _get(options, name)
-    if raw is None:
-        return choices[0]
-    value = raw.strip().lower()
-    if value not in choices:
-        raise SparkOptionError(f"option '{name}' must be {' or '.join(choices)}, not {raw!r}")
-    return value
-
-
 # --- parsed options ----------------------------------------------------------------------
 
 #: ``groupIdPrefix`` defaults (Spark's): generated group ids of streams and of batch reads.
@@ -516,7 +374,7 @@ class ReadOptions:
     #: ``kafka.isolation.level``: read_committed (the default) reads up to the last stable
     #: offset and drops aborted transactions; False is read_uncommitted.
     read_committed: bool = True
-    #: Rule 3: the client's security properties (never in the repr).
+    #: The client's security properties (``option_values`` rule 3; never in the repr).
     security_properties: SecurityProperties = field(default=(), repr=False)
     #: ``commitOffsetsToGroup`` with ``kafka.group.id``: the consumer group a stream commits
     #: its offsets to after each micro-batch (``tidelog.spark.progress``); None: no commits.
@@ -546,12 +404,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     """Check the options of a batch (``streaming=False``) or streaming read."""
     kind = "streaming read" if streaming else "batch read"
     _check_known(options, READ_OPTIONS, kind)
-    servers = _bootstrap(options)
+    servers = parse_bootstrap_servers(options)
     subscription = _subscription(options)
     starting, ending = _bounds(options, subscription, streaming=streaming)
-    request_timeout = _int(options, "kafka.request.timeout.ms", 30000, 1)
-    poll_timeout = _int(options, "kafkaConsumer.pollTimeoutMs", 120000, 1)
-    fetch_max = _int(options, "fetch.max.bytes", 8 << 20, 1024)
+    request_timeout = int_option(options, "kafka.request.timeout.ms", 30000, 1)
+    poll_timeout = int_option(options, "kafkaConsumer.pollTimeoutMs", 120000, 1)
+    fetch_max = int_option(options, "fetch.max.bytes", 8 << 20, 1024)
     assert request_timeout is not None
     assert poll_timeout is not None
     assert fetch_max is not None
@@ -560,31 +418,31 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     group_id, group_id_prefix = _group_options(options, streaming=streaming)
     return ReadOptions(
         bootstrap_servers=servers,
-        client_id=_get(options, "kafka.client.id") or "tidelog-spark",
+        client_id=get_option(options, "kafka.client.id") or "tidelog-spark",
         request_timeout_ms=request_timeout,
         subscription=subscription,
         starting=starting,
         ending=ending,
-        max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1),
-        min_partitions=_int(options, "minPartitions", None, 1),
-        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-        include_headers=_bool(options, "includeHeaders", False),
+        max_offsets_per_trigger=int_option(options, "maxOffsetsPerTrigger", None, 1),
+        min_partitions=int_option(options, "minPartitions", None, 1),
+        fail_on_data_loss=bool_option(options, "failOnDataLoss", True),
+        include_headers=bool_option(options, "includeHeaders", False),
         poll_timeout_ms=poll_timeout,
         fetch_max_bytes=min(fetch_max, client.fetch_max_bytes or fetch_max),
-        read_committed=_read_committed(options),
-        security_properties=_security(options),
+        read_committed=parse_read_committed(options),
+        security_properties=parse_security(options),
         commit_group=_commit_group(options, streaming),
-        starting_timestamp_strategy=_choice(
+        starting_timestamp_strategy=choice_option(
             options, "startingOffsetsByTimestampStrategy", TIMESTAMP_STRATEGIES
         ),
-        max_records_per_partition=_int(options, "maxRecordsPerPartition", None, 1),
+        max_records_per_partition=int_option(options, "maxRecordsPerPartition", None, 1),
         max_poll_records=client.max_poll_records,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=max_delay,
         group_id=group_id,
         group_id_prefix=group_id_prefix,
-        fetch_offset_retries=_int(options, "fetchOffset.numRetries", None, 0),
-        fetch_offset_retry_interval_ms=_int(options, "fetchOffset.retryIntervalMs", None, 0),
+        fetch_offset_retries=int_option(options, "fetchOffset.numRetries", None, 0),
+        fetch_offset_retry_interval_ms=int_option(options, "fetchOffset.retryIntervalMs", None, 0),
     )
 
 
@@ -598,7 +456,7 @@ def _bounds(
         if given is not None and isinstance(given[1], SpecificSpec | PartitionTimestampSpec):
             _check_spec_against_subscription(given[0], given[1], subscription)
     if streaming:
-        named = [name for name in _BATCH_ONLY if _get(options, name) is not None]
+        named = [name for name in _BATCH_ONLY if get_option(options, name) is not None]
         if named:
             raise SparkOptionError(f"option '{named[0]}' is for batch queries only")
         return (start[1] if start else LatestSpec()), LatestSpec()
@@ -609,25 +467,25 @@ def _bounds(
 
 def _trigger_options(options: Mapping[str, str]) -> tuple[int | None, int]:
     """``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (streams; batch reads ignore them)."""
-    minimum = _int(options, "minOffsetsPerTrigger", None, 1)
-    maximum = _int(options, "maxOffsetsPerTrigger", None, 1)
-    delay = _duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
+    minimum = int_option(options, "minOffsetsPerTrigger", None, 1)
+    maximum = int_option(options, "maxOffsetsPerTrigger", None, 1)
+    delay = duration_ms_option(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS)
     if minimum is not None and maximum is not None and minimum > maximum:
         raise SparkOptionError(
             f"option 'minOffsetsPerTrigger' ({minimum}) cannot be greater than "
             f"'maxOffsetsPerTrigger' ({maximum})"
         )
-    if minimum is None and _get(options, "maxTriggerDelay") is not None:
+    if minimum is None and get_option(options, "maxTriggerDelay") is not None:
         log.warning("option 'maxTriggerDelay' applies only with 'minOffsetsPerTrigger': ignored")
     return minimum, delay
 
 
 def _group_options(options: Mapping[str, str], *, streaming: bool) -> tuple[str | None, str]:
     """``kafka.group.id`` and ``groupIdPrefix``."""
-    group_id = _get(options, "kafka.group.id")
+    group_id = get_option(options, "kafka.group.id")
     if group_id is not None and not group_id.strip():
         raise SparkOptionError("option 'kafka.group.id' is empty")
-    prefix = _get(options, "groupIdPrefix")
+    prefix = get_option(options, "groupIdPrefix")
     if prefix is not None and not prefix.strip():
         raise SparkOptionError("option 'groupIdPrefix' is empty")
     if group_id is not None and prefix is not None:
@@ -642,11 +500,11 @@ def _group_options(options: Mapping[str, str], *, streaming: bool) -> tuple[str 
 def _commit_group(options: Mapping[str, str], streaming: bool) -> str | None:
     """``commitOffsetsToGroup`` (default false) and the ``kafka.group.id`` it commits to (a
     group named by the user: never one made from ``groupIdPrefix``)."""
-    if not _bool(options, "commitOffsetsToGroup", False):
+    if not bool_option(options, "commitOffsetsToGroup", False):
         return None
     if not streaming:
         raise SparkOptionError("option 'commitOffsetsToGroup' is for streaming queries only")
-    raw = _get(options, "kafka.group.id")
+    raw = get_option(options, "kafka.group.id")
     group = raw.strip() if raw is not None else None
     if not group:
         raise SparkOptionError(
@@ -712,7 +570,7 @@ class WriteOptions:
     #: ``kafka.transaction.timeout.ms``: a transaction open longer is aborted by its
     #: coordinator (the micro-batch's commit then fails).
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-    #: Rule 3: the client's security properties (never in the repr).
+    #: The client's security properties (``option_values`` rule 3; never in the repr).
     security_properties: SecurityProperties = field(default=(), repr=False)
     #: ``kafka.compression.type`` and KIP-390's ``kafka.compression.*.level``: the codec
     #: of the record batches the sink writes.
@@ -724,21 +582,21 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     _check_known(options, WRITE_OPTIONS, "write")
-    servers = _bootstrap(options)
-    topic = _get(options, "topic")
+    servers = parse_bootstrap_servers(options)
+    topic = get_option(options, "topic")
     if topic is not None and not topic.strip():
         raise SparkOptionError("option 'topic' is empty")
-    acks_raw = (_get(options, "kafka.acks") or "all").strip().lower()
+    acks_raw = (get_option(options, "kafka.acks") or "all").strip().lower()
     acks_map = {"all": -1, "-1": -1, "1": 1, "0": 0}
     if acks_raw not in acks_map:
         raise SparkOptionError(f"option 'kafka.acks' must be all, -1, 1 or 0, not {acks_raw!r}")
-    request_timeout = _int(options, "kafka.request.timeout.ms", 30000, 1)
+    request_timeout = int_option(options, "kafka.request.timeout.ms", 30000, 1)
     assert request_timeout is not None
-    if _get(options, "includeHeaders") is not None:
-        _bool(options, "includeHeaders", False)  # accepted (a headers column is written)
-    exactly_once = _bool(options, "exactlyOnce", False)
-    prefix = _get(options, "transactionalIdPrefix")
-    timeout = _int(options, "kafka.transaction.timeout.ms", None, 1)
+    if get_option(options, "includeHeaders") is not None:
+        bool_option(options, "includeHeaders", False)  # accepted (a headers column is written)
+    exactly_once = bool_option(options, "exactlyOnce", False)
+    prefix = get_option(options, "transactionalIdPrefix")
+    timeout = int_option(options, "kafka.transaction.timeout.ms", None, 1)
     if not exactly_once:
         for name, given in (
             ("transactionalIdPrefix", prefix),
@@ -762,7 +620,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         )
     return WriteOptions(
         bootstrap_servers=servers,
-        client_id=_get(options, "kafka.client.id") or "tidelog-spark",
+        client_id=get_option(options, "kafka.client.id") or "tidelog-spark",
         request_timeout_ms=request_timeout,
         topic=topic.strip() if topic else None,
         acks=acks_map[acks_raw],
@@ -770,7 +628,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         exactly_once=exactly_once,
         transactional_id_prefix=prefix.strip() if prefix else DEFAULT_TRANSACTIONAL_ID_PREFIX,
         transaction_timeout_ms=timeout if timeout is not None else DEFAULT_TRANSACTION_TIMEOUT_MS,
-        security_properties=_security(options),
+        security_properties=parse_security(options),
         compression=client.compression,
         compression_levels=client.levels,
         batch_bytes=client.batch_bytes if client.batch_bytes is not None else DEFAULT_BATCH_BYTES,

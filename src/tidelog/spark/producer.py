@@ -21,7 +21,7 @@ from tidelog.protocol.partitioner import partition_for_key
 from tidelog.protocol.records import Compression
 from tidelog.spark.compressed import frame_sink_section
 from tidelog.spark.errors import ConnectorError
-from tidelog.spark.options import SecurityProperties
+from tidelog.spark.option_values import SecurityProperties
 from tidelog.spark.session import REFRESH_ERRORS, Backoff, RetryableError, Session, wait
 from tidelog.storage.compression import DEFAULT_LEVELS, CompressionLevels
 

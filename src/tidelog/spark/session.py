@@ -25,7 +25,7 @@ from typing import Final, TypeVar
 from tidelog.client import BlockingClient, ClientConnectionError, ClientTimeoutError
 from tidelog.errors import ErrorCode
 from tidelog.spark.errors import ConnectorError
-from tidelog.spark.options import SecurityProperties, client_security
+from tidelog.spark.option_values import SecurityProperties, client_security
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tidelog.security.client_config import PLAINTEXT
+from tidelog.spark.option_values import client_security
 from tidelog.spark.options import (
     ReadOptions,
     SparkOptionError,
     WriteOptions,
-    client_security,
     parse_read_options,
     parse_write_options,
 )

@@ -37,16 +37,16 @@ from tidelog.testing.faults.plots import try_write
 from tidelog.testing.faults.run import (
     RunConfig,
     RunResult,
-    _client_lines,
     _result,
     _start_producers,
-    _verdict_lines,
     broker_overrides,
+    client_lines,
     code_version,
     print_err,
     print_summary,
     report_tail,
     run_schedule,
+    verdict_lines,
 )
 from tidelog.testing.faults.workload import (
     CLIENTS,
@@ -244,8 +244,8 @@ def render_host_report(
     f = result.findings
     lines = [
         *_setup_lines(result.config, command, code),
-        *_verdict_lines(result),
-        *_client_lines(result),
+        *verdict_lines(result),
+        *client_lines(result),
         *_kind_lines(result, served),
     ]
     lines += report_tail(f.ok, f.summary(20), result.notes, METHOD, result.faults, figures=figures)

@@ -504,8 +504,8 @@ def render_report(
     f = result.findings
     lines = [
         *_setup_lines(result.config, command, code),
-        *_verdict_lines(result),
-        *_client_lines(result),
+        *verdict_lines(result),
+        *client_lines(result),
         *_fault_kind_lines(result),
     ]
     lines += report_tail(f.ok, f.summary(20), result.notes, METHOD, result.faults, figures=figures)
@@ -550,8 +550,8 @@ def print_summary(result: RunResult) -> None:
     print(f"confluent-kafka consumers: client-visible errors {result.consumer_errors}")
 
 
-def _verdict_lines(result: RunResult) -> list[str]:
-    """The verdict table: what was sent, acknowledged and read, and every check's count."""
+def verdict_lines(result: RunResult) -> list[str]:
+    """The verdict table of both reports: sent, acknowledged, read, and each check's count."""
     f = result.findings
     c = result.config
     return [
@@ -584,8 +584,8 @@ def _verdict_lines(result: RunResult) -> list[str]:
     ]
 
 
-def _client_lines(result: RunResult) -> list[str]:
-    """One row per client library's producers, and one for the consumers."""
+def client_lines(result: RunResult) -> list[str]:
+    """The clients table of both reports: a row per producer client library, one for consumers."""
     return [
         "## Clients",
         "",
