@@ -23,7 +23,6 @@ from tidelog.server.observability.console import QUORUM_TIMEOUT_S, Console
 from tidelog.server.observability.console_sources import ClusterSource, LocalSource
 from tidelog.server.observability.metrics.broker_collector import ALONE
 from tidelog.server.observability.metrics.endpoint import MetricsEndpoint
-from tidelog.server.replica.quiet import QuietFollowers
 
 
 def fake_replica_manager(now_ms: int) -> SimpleNamespace:
@@ -41,9 +40,7 @@ def fake_replica_manager(now_ms: int) -> SimpleNamespace:
         replica_states=replica_states,
     )
     hosted = SimpleNamespace(partition=partition, log=SimpleNamespace(log_end_offset=100))
-    partitions = {TopicPartition("orders", 0): hosted}
-    # No follower was found quiet: the fold leaves the replica states as they are.
-    return SimpleNamespace(partitions=partitions, quiet=QuietFollowers(partitions))  # type: ignore[arg-type]
+    return SimpleNamespace(partitions={TopicPartition("orders", 0): hosted})
 
 
 def with_console(test: Callable[[int], Awaitable[None]]) -> None:

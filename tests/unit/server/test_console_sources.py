@@ -11,7 +11,6 @@ from tidelog.model import BrokerId, TopicPartition
 from tidelog.server.observability.console_sources import (
     LocalSource,
 )
-from tidelog.server.replica.quiet import QuietFollowers
 
 
 def lone_replica_manager() -> Any:
@@ -25,8 +24,7 @@ def lone_replica_manager() -> Any:
         replica_states={},
     )
     hosted = SimpleNamespace(partition=partition, log=SimpleNamespace(log_end_offset=6))
-    partitions = {TopicPartition("t", 0): hosted}
-    return SimpleNamespace(partitions=partitions, quiet=QuietFollowers(partitions))  # type: ignore[arg-type]
+    return SimpleNamespace(partitions={TopicPartition("t", 0): hosted})
 
 
 def test_the_local_source_shows_the_broker_alone_and_keeps_the_groups() -> None:

@@ -269,7 +269,6 @@ class ControlApis:
                 "current_voters": [],
                 "observers": [],
             }
-        self.replica_manager.quiet.fold(tp)  # the fetch times as of the last quiet fetch
         p = hosted.partition
         voters: list[dict[str, Any]] = []
         observers: list[dict[str, Any]] = []

@@ -391,15 +391,29 @@ class DataApis:
         self, context: FetchContext, replica_id: int
     ) -> Callable[[TopicPartition, SessionPartition], bool] | None:
         """In a follower's incremental fetch, the test of a partition its request does not
-        list (its fetch offset did not move) being quiet for it (``replica.quiet``: the
-        full test ``ReplicaManager.quiet_for_follower`` once, then trusted until the
-        partition changes): such partitions are watched, not read, checked or answered
-        until they change (``delayed_ops``). None for any other fetch."""
+        list (its fetch offset did not move) being quiet for it
+        (``ReplicaManager.quiet_for_follower``, which records the fetch): such partitions
+        are watched, not read, checked or answered until they change (``delayed_ops``).
+        None for any other fetch."""
         if context.session is None or replica_id < 0:
             return None
-        rm = self.replica_manager
+        follower = BrokerId(replica_id)
+        quiet_for = self.replica_manager.quiet_for_follower
         asked = {id(part) for part in context.asked}
-        return rm.quiet.test(BrokerId(replica_id), asked, now_ms(), rm.quiet_for_follower)
+        now = now_ms()
+
+        def is_quiet(tp: TopicPartition, part: SessionPartition) -> bool:
+            return id(part) not in asked and quiet_for(
+                follower,
+                tp,
+                part.fetch_offset,
+                part.current_leader_epoch,
+                part.high_watermark,
+                part.log_start_offset,
+                now,
+            )
+
+        return is_quiet
 
     def _fetch_response(
         self,

@@ -69,9 +69,7 @@ class AlterPartitionManager:
         while True:
             await asyncio.sleep(interval)
             now = now_ms()
-            fold = self.replica_manager.quiet.fold
-            for tp, hosted in list(self.replica_manager.partitions.items()):
-                fold(tp)  # the followers' quiet fetches since their last full test
+            for hosted in list(self.replica_manager.partitions.values()):
                 proposal = hosted.partition.maybe_shrink_isr(now)
                 if proposal is not None:
                     log.info(

@@ -89,7 +89,6 @@ def local_quorum(
     hosted = replica_manager.partitions.get(tp)
     if hosted is None or not hosted.partition.is_leader:
         return None
-    replica_manager.quiet.fold(tp)  # the fetch times as of the last quiet fetch
     p = hosted.partition
     leader_leo = hosted.log.log_end_offset
     rows = []

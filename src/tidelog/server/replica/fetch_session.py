@@ -85,12 +85,6 @@ class SessionPartition:
     tp: TopicPartition | None = None
     #: A follower's own log start offset, as its request says (KIP-392's selection).
     replica_log_start_offset: int = -1
-    #: A follower's quiet partition (``tidelog.server.replica.quiet`` rule 2): the change
-    #: stamp when it was last tested quiet (-1: not quiet), that test's time, and the time
-    #: of the last fetch that found it quiet.
-    quiet_stamp: int = -1
-    quiet_checked_ms: int = 0
-    quiet_ms: int = 0
 
     def key(self, uses_topic_ids: bool) -> SessionKey:
         topic: uuid.UUID | str | None = self.topic_id if uses_topic_ids else self.topic

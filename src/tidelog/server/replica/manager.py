@@ -66,7 +66,6 @@ from tidelog.server.replica.delayed_ops import (
 )
 from tidelog.server.replica.fetch_session import FetchSessionCache
 from tidelog.server.replica.purgatory import Purgatory
-from tidelog.server.replica.quiet import QuietFollowers
 from tidelog.server.replica.quota import ReplicationQuotas
 from tidelog.server.replica.reads import (
     READ_COMMITTED,
@@ -157,9 +156,6 @@ class ReplicaManager:
         self.hosting_generation = 0
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
-        #: Followers' quiet partitions, tested once and trusted until they change.
-        self.quiet = QuietFollowers(self.partitions)
-        self.fetch_purgatory.on_check = self.quiet.changed
         #: KIP-227 incremental fetch sessions of the clients and followers fetching here.
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots"),

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 class DelayedOperation(ABC):
@@ -95,9 +95,6 @@ class Purgatory:
         self.expired_count = 0
         self._purge_interval = purge_interval
         self._added_since_purge = 0
-        #: Told every key ``check_and_complete`` is called with, watched or not (the fetch
-        #: purgatory's: ``tidelog.server.replica.quiet`` rule 1).
-        self.on_check: Callable[[Hashable], None] | None = None
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -130,8 +127,6 @@ class Purgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Rule 3: try every operation watched under ``key``; return how many completed."""
-        if self.on_check is not None:
-            self.on_check(key)
         ops = self._watchers.get(key)
         if not ops:
             return 0
@@ -159,11 +154,7 @@ class Purgatory:
         partitions each time (1,666 x 1,666 in a controlled shutdown of a broker with 5,000
         replicas: seconds of event loop). Returns how many completed.
         """
-        unique = list(dict.fromkeys(keys))
-        if self.on_check is not None:
-            for key in unique:
-                self.on_check(key)
-        keys = [key for key in unique if key in self._watchers]
+        keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
         ops: dict[int, DelayedOperation] = {}
         for key in keys:
             for op in self._watchers[key]:
