@@ -37,15 +37,15 @@ from tidelog.testing.faults.plots import try_write
 from tidelog.testing.faults.run import (
     RunConfig,
     RunResult,
-    _result,
-    _start_producers,
     broker_overrides,
     client_lines,
     code_version,
     print_err,
     print_summary,
     report_tail,
+    run_result,
     run_schedule,
+    start_producers,
     verdict_lines,
 )
 from tidelog.testing.faults.workload import (
@@ -89,7 +89,7 @@ def run_on_hosts(
         cluster.start()
         _create_topic(cluster, config.partitions)
         bootstrap = cluster.bootstrap_servers
-        _start_producers(bootstrap, TOPIC, config, producers)
+        start_producers(bootstrap, TOPIC, config, producers)
         consumers = [
             ConsumerWorker(bootstrap, TOPIC, config.partitions, f"c{i}").start()
             for i in range(config.consumers)
@@ -124,7 +124,7 @@ def run_on_hosts(
             producer_order_guaranteed=config.idempotent,
         )
         findings.divergent.extend(check_replicas(log_dirs, TOPIC, hws, replicas))
-        result = _result(
+        result = run_result(
             config,
             findings,
             nemesis,

@@ -285,7 +285,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
             {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
         )
         bootstrap = cluster.client_bootstrap
-        _start_producers(bootstrap, topic, config, producers)
+        start_producers(bootstrap, topic, config, producers)
         consumers = [
             ConsumerWorker(bootstrap, topic, config.partitions, f"c{i}").start()
             for i in range(config.consumers)
@@ -321,7 +321,7 @@ def run(config: RunConfig, log: Callable[[str], None] = print) -> RunResult:
                 {b: cluster.log_dir(b) for b in cluster.broker_ids}, topic, hws, replicas
             )
         )
-        return _result(
+        return run_result(
             config,
             findings,
             nemesis,
@@ -348,11 +348,11 @@ def replica_racks(
     return {p: tuple(registered.get(b) for b in r) for p, r in replicas.items()}
 
 
-def _start_producers(
+def start_producers(
     bootstrap: str, topic: str, config: RunConfig, producers: list[ProducerWorkerBase]
 ) -> None:
     """Start the producers of every client library, appending each to ``producers`` as it
-    starts (the caller aborts those on failure)."""
+    starts (the caller aborts those on failure); the loopback and the host runs share it."""
     kinds_of_producer = (
         [ProducerWorker] * config.producers
         + [KafkaPythonProducerWorker] * config.kafka_python_producers
@@ -371,7 +371,7 @@ def _start_producers(
         )
 
 
-def _result(
+def run_result(
     config: RunConfig,
     findings: Findings,
     nemesis: Injector,
