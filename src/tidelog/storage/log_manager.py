@@ -279,15 +279,7 @@ class LogManager:
         self, log_dir: Path
     ) -> tuple[list[TopicPartition], dict[TopicPartition, tuple[int, int, int | None]]]:
         """The online logs of ``log_dir`` and the saved checkpoint entries of its offline ones."""
-        # ``is`` first: the dirs are mostly the same Path objects, and PurePath.__eq__ (a
-        # string normalization per call) over 5,000 partitions was a visible part of an
-        # idle broker's once-a-second checkpoint.
-        logs = self._logs
-        tps = [
-            tp
-            for tp, d in list(self._dir_of.items())
-            if (d is log_dir or d == log_dir) and tp in logs
-        ]
+        tps = [tp for tp, d in list(self._dir_of.items()) if d == log_dir and tp in self._logs]
         offline = {
             tp: saved
             for tp, saved in list(self._offline_checkpoints.items())
