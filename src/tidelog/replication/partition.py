@@ -454,6 +454,20 @@ class Partition:
         )
         return True
 
+    def note_parked_fetch(self, replica_id: BrokerId, fetch_offset: int, fetch_ms: int) -> None:
+        """A follower's fetch at ``fetch_ms`` of a partition parked quiet in its session
+        (KIP-227; ``fetch_session`` rule 7), recorded once the partition changes: the
+        follower stood at ``fetch_offset``, the leader's log end then (a change would have
+        woken it earlier). Rule 4's ISR timing so holds as if every fetch had been recorded
+        (``note_quiet_follower_fetch``); a fetch older than the last one recorded, or at an
+        offset the follower no longer holds, changes nothing."""
+        rs = self.replica_states.get(replica_id)
+        if rs is None or rs.log_end_offset != fetch_offset or fetch_ms <= rs.last_fetch_time_ms:
+            return
+        rs.update_fetch_state(
+            fetch_offset=fetch_offset, leader_log_end_offset=fetch_offset, now_ms=fetch_ms
+        )
+
     def is_follower_in_sync(self, replica_id: BrokerId) -> bool:
         """Rule 4's expand condition: LEO >= HW and >= this epoch's start offset (KIP-101)."""
         rs = self.replica_states.get(replica_id)

@@ -11,9 +11,12 @@ import pytest
 
 from tests.unit.server.metrics_fakes import fake_replica_manager, scrape
 from tidelog.errors import ErrorCode
+from tidelog.model import TopicPartition
 from tidelog.server.observability.metrics.broker_collector import broker_registry
 from tidelog.server.replica.fetch_session import (
+    PARKED_RECHECK_MS,
     FetchContext,
+    FetchSession,
     FetchSessionCache,
     PartitionNews,
     SessionKey,
@@ -313,3 +316,84 @@ def test_the_cache_gauges_count_sessions_and_their_partitions() -> None:
     got = scrape(broker_registry(rm, process=False))  # type: ignore[arg-type]
     assert got["kafka_server_fetchsessioncache_numincrementalfetchsessions"] == 2
     assert got["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"] == 3
+
+
+# --- rule 7: a follower's parked partitions ----------------------------------------------
+
+
+def parked_session(c: FetchSessionCache) -> tuple[FetchSession, list[SessionPartition]]:
+    """A follower's session over t-0..t-2, each resolved; t-1 and t-2 parked at time 0."""
+    parts = [part("t", i, 10) for i in range(3)]
+    session_id = open_session(c, parts, privileged=True)
+    session = c.get(session_id)
+    assert session is not None
+    ctx = incremental(c, session_id, 1)
+    for p in ctx.partitions:
+        p.tp = TopicPartition("t", p.partition)
+    for p in ctx.partitions[1:]:
+        c.park(session, p, replica_id=2, now_ms=0)
+    return session, ctx.partitions
+
+
+def test_parked_partitions_are_left_out_of_the_fetches_until_they_change() -> None:
+    c = cache()
+    session, _parts = parked_session(c)
+    assert (session.replica_id, c.num_partitions, c.num_parked) == (2, 3, 2)
+    ctx = incremental(c, session.id, 2)
+    assert [p.partition for p in ctx.partitions] == [0]
+    woken = c.changed(TopicPartition("t", 2))
+    assert [(s.id, p.partition) for s, p in woken] == [(session.id, 2)]
+    assert [p.partition for p in session.woken] == [2]
+    assert c.changed(TopicPartition("t", 2)) == []  # woken once
+    assert c.changed(TopicPartition("t", 0)) == []  # never parked
+    ctx = incremental(c, session.id, 3)
+    assert [p.partition for p in ctx.partitions] == [0, 2]
+    assert session.woken == []  # a new fetch starts with nothing woken
+    assert c.num_parked == 1
+
+
+def test_a_listed_parked_partition_is_read_at_its_new_offset_and_a_forgotten_one_dropped() -> None:
+    c = cache()
+    session, parts = parked_session(c)
+    ctx = incremental(c, session.id, 2, parts=[part("t", 1, 11)], forgotten=[("t", 2)])
+    assert [(p.partition, p.fetch_offset) for p in ctx.partitions] == [(0, 10), (1, 11)]
+    assert ctx.partitions[1] is parts[1]  # the session's own entry, updated
+    assert c.num_parked == 0
+    assert c.changed(TopicPartition("t", 2)) == []  # forgotten: no longer woken
+    assert c.num_partitions == 2
+
+
+def test_parked_partitions_are_all_tested_again_after_the_recheck_time() -> None:
+    c = cache()
+    session, _parts = parked_session(c)
+    ctx = incremental(c, session.id, 2, now_ms=PARKED_RECHECK_MS - 1)
+    assert [p.partition for p in ctx.partitions] == [0]
+    ctx = incremental(c, session.id, 3, now_ms=PARKED_RECHECK_MS)
+    assert [p.partition for p in ctx.partitions] == [0, 1, 2]
+    assert c.num_parked == 0
+
+
+def test_a_session_whose_partitions_are_all_parked_stays_open() -> None:
+    c = cache()
+    session, parts = parked_session(c)
+    c.park(session, parts[0], replica_id=2, now_ms=0)
+    ctx = incremental(c, session.id, 2)
+    assert (ctx.error, ctx.session, ctx.partitions) == (ErrorCode.NONE, session, [])
+    assert len(c) == 1
+
+
+@pytest.mark.parametrize("how", ["removed", "evicted", "replaced"])
+def test_a_closed_session_leaves_no_parked_partition_behind(how: str) -> None:
+    c = cache(slots=1)
+    session, _parts = parked_session(c)
+    if how == "removed":
+        c.remove(session.id)
+    elif how == "evicted":
+        # Unused for longer than the eviction time: a newcomer evicts it (rule 6).
+        open_session(c, [part("u", 0)], now_ms=EVICTION_MS + 1)
+        assert c.evictions == 1
+    else:
+        c.new_context(session.id, 0, False, True, [part("t", 0)], [], 0)
+    assert c.get(session.id) is None
+    assert c.num_parked == 0
+    assert c.changed(TopicPartition("t", 1)) == []

@@ -279,9 +279,9 @@ class DataApis:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
 
-        def respond(reads: Sequence[PartitionRead], results: list[FetchResult]) -> None:
+        def respond(_reads: Sequence[PartitionRead], results: list[FetchResult]) -> None:
             if not future.done():
-                indexes = plan.read + [plan.quiet_index[r.tp] for r in reads[len(plan.read) :]]
+                indexes = plan.read + plan.woken
                 future.set_result(self._fetch_response(header, context, indexes, plan, results))
 
         urgent = any(
@@ -297,16 +297,45 @@ class DataApis:
             max_wait_ms=int(body.max_wait.total_seconds() * 1000),
             respond=respond,
             isolation_level=int(getattr(body, "isolation_level", READ_UNCOMMITTED)),
-            quiet=plan.quiet,
             # KIP-392: a consumer's Fetch v11+ may be served by a follower (Kafka's
             # ClientMetadata, with or without a rack).
             client=ClientMetadata(str(body.rack_id or ""), current_request().listener_name)
             if version >= 11 and replica_id < 0
             else None,
+            **self._wake_source(context, plan),
         )
         if future.done():
             return future.result()
         return future
+
+    @staticmethod
+    def _wake_source(context: FetchContext, plan: FetchPlan) -> dict[str, Any]:
+        """A follower's session fetch with parked partitions wakes on its session's key and
+        then reads the woken ones (``fetch_session`` rule 7), appended to the context's
+        partitions so that the answer finds them (``plan.woken``)."""
+        session = context.session
+        if session is None or not session.parked:
+            return {}
+
+        def take_woken() -> list[PartitionRead]:
+            reads: list[PartitionRead] = []
+            for part in session.woken:
+                assert part.tp is not None, "a parked partition is resolved"
+                plan.woken.append(len(context.partitions))
+                context.partitions.append(part)
+                reads.append(
+                    PartitionRead(
+                        part.tp,
+                        part.fetch_offset,
+                        part.max_bytes,
+                        part.current_leader_epoch,
+                        part.replica_log_start_offset,
+                    )
+                )
+            session.woken.clear()
+            return reads
+
+        return {"wake_key": session.wake_key, "take_woken": take_woken}
 
     def _session_request(
         self, body: Any, version: int
@@ -337,9 +366,10 @@ class DataApis:
 
     def _fetch_plan(self, context: FetchContext, replica_id: int) -> FetchPlan:
         """The partitions to read, those answered without reading (unknown topic ids,
-        refused topics) and, in a follower's incremental fetch, the quiet ones
-        (``_is_quiet``). With topic ids the names are resolved again at each fetch: a
-        session outlives the metadata it started with."""
+        refused topics) and, in a follower's incremental fetch, the quiet ones, which
+        it parks in the session (``_quiet_test``; ``fetch_session`` rule 7). With topic ids
+        the names are resolved again at each fetch: a session outlives the metadata it
+        started with."""
         plan = FetchPlan(replica_id)
         partitions = context.partitions
         if context.uses_topic_ids:
@@ -348,6 +378,8 @@ class DataApis:
         if self.helper.authorizer is not None:
             refused = self._fetch_refusals(partitions, replica_id)
         is_quiet = self._quiet_test(context, replica_id)
+        session = context.session
+        now = now_ms()
         for i, part in enumerate(partitions):
             topic = part.topic
             if topic is None:
@@ -359,9 +391,9 @@ class DataApis:
             tp = part.tp
             if tp is None or tp.topic != topic:
                 tp = part.tp = TopicPartition(topic, part.partition)
-            if is_quiet is not None and is_quiet(tp, part):
-                plan.quiet[tp] = part
-                plan.quiet_index[tp] = i
+            if is_quiet is not None and session is not None and is_quiet(tp, part):
+                self.sessions.park(session, part, replica_id, now)
+                plan.parked.append(i)
                 continue
             plan.requests.append(
                 PartitionRead(
@@ -393,7 +425,7 @@ class DataApis:
         """In a follower's incremental fetch, the test of a partition its request does not
         list (its fetch offset did not move) being quiet for it
         (``ReplicaManager.quiet_for_follower``, which records the fetch): such partitions
-        are watched, not read, checked or answered until they change (``delayed_ops``).
+        are parked: not read, checked or answered until they change (``fetch_session`` rule 7).
         None for any other fetch."""
         if context.session is None or replica_id < 0:
             return None
@@ -429,10 +461,10 @@ class DataApis:
         built: an idle follower's incremental fetch over thousands of partitions encodes
         none."""
         version = header.api_version
-        # Quiet partitions left unread have no news (None): the session leaves them out.
-        news: list[PartitionNews | None] = [None if plan.quiet else _UNREAD] * len(
-            context.partitions
-        )
+        # Parked partitions have no news (None): the session leaves them out.
+        news: list[PartitionNews | None] = [_UNREAD] * len(context.partitions)
+        for i in plan.parked:
+            news[i] = None
         read: dict[int, FetchResult] = {}
         for i, result in zip(indexes, results, strict=True):
             if version < 10 and plan.replica_id < 0 and holds_zstd(result.records):

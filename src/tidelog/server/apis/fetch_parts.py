@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidelog.model import TopicPartition
 from tidelog.protocol.records import Compression, uses_codec
 from tidelog.protocol.responses import FetchPartitionResponse
-from tidelog.server.replica.fetch_session import SessionPartition
 from tidelog.server.replica.reads import FetchResult, PartitionRead
 from tidelog.storage.log import FetchSlice
 
@@ -41,10 +39,12 @@ class FetchPlan:
     #: The partitions to read, and their indexes, in order.
     requests: list[PartitionRead] = field(default_factory=list)
     read: list[int] = field(default_factory=list)
-    #: A follower's session fetch: the partitions quiet for it (``_set_quiet``), with their
-    #: indexes; read only once they change.
-    quiet: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
-    quiet_index: dict[TopicPartition, int] = field(default_factory=dict)
+    #: A follower's session fetch: the partitions it parked, quiet for the follower
+    #: (``fetch_session`` rule 7; not read, no news)...
+    parked: list[int] = field(default_factory=list)
+    #: ...and those its session woke while the fetch waited, appended to the context's
+    #: partitions and read after ``read``.
+    woken: list[int] = field(default_factory=list)
     #: Partitions of unknown topic ids (UNKNOWN_TOPIC_ID).
     unknown: list[int] = field(default_factory=list)
     #: Partitions refused by the authorizer (TOPIC_AUTHORIZATION_FAILED).

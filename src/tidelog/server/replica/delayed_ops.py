@@ -1,18 +1,17 @@
 """The replica manager's parked requests (Kafka's DelayedProduce and DelayedFetch), run by
 ``tidelog.server.replica.purgatory``.
 
-A follower's incremental fetch (KIP-227) may park with *quiet* partitions: the ones the
-session holds where the follower already stands at the leader's log end with nothing new
-to tell it (``Partition.note_quiet_follower_fetch``). They are watched like the others, so
-an append to any of them wakes the fetch, but nothing is read or checked for them until
-then: the purgatory's ``notice(key)`` moves a woken one into the reads before the fetch is
-tried. An idle follower's fetch over thousands of partitions so costs a watch per partition
-instead of a read, a check and an answer per partition.
+A follower's incremental fetch (KIP-227) leaves its session's parked partitions unread
+(``fetch_session`` rule 7): the ones where the follower already stands at the leader's log
+end with nothing new to tell it. When one changes, the session wakes it, and a fetch parked
+meanwhile is told through the session's key (``wake_key``): ``notice`` takes the woken
+partitions into its reads before it is tried. An idle follower's fetch over thousands of
+partitions so costs neither a read nor a watch per partition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 from tidelog.errors import ErrorCode, KafkaError
@@ -33,15 +32,8 @@ from tidelog.server.replica.selector import NO_PREFERRED_REPLICA, ClientMetadata
 FetchRespond = Callable[[Sequence[PartitionRead], list[FetchResult]], None]
 
 
-class ReadSpec(Protocol):
-    """What a quiet partition's read is made of when it wakes (a session's partition)."""
-
-    @property
-    def fetch_offset(self) -> int: ...
-    @property
-    def max_bytes(self) -> int: ...
-    @property
-    def current_leader_epoch(self) -> int: ...
+#: A parked follower fetch's source of woken partitions (their reads, in order).
+TakeWoken = Callable[[], Sequence[PartitionRead]]
 
 
 class HostedReplicas(Protocol):
@@ -114,7 +106,8 @@ class DelayedProduce(DelayedOperation):
 
 class DelayedFetch(DelayedOperation):
     """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable.
-    ``quiet`` partitions (module docstring) join the reads when their key is noticed."""
+    A follower's session fetch also wakes on its session's key (``wake_key``): the woken
+    partitions (``take_woken``, module docstring) join the reads."""
 
     __slots__ = (
         "_client",
@@ -122,9 +115,10 @@ class DelayedFetch(DelayedOperation):
         "_manager",
         "_max_bytes",
         "_min_bytes",
-        "_quiet",
         "_replica_id",
         "_respond",
+        "_take_woken",
+        "_wake_key",
         "requests",
     )
 
@@ -138,8 +132,9 @@ class DelayedFetch(DelayedOperation):
         respond: FetchRespond,
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
-        quiet: Mapping[TopicPartition, ReadSpec] | None = None,
         client: ClientMetadata | None = None,
+        wake_key: Hashable | None = None,
+        take_woken: TakeWoken | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
         self._manager = manager
@@ -149,31 +144,23 @@ class DelayedFetch(DelayedOperation):
         self._isolation_level = isolation_level
         #: The partitions read when the fetch completes, in the order answered.
         self.requests = list(requests)
-        self._quiet = dict(quiet) if quiet else None
+        self._wake_key = wake_key
+        self._take_woken = take_woken
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
         self._respond = respond
 
-    def keys(self) -> list[TopicPartition]:
-        """Every partition that wakes this fetch: the reads and the quiet ones."""
-        keys = [r.tp for r in self.requests]
-        if self._quiet:
-            keys.extend(self._quiet)
+    def keys(self) -> list[Hashable]:
+        """Every key that wakes this fetch: its partitions, and its session's."""
+        keys: list[Hashable] = [r.tp for r in self.requests]
+        if self._wake_key is not None:
+            keys.append(self._wake_key)
         return keys
 
     def notice(self, key: Hashable) -> None:
-        """A quiet partition changed (an append, a HW move, it left this broker): read it."""
-        if self._quiet and not self.completed:
-            spec = self._quiet.pop(key, None)  # type: ignore[call-overload]
-            if spec is not None:
-                self.requests.append(
-                    PartitionRead(
-                        key,  # type: ignore[arg-type]
-                        spec.fetch_offset,
-                        spec.max_bytes,
-                        spec.current_leader_epoch,
-                    )
-                )
+        """The session woke parked partitions (they changed): read them too."""
+        if key == self._wake_key and self._take_woken is not None and not self.completed:
+            self.requests.extend(self._take_woken())
 
     def try_complete(self) -> bool:
         accumulated = 0

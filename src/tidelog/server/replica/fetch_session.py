@@ -16,9 +16,9 @@ carries only what changed on ours. Rules, by (session_id, session_epoch) of the 
    each a top-level error with no partitions. Else the request's partitions are added or
    updated, its forgotten partitions removed, and the session's epoch advances (wrapping
    from 2^31-1 to 1). A session left empty is closed and the fetch answered sessionless.
-4. An incremental fetch reads every partition of the session (so a parked one wakes on an
-   append to any of them; a follower's quiet partitions are only watched until they change,
-   ``tidelog.server.replica.delayed_ops``), and its answer holds only the partitions with
+4. An incremental fetch reads every partition of the session but the parked ones (rule 7),
+   so a fetch parked in the purgatory wakes on an append to any of them, and its answer
+   holds only the partitions with
    news for the client: records, an error, or a high watermark, last stable offset or log
    start offset other than the last one answered, or a preferred read replica (KIP-392)
    (Kafka's ``CachedPartition.maybeUpdateResponseData``).
@@ -33,6 +33,15 @@ carries only what changed on ours. Rules, by (session_id, session_epoch) of the 
    lowest-ranked evictable session, by (privileged, size), goes if the newcomer ranks higher:
    any consumer session by a follower's (privileged) one, and a follower's or consumer's
    session older than the eviction time by anyone. Else no session is created.
+7. A follower's quiet partitions are parked (``park``): one its request does not list and
+   that has nothing to read or learn leaves the partitions a fetch walks. A change to it
+   (an append, a high watermark or ISR move, a new leader epoch, it leaving the broker:
+   whatever the fetch purgatory is told of) wakes it (``changed``): it is back among the
+   partitions read, and in the ``woken`` list of the fetch parked meanwhile. A listed one,
+   a forgotten one and a closed session's are unparked at once. Every
+   ``PARKED_RECHECK_MS`` a session's parked partitions are all woken to be tested again,
+   so a change nobody was told of (a log start moved by retention) is answered within
+   that time. An idle follower's fetch so costs nothing per parked partition.
 
 Nothing here reads a clock: time enters as ``now_ms``.
 """
@@ -57,6 +66,9 @@ _MAX_EPOCH: Final = 0x7FFFFFFF
 
 #: A partition's key in a session: (topic id from Fetch v13, else topic name; partition).
 SessionKey = tuple[uuid.UUID | str, int]
+
+#: Rule 7: how long a session's parked partitions stay parked without a change.
+PARKED_RECHECK_MS: Final = 10_000
 
 
 def next_epoch(epoch: int) -> int:
@@ -116,7 +128,24 @@ class FetchSession:
     last_used_ms: int
     #: The epoch the next incremental request must carry.
     epoch: int = 1
+    #: The partitions each fetch walks: all but the parked ones.
     partitions: dict[SessionKey, SessionPartition] = field(default_factory=dict)
+    #: Rule 7: a follower's partitions parked quiet, and the follower.
+    parked: dict[SessionKey, SessionPartition] = field(default_factory=dict)
+    replica_id: int = -1
+    #: Rule 7: parked partitions woken since the session's last fetch began.
+    woken: list[SessionPartition] = field(default_factory=list)
+    #: Rule 7: when the parked partitions are all woken to be tested again.
+    recheck_ms: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.partitions) + len(self.parked)
+
+    @property
+    def wake_key(self) -> tuple[str, int]:
+        """The key a fetch parked in this session is watched under for woken partitions."""
+        return ("fetch-session", self.id)
 
 
 @dataclass(slots=True)
@@ -149,6 +178,8 @@ class FetchSessionCache:
         self._sessions: dict[int, FetchSession] = {}
         #: Sessions evicted to make room (Kafka's IncrementalFetchSessionEvictionsPerSec).
         self.evictions = 0
+        #: Rule 7: the sessions each partition is parked in, and its key there.
+        self._parked: dict[TopicPartition, dict[int, tuple[FetchSession, SessionKey]]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -159,10 +190,69 @@ class FetchSessionCache:
     @property
     def num_partitions(self) -> int:
         """Partitions cached over all sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
-        return sum(len(s.partitions) for s in self._sessions.values())
+        return sum(s.size for s in self._sessions.values())
+
+    @property
+    def num_parked(self) -> int:
+        """Partitions parked over all sessions (rule 7)."""
+        return sum(len(s.parked) for s in self._sessions.values())
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._unpark_all(session)
+        return session
+
+    # --- rule 7: parked partitions --------------------------------------------------------
+
+    def park(
+        self, session: FetchSession, part: SessionPartition, replica_id: int, now_ms: int
+    ) -> None:
+        """Park ``part`` (resolved: ``part.tp`` set), quiet for follower ``replica_id``."""
+        tp = part.tp
+        assert tp is not None, "a parked partition is resolved"
+        key = part.key(session.uses_topic_ids)
+        if session.partitions.pop(key, None) is None:
+            return
+        if not session.parked:
+            session.recheck_ms = now_ms + PARKED_RECHECK_MS
+        session.parked[key] = part
+        session.replica_id = replica_id
+        self._parked.setdefault(tp, {})[session.id] = (session, key)
+
+    def changed(self, tp: TopicPartition) -> list[tuple[FetchSession, SessionPartition]]:
+        """Wake every session's parked ``tp`` (it changed): back among the partitions read
+        and in the session's ``woken``. Returns the sessions and partitions woken."""
+        entries = self._parked.pop(tp, None)
+        if not entries:
+            return []
+        woken: list[tuple[FetchSession, SessionPartition]] = []
+        for session, key in entries.values():
+            part = session.parked.pop(key, None)
+            if part is None:
+                continue
+            session.partitions[key] = part
+            session.woken.append(part)
+            woken.append((session, part))
+        return woken
+
+    def _unpark(self, session: FetchSession, key: SessionKey) -> SessionPartition | None:
+        part = session.parked.pop(key, None)
+        if part is None:
+            return None
+        assert part.tp is not None
+        entries = self._parked.get(part.tp)
+        if entries is not None:
+            entries.pop(session.id, None)
+            if not entries:
+                del self._parked[part.tp]
+        return part
+
+    def _unpark_all(self, session: FetchSession) -> None:
+        for key in list(session.parked):
+            part = self._unpark(session, key)
+            if part is not None:
+                session.partitions[key] = part
 
     def new_context(  # noqa: PLR0917
         self,
@@ -192,22 +282,8 @@ class FetchSessionCache:
         if session.uses_topic_ids != uses_topic_ids:
             return FetchContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         cached = session.partitions
-        asked: list[SessionPartition] = []
-        for part in requested:
-            key = part.key(uses_topic_ids)
-            old = cached.get(key)
-            if old is None:
-                cached[key] = part
-                asked.append(part)
-            else:
-                old.fetch_offset = part.fetch_offset
-                old.max_bytes = part.max_bytes
-                old.current_leader_epoch = part.current_leader_epoch
-                old.replica_log_start_offset = part.replica_log_start_offset
-                asked.append(old)
-        for key in forgotten:
-            cached.pop(key, None)
-        if not cached:
+        asked = self._update(session, requested, forgotten, now_ms)
+        if not cached and not session.parked:
             self.remove(session_id)
             return FetchContext(partitions=[], uses_topic_ids=uses_topic_ids)
         self._touch(session, now_ms)
@@ -219,6 +295,42 @@ class FetchSessionCache:
             privileged=privileged,
             uses_topic_ids=uses_topic_ids,
         )
+
+    def _update(
+        self,
+        session: FetchSession,
+        requested: Sequence[SessionPartition],
+        forgotten: Iterable[SessionKey],
+        now_ms: int,
+    ) -> list[SessionPartition]:
+        """Rule 3's update of ``session`` by an incremental request (rule 7: a listed or
+        forgotten partition is unparked, all are at the recheck); returns the session's
+        partitions the request listed."""
+        cached = session.partitions
+        session.woken.clear()
+        if session.parked and now_ms >= session.recheck_ms:
+            self._unpark_all(session)
+        asked: list[SessionPartition] = []
+        for part in requested:
+            key = part.key(session.uses_topic_ids)
+            old = cached.get(key)
+            if old is None:
+                old = self._unpark(session, key)
+                if old is not None:
+                    cached[key] = old
+            if old is None:
+                cached[key] = part
+                asked.append(part)
+            else:
+                old.fetch_offset = part.fetch_offset
+                old.max_bytes = part.max_bytes
+                old.current_leader_epoch = part.current_leader_epoch
+                old.replica_log_start_offset = part.replica_log_start_offset
+                asked.append(old)
+        for key in forgotten:
+            cached.pop(key, None)
+            self._unpark(session, key)
+        return asked
 
     def respond(
         self, context: FetchContext, news: Sequence[PartitionNews | None], now_ms: int
@@ -294,15 +406,15 @@ class FetchSessionCache:
         ]
         if not candidates:
             return False
-        weakest = min(candidates, key=lambda s: (s.privileged, len(s.partitions), s.id))
+        weakest = min(candidates, key=lambda s: (s.privileged, s.size, s.id))
         # Kafka's EvictableKey order with the newcomer's id 0: it must rank strictly higher.
-        if (privileged, size) <= (weakest.privileged, len(weakest.partitions)):
+        if (privileged, size) <= (weakest.privileged, weakest.size):
             return False
         self._evict(weakest)
         return True
 
     def _evict(self, session: FetchSession) -> None:
-        del self._sessions[session.id]
+        self.remove(session.id)
         self.evictions += 1
 
     def _touch(self, session: FetchSession, now_ms: int) -> None:
@@ -338,6 +450,7 @@ __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
+    "PARKED_RECHECK_MS",
     "FetchContext",
     "FetchSession",
     "FetchSessionCache",

@@ -43,7 +43,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -62,7 +62,7 @@ from tidelog.server.replica.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
     FetchRespond,
-    ReadSpec,
+    TakeWoken,
 )
 from tidelog.server.replica.fetch_session import FetchSessionCache
 from tidelog.server.replica.purgatory import Purgatory
@@ -161,6 +161,7 @@ class ReplicaManager:
             config.get_int("max.incremental.fetch.session.cache.slots"),
             config.get_int("min.incremental.fetch.session.eviction.ms"),
         )
+        self.fetch_purgatory.key_listener = self._wake_parked
         #: Where ISR change proposals go (the cluster's AlterPartition sender); None alone.
         self.alter_partition_sink: Callable[[AlterPartitionProposal], None] | None = None
         #: Offline log dirs and the error that took each offline (rule 5).
@@ -624,16 +625,17 @@ class ReplicaManager:
         respond: FetchRespond,
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
-        quiet: Mapping[TopicPartition, ReadSpec] | None = None,
         client: ClientMetadata | None = None,
+        wake_key: Hashable | None = None,
+        take_woken: TakeWoken | None = None,
     ) -> None:
         """Rule 4: answer now if enough is there (or on any error), else park.
 
         A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
         end offset (rule 2) - before any wait, so the HW can move and release acks=all
-        produces at once (Kafka's fetchMessages -> updateFollowerFetchState). ``quiet``
-        partitions (``quiet_for_follower``, already recorded) are only watched until they
-        change (``delayed_ops``).
+        produces at once (Kafka's fetchMessages -> updateFollowerFetchState). A follower's
+        session fetch also wakes on ``wake_key``, and then reads ``take_woken()`` too (its
+        session's parked partitions that changed, ``delayed_ops``).
         """
         if replica_id >= 0:
             self.update_follower_fetch_state(BrokerId(replica_id), requests)
@@ -646,10 +648,30 @@ class ReplicaManager:
             respond,
             replica_id,
             isolation_level,
-            quiet,
             client,
+            wake_key,
+            take_woken,
         )
         self.fetch_purgatory.try_complete_else_watch(op, op.keys())
+
+    def _wake_parked(self, key: Hashable) -> Iterable[Hashable]:
+        """The fetch purgatory's key listener (``fetch_session`` rule 7): a change to
+        partition ``key`` wakes it in the sessions it is parked in. Each such follower
+        fetched it last at its session's last fetch, standing at the log end then; that
+        fetch is recorded now (``Partition.note_parked_fetch``), as a full fetch would
+        have recorded it, so the follower keeps its ISR time. Returns the sessions' keys."""
+        if not isinstance(key, TopicPartition):
+            return ()
+        woken = self.fetch_sessions.changed(key)
+        if not woken:
+            return ()
+        hosted = self.partitions.get(key)
+        if hosted is not None:
+            for session, part in woken:
+                hosted.partition.note_parked_fetch(
+                    BrokerId(session.replica_id), part.fetch_offset, session.last_used_ms
+                )
+        return list(dict.fromkeys(session.wake_key for session, _part in woken))
 
     def quiet_for_follower(  # noqa: PLR0917
         self,

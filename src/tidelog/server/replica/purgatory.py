@@ -25,13 +25,16 @@ Kafka's ``DelayedOperationPurgatory`` on one event loop (no locks needed). A pro
    (``__consumer_offsets``, any quiet topic) keeps every follower fetch it ever parked:
    11,000 after 25 s at 1,000 acks=all records/s, and gen-2 garbage collections over them
    grow past 200 ms, stalling the event loop (acks=all p99 of 200-400 ms).
+6. ``key_listener``, when set, is told of every key checked before its operations are
+   tried, and names further keys to check with it (``fetch_session`` rule 7: a change to a
+   partition parked in fetch sessions wakes those sessions' keys).
 """
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 
 class DelayedOperation(ABC):
@@ -95,6 +98,8 @@ class Purgatory:
         self.expired_count = 0
         self._purge_interval = purge_interval
         self._added_since_purge = 0
+        #: Rule 6.
+        self.key_listener: Callable[[Hashable], Iterable[Hashable]] | None = None
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -126,7 +131,18 @@ class Purgatory:
         op._expire()
 
     def check_and_complete(self, key: Hashable) -> int:
-        """Rule 3: try every operation watched under ``key``; return how many completed."""
+        """Rule 3: try every operation watched under ``key`` (and rule 6's further keys);
+        return how many completed."""
+        listener = self.key_listener
+        if listener is None:
+            return self._check(key)
+        further = listener(key)
+        completed = self._check(key)
+        for more in further:
+            completed += self._check(more)
+        return completed
+
+    def _check(self, key: Hashable) -> int:
         ops = self._watchers.get(key)
         if not ops:
             return 0
@@ -154,6 +170,10 @@ class Purgatory:
         partitions each time (1,666 x 1,666 in a controlled shutdown of a broker with 5,000
         replicas: seconds of event loop). Returns how many completed.
         """
+        keys = list(keys)
+        listener = self.key_listener
+        if listener is not None:
+            keys += [more for key in keys for more in listener(key)]
         keys = [key for key in dict.fromkeys(keys) if key in self._watchers]
         ops: dict[int, DelayedOperation] = {}
         for key in keys:
