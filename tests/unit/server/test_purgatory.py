@@ -160,3 +160,35 @@ def test_check_and_complete_all_tries_each_operation_once() -> None:
         assert purgatory.check_and_complete_all([]) == 0
 
     run(scenario())
+
+
+def test_the_key_listener_names_further_keys_checked_with_each_key() -> None:
+    """Rule 6: an operation watched only under a session's key is woken when a partition
+    parked in that session is checked, by check_and_complete and check_and_complete_all."""
+
+    async def scenario() -> None:
+        purgatory = Purgatory("t")
+        told: list[Hashable] = []
+
+        def listener(key: Hashable) -> list[Hashable]:
+            told.append(key)
+            return ["session"] if key == "parked" else []
+
+        purgatory.key_listener = listener
+        ready = [True]
+        by_session, by_batch = Op(10_000, [False]), Op(10_000, [False])
+        assert purgatory.try_complete_else_watch(by_session, ["session"]) is False
+        assert purgatory.try_complete_else_watch(by_batch, ["session"]) is False
+        by_session.ready, by_batch.ready = ready, ready
+        assert purgatory.check_and_complete("elsewhere") == 0
+        assert purgatory.check_and_complete("parked") == 2
+        assert told == ["elsewhere", "parked"]
+        assert (by_session.completions, by_batch.completions) == (["ready"], ["ready"])
+        late = Op(10_000, [False])
+        assert purgatory.try_complete_else_watch(late, ["session"]) is False
+        late.ready = ready
+        assert purgatory.check_and_complete_all(["x", "parked"]) == 1
+        assert told[2:] == ["x", "parked"]
+        assert purgatory.watched() == 0
+
+    run(scenario())
