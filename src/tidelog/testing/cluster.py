@@ -325,6 +325,20 @@ class LocalCluster:
             return True
         return any(self.broker_state(b.broker_id) != "stopped" for b in self.state.brokers)
 
+    def _pick_broker_ports(self) -> tuple[BrokerInfo, ...]:
+        """Each broker's port, saved in the state (``free_ports``: distinct, free now)."""
+        ports = free_ports(self.num_brokers)
+        brokers = tuple(
+            BrokerInfo(
+                broker_id=i + 1,
+                port=ports[i],
+                directory=str(self.directory / f"broker-{i + 1}"),
+            )
+            for i in range(self.num_brokers)
+        )
+        self._save(replace(self._require_state(), brokers=brokers))
+        return brokers
+
     def start(self, timeout_s: float = 90.0) -> Self:
         """Start ZooKeeper and the brokers; return once they serve (see module docstring).
 
@@ -340,21 +354,12 @@ class LocalCluster:
                     f"`tidelog cluster down --dir {self.directory}` first"
                 )
         deadline = time.monotonic() + timeout_s
-        ports = free_ports(self.num_brokers)
-        brokers = tuple(
-            BrokerInfo(
-                broker_id=i + 1,
-                port=ports[i],
-                directory=str(self.directory / f"broker-{i + 1}"),
-            )
-            for i in range(self.num_brokers)
-        )
         self._save(
             ClusterState(
                 directory=str(self.directory),
                 zookeeper_port=None,
                 zookeeper_pid=None,
-                brokers=brokers,
+                brokers=(),
                 overrides=self.overrides,
                 started_at_ms=int(time.time() * 1000),
                 security=self.security_mode,
@@ -374,6 +379,10 @@ class LocalCluster:
                         zookeeper_pid=zk.pid,
                     )
                 )
+            # The brokers' ports are picked once ZooKeeper listens: picked before, one of them
+            # could be the port ZooKeeper then picked (free_port tests a bind, and nothing
+            # was bound yet), and that broker failed to start with EADDRINUSE.
+            brokers = self._pick_broker_ports()
             security = self.security
             if security is not None:
                 security.write_client_properties(self.directory, self._broker_ids)

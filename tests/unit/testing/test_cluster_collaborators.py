@@ -59,3 +59,39 @@ def test_the_metadata_view_is_the_one_given(tmp_path: Path) -> None:
     assert cluster._metadata_view(1) == ((1,), 1)
     assert asked == ["127.0.0.1:9092"]
     assert LocalCluster.attach(tmp_path)._metadata_view(1) is None  # no view: never read
+
+
+def test_broker_ports_are_picked_once_zookeeper_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Picked before, a broker's port could be the one ZooKeeper then picked: that broker
+    failed with EADDRINUSE (``tidelog cluster up`` once gave broker 1 ZooKeeper's port)."""
+    from tidelog.testing import cluster as cluster_module
+
+    events: list[str] = []
+
+    class FakeZooKeeper:
+        pid = 4242
+        client_port = 20000
+
+        def __init__(self, directory: Path) -> None:
+            del directory
+
+        def start(self, timeout_s: float) -> None:
+            del timeout_s
+            events.append("zookeeper listens")
+
+    def fake_free_ports(count: int) -> list[int]:
+        events.append("broker ports picked")
+        return [30000 + i for i in range(count)]
+
+    monkeypatch.setattr(cluster_module, "ZooKeeperProcess", FakeZooKeeper)
+    monkeypatch.setattr(cluster_module, "free_ports", fake_free_ports)
+    monkeypatch.setattr(LocalCluster, "_launch_broker", lambda self, info: events.append("launch"))
+    monkeypatch.setattr(LocalCluster, "wait_ready", lambda self, timeout_s: None)
+    cluster = LocalCluster(tmp_path, brokers=2).start()
+    assert events == ["zookeeper listens", "broker ports picked", "launch", "launch"]
+    state = read_state(tmp_path)
+    assert [b.port for b in state.brokers] == [30000, 30001]
+    assert state.zookeeper_port == 20000
+    assert cluster.state is not None
