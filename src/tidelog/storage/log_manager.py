@@ -269,9 +269,8 @@ class LogManager:
 
         High watermarks of partitions not in ``high_watermarks`` keep their last value.
         """
-        for tp, hw in high_watermarks.items():
-            if tp in self._logs:
-                self._high_watermarks[tp] = hw
+        logs = self._logs
+        self._high_watermarks.update({tp: hw for tp, hw in high_watermarks.items() if tp in logs})
         for log_dir in self.log_dirs:
             self._write_dir_checkpoints(log_dir)
 
@@ -279,6 +278,10 @@ class LogManager:
         self, log_dir: Path
     ) -> tuple[list[TopicPartition], dict[TopicPartition, tuple[int, int, int | None]]]:
         """The online logs of ``log_dir`` and the saved checkpoint entries of its offline ones."""
+        if len(self.log_dirs) == 1:
+            # Every log is in the one dir: no walk comparing paths (a checkpoint pass runs
+            # every replica.high.watermark.checkpoint.interval.ms over every log).
+            return list(self._logs), dict(self._offline_checkpoints)
         tps = [tp for tp, d in list(self._dir_of.items()) if d == log_dir and tp in self._logs]
         offline = {
             tp: saved
@@ -292,14 +295,12 @@ class LogManager:
         log_dir: Path,
         tps: list[TopicPartition],
         offline: Mapping[TopicPartition, tuple[int, int, int | None]],
-        extra: Mapping[TopicPartition, tuple[int, int, int | None]] | None = None,
     ) -> None:
         # Read under _checkpoint_lock, so the values are at least as fresh as any lowering
         # that happened before this writer took the lock.
         logs = [(tp, self._logs.get(tp)) for tp in tps]
         recovery = {tp: log.recovery_point for tp, log in logs if log is not None}
         recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
-        recovery.update({tp: rp for tp, (rp, _, _) in (extra or {}).items()})
         self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
 
     def _write_checkpoint(self, path: Path, values: dict[TopicPartition, int]) -> None:
@@ -453,17 +454,28 @@ class LogManager:
         (recovery point, log start, HW) added (a future log about to become current)."""
         with self._checkpoint_lock:
             tps, offline = self._members(log_dir)
-            hws = {tp: self._high_watermarks[tp] for tp in tps if tp in self._high_watermarks}
-            hws.update({tp: hw for tp, (_, _, hw) in offline.items() if hw is not None})
-            logs = [(tp, log) for tp in tps if (log := self._logs.get(tp)) is not None]
-            starts = {tp: log.log_start_offset for tp, log in logs}
-            starts.update({tp: start for tp, (_, start, _) in offline.items()})
-            for tp, (_, start, hw) in (extra or {}).items():
+            # One walk over the dir's logs for the three files (read under the lock, as
+            # ``_write_recovery_points`` says).
+            hws: dict[TopicPartition, int] = {}
+            recovery: dict[TopicPartition, int] = {}
+            starts: dict[TopicPartition, int] = {}
+            known_hws = self._high_watermarks
+            logs = self._logs
+            for tp in tps:
+                hw = known_hws.get(tp)
+                if hw is not None:
+                    hws[tp] = hw
+                log = logs.get(tp)
+                if log is not None:
+                    recovery[tp] = log.recovery_point
+                    starts[tp] = log.log_start_offset
+            for tp, (rp, start, hw) in (*offline.items(), *(extra or {}).items()):
+                recovery[tp] = rp
                 starts[tp] = start
                 if hw is not None:
                     hws[tp] = hw
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
-            self._write_recovery_points(log_dir, tps, offline, extra)
+            self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
             self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
 
     def _resolve_moves(self) -> None:
