@@ -4,6 +4,7 @@ codes, AlterPartition without a known topic, and which partitions a fetcher's st
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 from tidelog.errors import ErrorCode
@@ -15,6 +16,7 @@ from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
 from tidelog.server.cluster.peers import listener_address, registered_address
 from tidelog.server.cluster.registration import broker_registration
 from tidelog.server.config.broker_config import load_broker_config
+from tidelog.server.config.topic_config import effective_topic_config
 from tidelog.zk.znodes import BrokerRegistration, EndPoint
 
 from .nodes import cluster_node
@@ -92,9 +94,25 @@ def test_a_fetcher_step_takes_the_partitions_due_in_that_step(tmp_path: Path) ->
     fetcher.partitions[truncating] = FetchState(0)
     fetcher.partitions[fetching] = FetchState(0, truncating=False)
     fetcher.partitions[paused] = FetchState(0, truncating=False, delayed_until=10.0)
-    assert list(fetcher._ready(truncating=True, now=5.0)) == [truncating]
-    assert list(fetcher._ready(truncating=False, now=5.0)) == [fetching]
-    assert list(fetcher._ready(truncating=False, now=10.0)) == [fetching, paused]
+    config = effective_topic_config(node.config, {})
+    for tp in (truncating, fetching, paused):
+        node.replica_manager.make_follower(
+            tp,
+            uuid.uuid4(),
+            config,
+            leader=BrokerId(2),
+            leader_epoch=0,
+            partition_epoch=0,
+            replicas=[BrokerId(1), BrokerId(2)],
+            isr=[BrokerId(1), BrokerId(2)],
+        )
+    assert list(fetcher._truncating(now=5.0)) == [truncating]
+    assert list(fetcher._truncating(now=1.0)) == [truncating]
+    due, requests = fetcher._fetch_requests(now=5.0)
+    assert (list(due), list(requests)) == ([fetching], [fetching])
+    assert requests[fetching].fetch_offset == 0
+    due, requests = fetcher._fetch_requests(now=10.0)
+    assert (list(due), list(requests)) == ([fetching, paused], [fetching, paused])
 
 
 def test_the_fetcher_manager_knows_what_it_fetches(tmp_path: Path) -> None:
