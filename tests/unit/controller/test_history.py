@@ -105,6 +105,21 @@ def test_encoded_history_fits_the_size_bound() -> None:
     assert h.decode_history(None) == []
 
 
+def test_events_encoded_one_by_one_join_into_the_same_bytes() -> None:
+    """A write joins each event's JSON, kept since it was recorded: the same document as
+    encoding the whole list, under the size bound too."""
+    history = ControllerHistory(None, 1, capacity=10)
+    for i in range(25):
+        history.record("broker_start", f"broker {i} started", broker=i, isr=[i, 2])
+    encoded = [h.encode_event(e) for e in history.events]
+    assert h.join_history(encoded) == h.encode_history(history.events)
+    assert h.join_history([]) == h.encode_history([]) == b'{"version":1,"events":[]}'
+    big = [{"id": str(i), "reason": "x" * 2000} for i in range(1000)]
+    joined = h.join_history([h.encode_event(e) for e in big])
+    assert joined == h.encode_history(big)
+    assert json.loads(joined) == {"version": 1, "events": h.decode_history(joined)}
+
+
 class FakeKazoo:
     def __init__(self) -> None:
         self.data: bytes | None = None
