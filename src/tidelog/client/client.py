@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from tidelog.client import describe_txn
@@ -386,10 +386,13 @@ class Client:
         max_bytes: int,
         replica_id: int = -1,
         isolation_level: int = 0,
+        changed: Collection[TopicPartition] | None = None,
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchResult]]:
         """Fetch ``partitions`` from ``conn``'s broker in ``session`` (KIP-227,
         ``tidelog.client.fetch_session``): only what changed since the last call goes out,
         and only the partitions with news come back (the others are as last answered).
+        ``changed``, when the caller knows it, holds every partition added, removed or with
+        a new request since the last call (``FetchSessionHandler.build``).
 
         Returns the top-level error (a session error makes the next call a full fetch;
         UNKNOWN_SERVER_ERROR for an answer that breaks the session) and each answered
@@ -406,7 +409,7 @@ class Client:
                 isolation_level=isolation_level,
                 conn=conn,
             )
-        step = session.build(partitions)
+        step = session.build(partitions, changed)
         request = fetch_request(
             version,
             step.to_send,

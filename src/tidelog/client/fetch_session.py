@@ -72,18 +72,32 @@ class FetchSessionHandler(Generic[P]):
         #: The partitions the broker's session holds once the last request is applied.
         self._partitions: dict[TopicPartition, P] = {}
 
-    def build(self, wanted: Mapping[TopicPartition, P]) -> SessionFetchRequest[P]:
-        """The next request for ``wanted`` (rules 1, 2)."""
+    def build(
+        self, wanted: Mapping[TopicPartition, P], changed: Collection[TopicPartition] | None = None
+    ) -> SessionFetchRequest[P]:
+        """The next request for ``wanted`` (rules 1, 2). ``changed``, when given, holds
+        every partition added to, removed from or changed in ``wanted`` since the last
+        call: only those are compared (a follower's idle round compares none)."""
         previous = self._partitions
         self._partitions = dict(wanted)
         if self.epoch == INITIAL_EPOCH:
             return SessionFetchRequest(self.session_id, self.epoch, dict(wanted), [])
         # The same object is unchanged without comparing its fields (a follower's fetcher
         # sends its idle partitions' requests again as the same objects).
-        to_send = {
-            tp: p for tp, p in wanted.items() if (old := previous.get(tp)) is not p and old != p
-        }
-        to_forget = [tp for tp in previous if tp not in wanted]
+        if changed is None:
+            to_send = {
+                tp: p for tp, p in wanted.items() if (old := previous.get(tp)) is not p and old != p
+            }
+            to_forget = [tp for tp in previous if tp not in wanted]
+        else:
+            to_send = {
+                tp: p
+                for tp in changed
+                if (p := wanted.get(tp)) is not None
+                and (old := previous.get(tp)) is not p
+                and old != p
+            }
+            to_forget = [tp for tp in changed if tp in previous and tp not in wanted]
         return SessionFetchRequest(self.session_id, self.epoch, to_send, to_forget)
 
     def handle_response(

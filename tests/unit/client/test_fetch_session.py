@@ -49,6 +49,21 @@ def test_incremental_fetch_lists_changed_and_added_and_forgets_removed() -> None
     assert step.to_forget == []
 
 
+def test_with_the_changed_partitions_named_only_those_are_compared() -> None:
+    """A follower's fetcher names what it changed: the same steps as comparing everything,
+    and a partition it does not name is taken as unchanged."""
+    handler = established()
+    step = handler.build({A: at(5), C: at(9)}, changed={A, B, C})
+    assert (step.to_send, step.to_forget) == ({A: at(5), C: at(9)}, [B])
+    assert handler.handle_response(ErrorCode.NONE, 77, [A])
+    step = handler.build({A: at(5), C: at(10)}, changed=set())
+    assert (step.to_send, step.to_forget) == ({}, [])
+    step = handler.build({A: at(5), C: at(11)}, changed={A, C})
+    assert (step.to_send, step.to_forget) == ({C: at(11)}, [])
+    full = FetchSessionHandler[FetchRequestPartition]().build({A: at(1)}, changed=set())
+    assert (full.full, full.to_send) == (True, {A: at(1)})  # a full fetch sends all
+
+
 def test_a_partition_left_out_for_a_round_is_forgotten_then_added_back() -> None:
     """Leaving a partition out of ``wanted`` (throttled, paused) forgets it: the leader
     would otherwise go on fetching it as last asked."""

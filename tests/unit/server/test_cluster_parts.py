@@ -91,9 +91,9 @@ def test_a_fetcher_step_takes_the_partitions_due_in_that_step(tmp_path: Path) ->
     node = cluster_node(tmp_path)
     fetcher = LeaderFetcher(node, 2, "127.0.0.1", 1)
     truncating, fetching, paused = (TopicPartition("t", i) for i in range(3))
-    fetcher.partitions[truncating] = FetchState(0)
-    fetcher.partitions[fetching] = FetchState(0, truncating=False)
-    fetcher.partitions[paused] = FetchState(0, truncating=False, delayed_until=10.0)
+    fetcher.follow(truncating, FetchState(0))
+    fetcher.follow(fetching, FetchState(0, truncating=False))
+    fetcher.follow(paused, FetchState(0, truncating=False, delayed_until=10.0))
     config = effective_topic_config(node.config, {})
     for tp in (truncating, fetching, paused):
         node.replica_manager.make_follower(
@@ -108,10 +108,10 @@ def test_a_fetcher_step_takes_the_partitions_due_in_that_step(tmp_path: Path) ->
         )
     assert list(fetcher._truncating(now=5.0)) == [truncating]
     assert list(fetcher._truncating(now=1.0)) == [truncating]
-    due, requests = fetcher._fetch_requests(now=5.0)
-    assert (list(due), list(requests)) == ([fetching], [fetching])
+    due, requests, changed = fetcher._fetch_requests(now=5.0)
+    assert (list(due), list(requests), changed) == ([fetching], [fetching], None)
     assert requests[fetching].fetch_offset == 0
-    due, requests = fetcher._fetch_requests(now=10.0)
+    due, requests, changed = fetcher._fetch_requests(now=10.0)
     assert (list(due), list(requests)) == ([fetching, paused], [fetching, paused])
 
 

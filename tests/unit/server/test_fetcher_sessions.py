@@ -14,7 +14,7 @@ from tidelog.client.client import FetchResult as ClientFetchResult
 from tidelog.client.records import Record, build_batch
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
-from tidelog.server.cluster.fetcher import FetchState, LeaderFetcher
+from tidelog.server.cluster.fetcher import FULL_BUILD_S, FetchState, LeaderFetcher
 from tidelog.server.cluster.node import ClusterNode
 from tidelog.server.config.topic_config import effective_topic_config
 
@@ -70,7 +70,7 @@ def follow(node: ClusterNode, fetcher: LeaderFetcher, tp: TopicPartition, epoch:
         leader=BrokerId(2), leader_epoch=epoch, partition_epoch=epoch,
         replicas=[BrokerId(2), BrokerId(1)], isr=[BrokerId(2), BrokerId(1)],
     )  # fmt: skip
-    fetcher.partitions[tp] = FetchState(epoch, truncating=False)
+    fetcher.follow(tp, FetchState(epoch, truncating=False))
 
 
 CONN: Any = None
@@ -144,7 +144,7 @@ def test_removed_partitions_are_forgotten_and_added_ones_listed(tmp_path: Path) 
 
     async def rounds() -> None:
         await fetcher._round(CONN)
-        del fetcher.partitions[A]  # StopReplica, or A's leader moved to another broker
+        fetcher.unfollow(A)  # StopReplica, or A's leader moved to another broker
         follow(node, fetcher, C)
         await fetcher._round(CONN)
         step = leader.steps[-1]
@@ -190,3 +190,49 @@ def test_a_lost_connection_makes_the_next_fetch_full(tmp_path: Path) -> None:
         assert (step.full, step.session_id, list(step.to_send)) == (True, 1, [A])
 
     asyncio.run(rounds())
+
+
+def test_idle_rounds_build_no_request_again_until_the_full_build_is_due(tmp_path: Path) -> None:
+    """Only the fetcher appends to its logs: after a full build a round rebuilds the
+    requests of the partitions the last answer carried, and every FULL_BUILD_S all."""
+    node, fetcher, leader = follower(tmp_path, A, B)
+
+    async def rounds() -> None:
+        clock = asyncio.get_running_loop().time
+        await fetcher._round(CONN)  # a full build and a full fetch, answering A and B
+        assert fetcher._fetch_requests(clock())[2] == {A, B}
+        due, requests, changed = fetcher._fetch_requests(clock())
+        assert (set(due), set(requests), changed) == ({A, B}, {A, B}, set())
+        leader.pending[B] = 1
+        await fetcher._round(CONN)  # B's record comes back
+        assert node.replica_manager.partitions[B].log.log_end_offset == 1
+        _due, requests, changed = fetcher._fetch_requests(clock())
+        assert changed == {B}
+        assert requests[B].fetch_offset == 1
+        assert fetcher._fetch_requests(clock() + FULL_BUILD_S)[2] is None
+
+    asyncio.run(rounds())
+
+
+def test_a_partition_added_removed_or_paused_makes_the_next_build_a_full_one(
+    tmp_path: Path,
+) -> None:
+    node, fetcher, _leader = follower(tmp_path, A)
+    fetcher._fetch_requests(1.0)
+    assert fetcher._fetch_requests(1.0)[2] == set()
+    follow(node, fetcher, B)
+    due, _requests, changed = fetcher._fetch_requests(1.0)
+    assert (set(due), changed) == ({A, B}, None)
+    fetcher.unfollow(A)
+    due, _requests, changed = fetcher._fetch_requests(1.0)
+    assert (set(due), changed) == ({B}, None)
+    # B paused after an error answer: full builds while it waits, then it is back.
+    state = fetcher.partitions[B]
+    state.delayed_until = 1.5
+    fetcher._stale.add(B)
+    due, requests, changed = fetcher._fetch_requests(1.0)
+    assert (set(due), set(requests), changed) == (set(), set(), {B})
+    assert fetcher._fetch_requests(1.2)[2] is None
+    due, _requests, changed = fetcher._fetch_requests(1.6)
+    assert (set(due), changed) == ({B}, None)
+    assert fetcher._fetch_requests(1.7)[2] == set()

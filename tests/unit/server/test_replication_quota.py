@@ -329,7 +329,7 @@ def test_follower_leaves_throttled_partitions_out_of_its_fetch(tmp_path: Path) -
             leader=BrokerId(2), leader_epoch=0, partition_epoch=0,
             replicas=[BrokerId(2), BrokerId(1)], isr=[BrokerId(2)],
         )  # fmt: skip
-        fetcher.partitions[tp] = FetchState(0, truncating=False)
+        fetcher.follow(tp, FetchState(0, truncating=False))
     leader.high_watermark = {behind: 100, caught_up: 1, other: 100}
     conn: Any = None
 

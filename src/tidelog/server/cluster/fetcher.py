@@ -11,6 +11,13 @@ without errors is a finished long poll: the next one goes out at once, and
 Each fetcher keeps a KIP-227 fetch session with its leader (``tidelog.client.fetch_session``):
 after the first, full fetch, a round lists only the partitions whose fetch offset, log start
 or epoch changed, and an idle follower's fetches are empty both ways.
+
+A round's requests are built incrementally (``_fetch_requests``): only this fetcher appends
+to or truncates the logs it follows, so between two rounds a request can change only for a
+partition the last answer carried, or one added, removed, paused or sent back to truncation
+(each of which makes the next build a full one). Every ``FULL_BUILD_S``, and in every round
+while a partition is held back (truncating, paused, throttled, its log dir offline), all
+requests are built again. An idle follower's round so costs nothing per partition.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from tidelog.aio import cancel_and_wait, wait_for
 from tidelog.client.client import Client, FetchResult
@@ -36,11 +43,15 @@ from tidelog.server.config.broker_config import BrokerConfig
 from tidelog.server.replica.manager import ReplicaManager, now_ms
 from tidelog.server.replica.quota import ReplicationQuota
 from tidelog.server.replica.reads import HostedPartition
+from tidelog.storage.log import Log
 
 log = logging.getLogger(__name__)
 
 #: How long a partition whose leader answered with an error waits before it is asked again.
 _RETRY_PAUSE_S = 0.2
+#: The longest a fetcher goes without building every request again (module docstring): a
+#: log start moved by retention reaches the leader within this time.
+FULL_BUILD_S: Final = 5.0
 
 
 class FollowerBroker(Protocol):
@@ -92,6 +103,32 @@ class LeaderFetcher:
     conn: BrokerConnection | None = None
     #: The KIP-227 fetch session with the leader (Kafka's FetchSessionHandler).
     session: FetchSessionHandler[ClientFetchPartition] = field(default_factory=FetchSessionHandler)
+    #: The last round's partitions due in the fetching step and their requests, kept for
+    #: the next round (module docstring); the partitions the last answer carried; when the
+    #: next full build is due (0: at once); and the max bytes the requests were built with.
+    _due: dict[TopicPartition, FetchState] = field(default_factory=dict)
+    _built: dict[TopicPartition, ClientFetchPartition] = field(default_factory=dict)
+    _stale: set[TopicPartition] = field(default_factory=set)
+    _full_at: float = 0.0
+    _built_max_bytes: int = -1
+    #: False once a walk found no partition truncating (the truncation step then skips its
+    #: walk until a partition is added or sent back to truncation).
+    _may_truncate: bool = True
+
+    def follow(self, tp: TopicPartition, state: FetchState) -> None:
+        """Fetch ``tp`` (from its divergence check on, ``state``)."""
+        self.partitions[tp] = state
+        self._full_at = 0.0
+        self._may_truncate = True
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self._full_at = 0.0
+
+    def _back_to_truncation(self, fst: FetchState) -> None:
+        fst.truncating = True
+        self._full_at = 0.0
+        self._may_truncate = True
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(
@@ -150,7 +187,7 @@ class LeaderFetcher:
 
     def _storage_failed(self, tp: TopicPartition, exc: OSError) -> None:
         log.warning("%s: writing the replica failed: %s", tp, exc)
-        self.partitions.pop(tp, None)
+        self.unfollow(tp)
         self.node.replica_manager.on_storage_error(tp, exc)
 
     def _current(self, tp: TopicPartition, state: FetchState) -> bool:
@@ -167,18 +204,19 @@ class LeaderFetcher:
     def _truncating(self, now: float) -> dict[TopicPartition, FetchState]:
         """The partitions in the truncation step that may go now: not paused after an
         error, their log dir online (the fetching step's are ``_fetch_requests``')."""
+        if not self._may_truncate:
+            return {}
         rm = self.node.replica_manager
-        if not rm.offline_log_dirs:
-            return {
-                tp: st
-                for tp, st in self.partitions.items()
-                if st.truncating and st.delayed_until <= now
-            }
-        return {
-            tp: st
-            for tp, st in self.partitions.items()
-            if st.truncating and st.delayed_until <= now and not rm.is_offline(tp)
-        }
+        offline = bool(rm.offline_log_dirs)
+        found = False
+        due: dict[TopicPartition, FetchState] = {}
+        for tp, st in self.partitions.items():
+            if st.truncating:
+                found = True
+                if st.delayed_until <= now and not (offline and rm.is_offline(tp)):
+                    due[tp] = st
+        self._may_truncate = found
+        return due
 
     async def _round(self, conn: BrokerConnection) -> bool:
         """One round: the divergence checks of the partitions still truncating (rule 7),
@@ -209,6 +247,7 @@ class LeaderFetcher:
                 if hosted.log.log_end_offset > hw and not self._truncate(hosted, hw):
                     continue
                 st.truncating = False
+                self._stale.add(tp)
                 continue
             asked[tp] = (latest, st.leader_epoch)
         answers = await self.node.client.offset_for_leader_epoch(
@@ -248,6 +287,7 @@ class LeaderFetcher:
             if not self._truncate(hosted, decision.offset):
                 return False
         st.truncating = not decision.truncation_completed
+        self._stale.add(tp)
         return True
 
     # -- step 2: fetch (rules 2, 3) ------------------------------------------------------
@@ -256,13 +296,14 @@ class LeaderFetcher:
         """One Fetch, in the leader's fetch session, for every partition past truncation
         (the follower throttle leaving out the throttled ones over quota); True when records
         were appended or the fetch was answered without errors."""
-        fetching, requests = self._fetch_requests(now)
+        fetching, requests, changed = self._fetch_requests(now)
         if not requests:
             return False
         config = self.node.config
         error, results = await self.node.client.session_fetch(
             self.session,
             requests,
+            changed=changed,
             max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
             min_bytes=config.get_int("replica.fetch.min.bytes"),
             max_bytes=config.get_int("replica.fetch.response.max.bytes"),
@@ -279,6 +320,7 @@ class LeaderFetcher:
         # (Kafka's AbstractFetcherThread), else a follower idle for one poll sleeps a
         # further second while acks=all produces wait for it.
         progressed = all(r.error_code == ErrorCode.NONE for r in results.values())
+        self._stale.update(results)
         quota = self.node.replica_manager.replication_throttles().follower
         for tp, result in results.items():
             fst = fetching.get(tp)
@@ -290,47 +332,64 @@ class LeaderFetcher:
 
     def _fetch_requests(
         self, now: float
-    ) -> tuple[dict[TopicPartition, FetchState], dict[TopicPartition, ClientFetchPartition]]:
+    ) -> tuple[
+        dict[TopicPartition, FetchState],
+        dict[TopicPartition, ClientFetchPartition],
+        set[TopicPartition] | None,
+    ]:
         """What this round fetches, with each partition's state as the round began: every
         partition past truncation, not paused, and not held back by the follower throttle
-        (KIP-73, replication_quota rule 4). In the fetch session a partition missing here
-        is forgotten by the leader (fetch_session rule 2): the leader sends nothing for it
-        until it is back, with its fetch offset then."""
+        (KIP-73, replication_quota rule 4); and the partitions whose request may have
+        changed since the last round (None: any). In the fetch session a partition missing
+        here is forgotten by the leader (fetch_session rule 2): the leader sends nothing
+        for it until it is back, with its fetch offset then. Built incrementally (module
+        docstring); the dicts are the fetcher's own, valid until its next round."""
         rm = self.node.replica_manager
         max_bytes = self.node.config.get_int("replica.fetch.max.bytes")
         quota = rm.replication_throttles().follower
+        if (
+            now >= self._full_at
+            or quota.throttled
+            or rm.offline_log_dirs
+            or max_bytes != self._built_max_bytes
+        ):
+            self._full_build(now, max_bytes, quota)
+            return self._due, self._built, None
+        changed, self._stale = self._stale, set()
+        hosted = rm.partitions
+        for tp in changed:
+            st = self.partitions.get(tp)
+            if st is None or st.truncating or st.delayed_until > now:
+                self._due.pop(tp, None)
+                self._built.pop(tp, None)
+                if st is not None:
+                    self._full_at = 0.0  # held back: full builds until it is due again
+                continue
+            self._due[tp] = st
+            self._built[tp] = _request(st, hosted[tp].log, max_bytes)
+        return self._due, self._built, changed
+
+    def _full_build(self, now: float, max_bytes: int, quota: ReplicationQuota) -> None:
+        """Every partition's request built again (``_fetch_requests``)."""
+        rm = self.node.replica_manager
         throttling = bool(quota.throttled)
         offline = bool(rm.offline_log_dirs)
         hosted = rm.partitions
-        # One walk: the partitions ``_ready`` would give for the fetching step, and their
-        # requests (an idle follower of 5,000 partitions walks them a few times a second).
-        fetching: dict[TopicPartition, FetchState] = {}
-        requests = {}
+        held = throttling or offline
+        due: dict[TopicPartition, FetchState] = {}
+        built: dict[TopicPartition, ClientFetchPartition] = {}
         for tp, st in self.partitions.items():
             if st.truncating or st.delayed_until > now or (offline and rm.is_offline(tp)):
+                held = True
                 continue
-            fetching[tp] = st
+            due[tp] = st
             if throttling and quota.should_throttle(tp, in_sync=st.in_sync):
                 continue
-            the_log = hosted[tp].log
-            fetch_offset = the_log.log_end_offset
-            log_start_offset = the_log.log_start_offset
-            request = st.request
-            if (
-                request is None
-                or request.fetch_offset != fetch_offset
-                or request.log_start_offset != log_start_offset
-                or request.current_leader_epoch != st.leader_epoch
-                or request.partition_max_bytes != max_bytes
-            ):
-                request = st.request = ClientFetchPartition(
-                    fetch_offset=fetch_offset,
-                    partition_max_bytes=max_bytes,
-                    current_leader_epoch=st.leader_epoch,
-                    log_start_offset=log_start_offset,
-                )
-            requests[tp] = request
-        return fetching, requests
+            built[tp] = _request(st, hosted[tp].log, max_bytes)
+        self._due, self._built = due, built
+        self._stale.clear()
+        self._built_max_bytes = max_bytes
+        self._full_at = now if held else now + FULL_BUILD_S
 
     def _on_fetched(
         self,
@@ -367,11 +426,12 @@ class LeaderFetcher:
                     return False
                 hosted.partition.on_follower_truncate(hosted.log.log_end_offset)
             else:
-                fst.truncating = True
+                self._back_to_truncation(fst)
         else:
             # Not leader (yet), fenced or unknown epoch: the controller's LeaderAndIsr
             # brings the truth; try again after a short pause.
             fst.delayed_until = now + _RETRY_PAUSE_S
+            self._full_at = 0.0
         return False
 
     def _append(
@@ -404,9 +464,31 @@ class LeaderFetcher:
                 self._truncate(hosted, base)
                 return False
             log.warning("%s: follower append failed (%s): truncating", tp, exc)
-            fst.truncating = True
+            self._back_to_truncation(fst)
             return False
         return True
+
+
+def _request(st: FetchState, the_log: Log, max_bytes: int) -> ClientFetchPartition:
+    """``st``'s request from its log's end and start: the last one (the same object, so the
+    fetch session sees it unchanged without comparing fields) while nothing in it moved."""
+    fetch_offset = the_log.log_end_offset
+    log_start_offset = the_log.log_start_offset
+    request = st.request
+    if (
+        request is None
+        or request.fetch_offset != fetch_offset
+        or request.log_start_offset != log_start_offset
+        or request.current_leader_epoch != st.leader_epoch
+        or request.partition_max_bytes != max_bytes
+    ):
+        request = st.request = ClientFetchPartition(
+            fetch_offset=fetch_offset,
+            partition_max_bytes=max_bytes,
+            current_leader_epoch=st.leader_epoch,
+            log_start_offset=log_start_offset,
+        )
+    return request
 
 
 def _first_base_offset(records: bytes | memoryview) -> int | None:
@@ -435,12 +517,12 @@ class ReplicaFetcherManager:
             fetcher = LeaderFetcher(self.node, leader, host, port)
             self.fetchers[leader] = fetcher
             fetcher.start()
-        fetcher.partitions[tp] = FetchState(leader_epoch)
+        fetcher.follow(tp, FetchState(leader_epoch))
         fetcher.wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
-            fetcher.partitions.pop(tp, None)
+            fetcher.unfollow(tp)
 
     def is_fetching(self, tp: TopicPartition) -> bool:
         """Whether a fetcher carries ``tp``."""
