@@ -13,8 +13,15 @@ from pathlib import Path
 from tests.unit.server.test_replica_manager import batch, manager
 from tidelog.errors import ErrorCode
 from tidelog.model import BrokerId, TopicPartition
+from tidelog.server.apis.data_apis import DataApis
+from tidelog.server.apis.fetch_parts import FetchPlan
 from tidelog.server.config.topic_config import effective_topic_config
-from tidelog.server.replica.fetch_session import FetchSession, PartitionNews, SessionPartition
+from tidelog.server.replica.fetch_session import (
+    FetchContext,
+    FetchSession,
+    PartitionNews,
+    SessionPartition,
+)
 from tidelog.server.replica.manager import ReplicaManager, now_ms
 from tidelog.server.replica.reads import FetchResult, PartitionRead
 
@@ -109,14 +116,9 @@ def fetch_parked(
     session: FetchSession,
     respond: Callable[[Sequence[PartitionRead], list[FetchResult]], None],
 ) -> None:
-    """Follower 1's fetch of A, parked, woken through ``session`` (``DataApis._wake_source``
-    in short)."""
-
-    def take_woken() -> list[PartitionRead]:
-        reads = [PartitionRead(p.tp, p.fetch_offset, p.max_bytes, 3) for p in session.woken if p.tp]
-        session.woken.clear()
-        return reads
-
+    """Follower 1's fetch of A, parked, woken through ``session`` as the Fetch handler
+    wires it (``DataApis._wake_source``)."""
+    context = FetchContext(partitions=list(session.partitions.values()), session=session)
     rm.fetch(
         [PartitionRead(A, 1, 1 << 20, 3)],
         max_bytes=1 << 20,
@@ -124,8 +126,7 @@ def fetch_parked(
         max_wait_ms=30_000,
         respond=respond,
         replica_id=1,
-        wake_key=session.wake_key,
-        take_woken=take_woken,
+        woken=DataApis._wake_source(context, FetchPlan(1, read=[0])),
     )
 
 

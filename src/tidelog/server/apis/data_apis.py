@@ -44,6 +44,7 @@ from tidelog.server.config.broker_config import topic_name_error
 from tidelog.server.metadata.backend import MetadataBackend
 from tidelog.server.network.connection import CloseConnection, Response
 from tidelog.server.network.request_context import current_request, current_throttle_ms
+from tidelog.server.replica.delayed_ops import WakeSource
 from tidelog.server.replica.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -302,20 +303,20 @@ class DataApis:
             client=ClientMetadata(str(body.rack_id or ""), current_request().listener_name)
             if version >= 11 and replica_id < 0
             else None,
-            **self._wake_source(context, plan),
+            woken=self._wake_source(context, plan),
         )
         if future.done():
             return future.result()
         return future
 
     @staticmethod
-    def _wake_source(context: FetchContext, plan: FetchPlan) -> dict[str, Any]:
+    def _wake_source(context: FetchContext, plan: FetchPlan) -> WakeSource | None:
         """A follower's session fetch with parked partitions wakes on its session's key and
         then reads the woken ones (``fetch_session`` rule 7), appended to the context's
         partitions so that the answer finds them (``plan.woken``)."""
         session = context.session
         if session is None or not session.parked:
-            return {}
+            return None
 
         def take_woken() -> list[PartitionRead]:
             reads: list[PartitionRead] = []
@@ -335,7 +336,7 @@ class DataApis:
             session.woken.clear()
             return reads
 
-        return {"wake_key": session.wake_key, "take_woken": take_woken}
+        return WakeSource(session.wake_key, take_woken)
 
     def _session_request(
         self, body: Any, version: int

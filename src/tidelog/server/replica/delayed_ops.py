@@ -4,7 +4,7 @@
 A follower's incremental fetch (KIP-227) leaves its session's parked partitions unread
 (``fetch_session`` rule 7): the ones where the follower already stands at the leader's log
 end with nothing new to tell it. When one changes, the session wakes it, and a fetch parked
-meanwhile is told through the session's key (``wake_key``): ``notice`` takes the woken
+meanwhile is told through the session's key (``WakeSource``): ``notice`` takes the woken
 partitions into its reads before it is tried. An idle follower's fetch over thousands of
 partitions so costs neither a read nor a watch per partition.
 """
@@ -12,6 +12,7 @@ partitions so costs neither a read nor a watch per partition.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from tidelog.errors import ErrorCode, KafkaError
@@ -32,8 +33,13 @@ from tidelog.server.replica.selector import NO_PREFERRED_REPLICA, ClientMetadata
 FetchRespond = Callable[[Sequence[PartitionRead], list[FetchResult]], None]
 
 
-#: A parked follower fetch's source of woken partitions (their reads, in order).
-TakeWoken = Callable[[], Sequence[PartitionRead]]
+@dataclass(frozen=True, slots=True)
+class WakeSource:
+    """How a follower's session fetch learns of its parked partitions that woke: it is
+    watched under ``key`` too, and ``take()`` gives their reads, in order."""
+
+    key: Hashable
+    take: Callable[[], Sequence[PartitionRead]]
 
 
 class HostedReplicas(Protocol):
@@ -106,8 +112,8 @@ class DelayedProduce(DelayedOperation):
 
 class DelayedFetch(DelayedOperation):
     """A long-poll fetch (Kafka's DelayedFetch): complete once ``min_bytes`` are readable.
-    A follower's session fetch also wakes on its session's key (``wake_key``): the woken
-    partitions (``take_woken``, module docstring) join the reads."""
+    A follower's session fetch also wakes on its session's key (``woken``): the woken
+    partitions (module docstring) join the reads."""
 
     __slots__ = (
         "_client",
@@ -117,8 +123,7 @@ class DelayedFetch(DelayedOperation):
         "_min_bytes",
         "_replica_id",
         "_respond",
-        "_take_woken",
-        "_wake_key",
+        "_woken",
         "requests",
     )
 
@@ -133,8 +138,7 @@ class DelayedFetch(DelayedOperation):
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         client: ClientMetadata | None = None,
-        wake_key: Hashable | None = None,
-        take_woken: TakeWoken | None = None,
+        woken: WakeSource | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
         self._manager = manager
@@ -144,8 +148,7 @@ class DelayedFetch(DelayedOperation):
         self._isolation_level = isolation_level
         #: The partitions read when the fetch completes, in the order answered.
         self.requests = list(requests)
-        self._wake_key = wake_key
-        self._take_woken = take_woken
+        self._woken = woken
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
         self._respond = respond
@@ -153,14 +156,15 @@ class DelayedFetch(DelayedOperation):
     def keys(self) -> list[Hashable]:
         """Every key that wakes this fetch: its partitions, and its session's."""
         keys: list[Hashable] = [r.tp for r in self.requests]
-        if self._wake_key is not None:
-            keys.append(self._wake_key)
+        if self._woken is not None:
+            keys.append(self._woken.key)
         return keys
 
     def notice(self, key: Hashable) -> None:
         """The session woke parked partitions (they changed): read them too."""
-        if key == self._wake_key and self._take_woken is not None and not self.completed:
-            self.requests.extend(self._take_woken())
+        woken = self._woken
+        if woken is not None and key == woken.key and not self.completed:
+            self.requests.extend(woken.take())
 
     def try_complete(self) -> bool:
         accumulated = 0

@@ -62,7 +62,7 @@ from tidelog.server.replica.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
     FetchRespond,
-    TakeWoken,
+    WakeSource,
 )
 from tidelog.server.replica.fetch_session import FetchSessionCache
 from tidelog.server.replica.purgatory import Purgatory
@@ -626,15 +626,14 @@ class ReplicaManager:
         replica_id: int = -1,
         isolation_level: int = READ_UNCOMMITTED,
         client: ClientMetadata | None = None,
-        wake_key: Hashable | None = None,
-        take_woken: TakeWoken | None = None,
+        woken: WakeSource | None = None,
     ) -> None:
         """Rule 4: answer now if enough is there (or on any error), else park.
 
         A follower's fetch (``replica_id`` >= 0) first records its fetch offset as its log
         end offset (rule 2) - before any wait, so the HW can move and release acks=all
         produces at once (Kafka's fetchMessages -> updateFollowerFetchState). A follower's
-        session fetch also wakes on ``wake_key``, and then reads ``take_woken()`` too (its
+        session fetch also wakes on ``woken.key``, and then reads ``woken.take()`` too (its
         session's parked partitions that changed, ``delayed_ops``).
         """
         if replica_id >= 0:
@@ -649,8 +648,7 @@ class ReplicaManager:
             replica_id,
             isolation_level,
             client,
-            wake_key,
-            take_woken,
+            woken,
         )
         self.fetch_purgatory.try_complete_else_watch(op, op.keys())
 
