@@ -290,18 +290,35 @@ class LogManager:
         }
         return tps, offline
 
-    def _write_recovery_points(
+    def _dir_values(
         self,
         log_dir: Path,
-        tps: list[TopicPartition],
-        offline: Mapping[TopicPartition, tuple[int, int, int | None]],
-    ) -> None:
-        # Read under _checkpoint_lock, so the values are at least as fresh as any lowering
-        # that happened before this writer took the lock.
-        logs = [(tp, self._logs.get(tp)) for tp in tps]
-        recovery = {tp: log.recovery_point for tp, log in logs if log is not None}
-        recovery.update({tp: rp for tp, (rp, _, _) in offline.items()})
-        self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+        extra: Mapping[TopicPartition, tuple[int, int, int | None]] | None = None,
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """``log_dir``'s (high watermarks, recovery points, log starts), in one walk over its
+        logs, with ``extra`` partitions' (recovery point, log start, HW) added. Call under
+        ``_checkpoint_lock``, so the values are at least as fresh as any lowering that
+        happened before this writer took the lock."""
+        tps, offline = self._members(log_dir)
+        hws: dict[TopicPartition, int] = {}
+        recovery: dict[TopicPartition, int] = {}
+        starts: dict[TopicPartition, int] = {}
+        known_hws = self._high_watermarks
+        logs = self._logs
+        for tp in tps:
+            hw = known_hws.get(tp)
+            if hw is not None:
+                hws[tp] = hw
+            log = logs.get(tp)
+            if log is not None:
+                recovery[tp] = log.recovery_point
+                starts[tp] = log.log_start_offset
+        for tp, (rp, start, hw) in (*offline.items(), *(extra or {}).items()):
+            recovery[tp] = rp
+            starts[tp] = start
+            if hw is not None:
+                hws[tp] = hw
+        return hws, recovery, starts
 
     def _write_checkpoint(self, path: Path, values: dict[TopicPartition, int]) -> None:
         """Write ``values`` unless ``path`` already holds exactly them (written by us). With
@@ -316,8 +333,8 @@ class LogManager:
         """Rewrite ``log_dir``'s recovery-point-offset-checkpoint now (log rule 8; Kafka's
         checkpointRecoveryOffsetsInDir after a truncation)."""
         with self._checkpoint_lock:
-            tps, offline = self._members(log_dir)
-            self._write_recovery_points(log_dir, tps, offline)
+            _hws, recovery, _starts = self._dir_values(log_dir)
+            self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
 
     # ------------------------------------------------------------------ periodic work
 
@@ -453,27 +470,7 @@ class LogManager:
         """Write ``log_dir``'s three checkpoint files now, with ``extra`` partitions'
         (recovery point, log start, HW) added (a future log about to become current)."""
         with self._checkpoint_lock:
-            tps, offline = self._members(log_dir)
-            # One walk over the dir's logs for the three files (read under the lock, as
-            # ``_write_recovery_points`` says).
-            hws: dict[TopicPartition, int] = {}
-            recovery: dict[TopicPartition, int] = {}
-            starts: dict[TopicPartition, int] = {}
-            known_hws = self._high_watermarks
-            logs = self._logs
-            for tp in tps:
-                hw = known_hws.get(tp)
-                if hw is not None:
-                    hws[tp] = hw
-                log = logs.get(tp)
-                if log is not None:
-                    recovery[tp] = log.recovery_point
-                    starts[tp] = log.log_start_offset
-            for tp, (rp, start, hw) in (*offline.items(), *(extra or {}).items()):
-                recovery[tp] = rp
-                starts[tp] = start
-                if hw is not None:
-                    hws[tp] = hw
+            hws, recovery, starts = self._dir_values(log_dir, extra)
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, hws)
             self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, recovery)
             self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts)
