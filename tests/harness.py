@@ -105,6 +105,16 @@ class BrokerCluster:
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
 
+    def log_excerpt(self, lines: int = 60, width: int = 300) -> str:
+        """The last ``lines`` lines of each broker's output (ZooKeeper client chatter left
+        out), for a failing test's report."""
+        parts: list[str] = []
+        for b in self.brokers:
+            kept = [line[:width] for line in b.output().splitlines() if " kazoo." not in line]
+            parts.append(f"== broker {b.broker_id} ({b.output_path}) ==")
+            parts.extend(kept[-lines:])
+        return "\n".join(parts)
+
     @property
     def alive(self) -> list[BrokerProcess]:
         """Brokers running and not paused."""

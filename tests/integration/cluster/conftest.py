@@ -10,11 +10,29 @@ import pytest
 from tests.harness import BrokerCluster
 from tidelog.testing.zookeeper import ZooKeeperProcess
 
+#: The clusters a test made, for the report of a failing test.
+_CLUSTERS = pytest.StashKey[list[BrokerCluster]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report carries the end of each of its brokers' output: a failure
+    seen once in CI can then be read without reproducing it."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call" and report.failed and _CLUSTERS in item.stash:
+        clusters: list[BrokerCluster] = item.stash[_CLUSTERS]
+        for i, made in enumerate(clusters):
+            report.sections.append((f"broker output (cluster {i})", made.log_excerpt()))
+
 
 @pytest.fixture
-def new_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., BrokerCluster]]:
+def new_cluster(
+    tmp_path: Path, zk_connect: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., BrokerCluster]]:
     """Factory: ``new_cluster(size=3, overrides={...})``; every broker is stopped by PID."""
     made: list[BrokerCluster] = []
+    request.node.stash[_CLUSTERS] = made
 
     def make(size: int = 3, overrides: Mapping[str, str] | None = None) -> BrokerCluster:
         cluster = BrokerCluster(tmp_path / f"c{len(made)}", zk_connect, size, overrides)

@@ -59,21 +59,30 @@ def wait_reassigned(
     """Until no partition of ``topic`` is listed as reassigning and every partition's
     replicas are its target, in every live broker's metadata."""
     admin = kadmin(cluster)
+    seen: list[str] = []  # the last look, for the failure message
     try:
 
         def done() -> bool:
             ongoing = admin.list_partition_reassignments(
                 [KTopicPartition(topic, p) for p in targets]
             )
-            if ongoing:
-                return False
-            return all(
-                list(cluster.partition(topic, p, via=b).replicas) == target
+            views = {
+                b.broker_id: {
+                    p: (list(m.replicas), list(m.isr), m.leader_id)
+                    for p in targets
+                    for m in [cluster.partition(topic, p, via=b)]
+                }
                 for b in cluster.alive
-                for p, target in targets.items()
+            }
+            seen[:] = [f"ongoing {ongoing}; (replicas, isr, leader) by broker {views}"]
+            return not ongoing and all(
+                view[p][0] == target for view in views.values() for p, target in targets.items()
             )
 
-        wait_until(done, timeout, f"reassignment of {topic} to {targets}", interval=0.3)
+        try:
+            wait_until(done, timeout, f"reassignment of {topic} to {targets}", interval=0.3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last seen: {seen}") from None
     finally:
         admin.close()
 
