@@ -31,6 +31,7 @@ METRICS = (
     ("e2e", ("latency_ms", "p50"), "ms p50", False),
     ("e2e", ("latency_ms", "p99"), "ms p99", False),
     ("e2e", ("latency_ms", "p99.9"), "ms p99.9", False),
+    ("e2e", ("broker_cpu_ms_per_1k",), "broker CPU ms per 1k records", False),
     ("produce", ("latency_ms", "p99"), "produce ms p99", False),
     ("produce", ("client_cpu",), "client CPU (cores)", False),
 )

@@ -312,8 +312,9 @@ def _e2e_table(e2e: list[dict[str, Any]]) -> list[str]:
     out += [
         "## End-to-end latency produce → consume (acks=all)",
         "",
-        "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms | load |",
-        "|---|---|---|---:|---:|---:|---:|---|",
+        "| system | workload | received/sent | p50 ms | p99 ms | p99.9 ms | max ms "
+        "| broker CPU ms per 1,000 records | load |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in e2e:
         v = r["values"]
@@ -321,7 +322,7 @@ def _e2e_table(e2e: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"| {r['system']} | {r['workload']} | {v['received']}/{v['sent']} | "
             f"{_f(lat['p50'])} | {_f(lat['p99'])} | {_f(lat['p99.9'])} | {_f(lat['max'])} | "
-            f"{_load_s(r)} |"
+            f"{_f(v.get('broker_cpu_ms_per_1k'))} | {_load_s(r)} |"
         )
     out.append("")
     if any("read_committed" in r["workload"] for r in e2e):

@@ -203,7 +203,7 @@ def _one_cluster(r: Run, work: Path, own_tmp: bool) -> None:
             r.section(
                 "e2e",
                 lambda: tidelog_rows.e2e_rows(
-                    bootstrap, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
+                    cluster, [1000, 10_000], 5.0 if options.quick else 15.0, r.say
                 ),
             )
         if "transactions" in options.sections:

@@ -269,16 +269,20 @@ def compression_rows(
 
 
 def e2e_rows(
-    bootstrap: str, rates: list[int], seconds: float, say: Say, prefix: str = "e2e"
+    cluster: Cluster, rates: list[int], seconds: float, say: Say, prefix: str = "e2e"
 ) -> list[Row]:
     """Produce (acks=all, RF=3) at fixed rates; latency from send to a consumer's hands
-    (``bench.e2e``)."""
+    and the brokers' CPU per record (``bench.e2e``)."""
     rows: list[Row] = []
+    bootstrap = cluster.bootstrap_servers
+    pids = [b.pid for b in cluster.state.brokers if b.pid] if cluster.state else []
     for rate in rates:
         topic = f"{prefix}-{rate}"
         partitions = 3
         create_topic(bootstrap, topic, partitions, 3, min_isr=2)
-        values = measure_e2e({}, bootstrap, topic, range(partitions), rate=rate, seconds=seconds)
+        values = measure_e2e(
+            {}, bootstrap, topic, range(partitions), rate=rate, seconds=seconds, broker_pids=pids
+        )
         rows.append(
             Row(
                 "e2e",
