@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import importlib
 from typing import Any
 
@@ -18,14 +19,22 @@ from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 
 
+@functools.cache
 def schema_module(api_key: ApiKey, version: int) -> Any:
-    """The kio module of ``api_key``'s request ``version`` (its entity classes)."""
+    """The kio module of ``api_key``'s request ``version`` (its entity classes); looked up
+    once per pair, as a follower asks for it on every fetch."""
     return importlib.import_module(load_request_schema(api_key, version).__module__)
+
+
+#: Each kio entity class's field names, as ``make`` needs them on every request.
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
 
 
 def make(cls: type[Any], **kwargs: Any) -> Any:
     """Build a kio entity from the keyword arguments its version has (others dropped)."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
     return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
