@@ -17,11 +17,18 @@ Invariants:
   * ``next_offset`` is one past the last offset in the segment (``base_offset`` if empty);
   * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``);
   * aborted-transaction entries have their marker below ``next_offset`` (a truncation drops
-    the others with the batches).
+    the others with the batches);
+  * ``_recent`` holds ``(last offset, position)`` of consecutive batches ending with the
+    last one published (at most ``2 * _RECENT_BATCHES``; a truncation keeps those below
+    the cut). A read at the log end (a follower, a consumer at the HW) finds its batch
+    there with one header read, instead of walking from the index entry up to
+    ``index.interval.bytes`` before it. Appends extend the list in place and trims
+    rebind it, so a reader on another thread sees a consistent prefix.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 from collections.abc import Iterator
@@ -50,6 +57,8 @@ SWAP_SUFFIX: Final = ".swap"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
 _FIRST_HEADER_CHUNK: Final = 8 * 1024
+#: How many of the latest published batches a segment keeps the place of (``_recent``).
+_RECENT_BATCHES: Final = 64
 #: A verify_from_offset above every offset: framing checks only.
 _NO_VERIFY: Final = 2**63
 #: Buffers per pwritev call (Linux IOV_MAX is 1024).
@@ -79,6 +88,7 @@ class LogSegment:
         "_bytes_since_index_entry",
         "_dirty",
         "_indexes_existed",
+        "_recent",
         "base_offset",
         "cache",
         "directory",
@@ -135,6 +145,7 @@ class LogSegment:
         self.rolling_base_ms: int | None = now_ms if self.size else None
         self._bytes_since_index_entry = 0
         self._dirty = False
+        self._recent: list[tuple[int, int]] = []
 
     # ------------------------------------------------------------------ loading / recovery
 
@@ -218,6 +229,7 @@ class LogSegment:
         if result.error is None:
             self.size = result.valid_size
             self.next_offset = result.next_offset
+        self._recent = [entry for entry in self._recent if entry[1] < self.size]
         return result
 
     def _scan_start(
@@ -303,6 +315,7 @@ class LogSegment:
         removed = os.fstat(self.fd).st_size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self._recent = [entry for entry in self._recent if entry[1] < position]
         self.cache.truncated(position)
         self.next_offset = next_offset
         self.offset_index.truncate_to_position(position)
@@ -369,9 +382,13 @@ class LogSegment:
         position = self.size
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
+        recent = self._recent
         for batch_size, last_offset, max_timestamp in batches:
             self._account(last_offset, max_timestamp, batch_size, position, True)
+            recent.append((last_offset, position))
             position += batch_size
+        if len(recent) > 2 * _RECENT_BATCHES:
+            self._recent = recent[-_RECENT_BATCHES:]
         self.size = position
         self.next_offset = batches[-1][1] + 1
         self._dirty = True
@@ -411,12 +428,31 @@ class LogSegment:
 
     def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
+        found = self._find_recent(offset, start_position)
+        if found is not None:
+            return found
         _, position = self.offset_index.lookup(offset)
         position = max(position, start_position)
         for pos, header in self.headers_from(position):
             if header.last_offset >= offset:
                 return pos, header
         return None
+
+    def _find_recent(self, offset: int, start_position: int) -> tuple[int, BatchHeader] | None:
+        """``find_batch`` from ``_recent``, when the batch wanted and the one before it are
+        both there (so no earlier batch qualifies); None sends the caller to the index."""
+        size = self.size  # read before the list: entries past it are not published yet
+        recent = self._recent
+        i = bisect.bisect_left(recent, (offset,))
+        if i == 0 or i >= len(recent):
+            return None
+        last_offset, position = recent[i]
+        if not start_position <= position < size:
+            return None
+        header = parse_header_only(os.pread(self.fd, BATCH_HEADER_SIZE, position), 0)
+        if header.last_offset != last_offset:
+            return None
+        return position, header
 
     def batch_boundary_at_or_before(self, limit: int, start: int) -> int:
         """The end of the last whole batch that ends at or before byte ``limit`` (>= start)."""

@@ -104,3 +104,67 @@ def test_truncate_at_cuts_file_and_indexes(tmp_path: Path) -> None:
     assert all(o < base for o in segment.time_index.offsets)
     assert (tmp_path / "00000000000000000100.log").stat().st_size == position
     segment.close()
+
+
+def test_recent_batches_answer_as_the_index_does(tmp_path: Path) -> None:
+    # More batches than the segment remembers (it trims), with an index entry only every
+    # 500 bytes: every offset's lookup still lands on its own batch, and the latest ones
+    # come from the remembered places.
+    segment = make_segment(tmp_path)
+    placed = fill(segment, 200)
+    for position, base, last in placed:
+        for offset in (base, base + 1, last):
+            found = segment.find_batch(offset)
+            assert found is not None
+            assert (found[0], found[1].base_offset) == (position, base)
+    remembered = [base for position, base, _ in placed if segment._find_recent(base, 0) is not None]
+    assert 60 <= len(remembered) <= 128
+    assert remembered == [base for _, base, _ in placed[-len(remembered) :]]
+    # A start position past the batch wanted: the first batch from there, as the walk does.
+    position, base, _ = placed[-2]
+    found = segment.find_batch(placed[-5][1], start_position=position)
+    assert found is not None
+    assert found[0] == position
+    segment.close()
+
+
+def test_recent_batches_follow_a_truncation(tmp_path: Path) -> None:
+    # After a cut, the places past it are forgotten: batches appended again at the same
+    # offsets (a follower re-fetching a divergent tail) are found where they now are.
+    segment = make_segment(tmp_path)
+    placed = fill(segment, 20)
+    position, base, _ = placed[15]
+    segment.truncate_at(position, base)
+    assert segment.find_batch(base) is None
+    raw = bytearray(build_batch(1, seed=99, value_size=7))
+    raw[0:8] = base.to_bytes(8, "big")
+    append(segment, bytes(raw))
+    second = segment.size
+    raw = bytearray(build_batch(5, seed=98))
+    raw[0:8] = (base + 1).to_bytes(8, "big")
+    append(segment, bytes(raw))
+    found = segment.find_batch(base + 3)
+    assert found is not None
+    assert (found[0], found[1].base_offset) == (second, base + 1)
+    assert second != placed[16][0]  # not where the cut batch was
+    assert segment._find_recent(base + 3, 0) is not None
+    assert segment.find_batch(base + 6) is None
+    segment.close()
+
+
+def test_recent_batches_skip_a_compacted_gap(tmp_path: Path) -> None:
+    # Offsets a cleaner removed belong to no batch: a lookup lands on the next batch.
+    segment = make_segment(tmp_path)
+    offsets = [100, 110, 111, 130]
+    positions = []
+    for i, base in enumerate(offsets):
+        raw = bytearray(build_batch(1, seed=i))
+        raw[0:8] = base.to_bytes(8, "big")
+        positions.append(segment.size)
+        append(segment, bytes(raw))
+    for offset, index in ((105, 1), (110, 1), (111, 2), (112, 3), (130, 3)):
+        found = segment.find_batch(offset)
+        assert found is not None
+        assert (found[0], found[1].base_offset) == (positions[index], offsets[index])
+    assert segment._find_recent(112, 0) is not None
+    segment.close()
