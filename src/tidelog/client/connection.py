@@ -30,6 +30,7 @@ from tidelog.client.sasl import sasl_authenticate
 from tidelog.errors import ErrorCode
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import (
+    EncodedRequest,
     RequestHeader,
     decode_response,
     encode_request,
@@ -178,11 +179,12 @@ class BrokerConnection:
         return None
 
     def _next_header(self, body: Any) -> RequestHeader:
+        if isinstance(body, EncodedRequest):
+            api_key, version = body.api_key, body.api_version
+        else:
+            api_key, version = int(body.__api_key__), int(body.__version__)
         return RequestHeader(
-            int(body.__api_key__),
-            int(body.__version__),
-            next(self._correlation_ids) & 0x7FFFFFFF,
-            self.client_id,
+            api_key, version, next(self._correlation_ids) & 0x7FFFFFFF, self.client_id
         )
 
     def _write(self, header: RequestHeader, body: Any) -> None:

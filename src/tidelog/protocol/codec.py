@@ -64,6 +64,7 @@ API_VERSIONS_FALLBACK_VERSION: Final = 0
 
 __all__ = [
     "API_VERSIONS_FALLBACK_VERSION",
+    "EncodedRequest",
     "RequestHeader",
     "api_versions_response",
     "decode_request",
@@ -347,10 +348,26 @@ def encode_api_versions_fallback(
 # --- client side -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedRequest:
+    """A request body already encoded, by a hand-written encoder for a hot request (a
+    follower's Fetch, ``tidelog.client.fetch``): ``encode_request`` frames it with its header
+    as it does a kio entity."""
+
+    api_key: int
+    api_version: int
+    body: bytes
+
+
 def encode_request(header: RequestHeader, body: Any) -> bytes:
     """The whole request frame (size prefix, header v1/v2 per the schema, body)."""
     codec = _request_codec(header.api_key, header.api_version)
-    if codec is None or type(body) is not codec.schema:
+    encoded = isinstance(body, EncodedRequest)
+    if codec is None or not (
+        (body.api_key, body.api_version) == (header.api_key, header.api_version)
+        if encoded
+        else type(body) is codec.schema
+    ):
         raise ValueError(
             f"{type(body).__name__} is not a {header.api_name} v{header.api_version} request"
         )
@@ -365,7 +382,10 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
         buf.write(client_id)
     if codec.flexible_header:
         buf.write(b"\x00")
-    codec.write(buf, body)
+    if encoded:
+        buf.write(body.body)
+    else:
+        codec.write(buf, body)
     out = buf.getbuffer()
     _INT32.pack_into(out, 0, len(out) - SIZE_PREFIX_BYTES)
     del out

@@ -4,6 +4,7 @@ decoded again by tidelog's codec, readers are fed kio response entities."""
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import pytest
 from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse as FindV3
@@ -24,13 +25,16 @@ from tidelog.client.wire import error_code, make, ms, schema_module
 from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
-from tidelog.protocol.codec import RequestHeader, decode_request, encode_request
+from tidelog.protocol.codec import EncodedRequest, RequestHeader, decode_request, encode_request
 
 TP = TopicPartition("events", 2)
 
 
-def round_trip(body: object) -> object:
-    header = RequestHeader(int(body.__api_key__), int(body.__version__), 7, "t")
+def round_trip(body: Any) -> Any:
+    if isinstance(body, EncodedRequest):
+        header = RequestHeader(body.api_key, body.api_version, 7, "t")
+    else:
+        header = RequestHeader(int(body.__api_key__), int(body.__version__), 7, "t")
     decoded_header, decoded = decode_request(encode_request(header, body)[4:])
     assert decoded_header == header
     return decoded
@@ -114,8 +118,10 @@ def test_fetch_request_groups_partitions_by_topic(version: int) -> None:
         replica_id=-1,
         isolation_level=1,
     )
-    assert round_trip(body) == body
-    assert [(t.topic, [p.partition for p in t.partitions]) for t in body.topics] == [
+    decoded = round_trip(body)
+    if not isinstance(body, EncodedRequest):  # v12 is written by hand (test_fetch_request)
+        assert decoded == body
+    assert [(t.topic, [p.partition for p in t.partitions]) for t in decoded.topics] == [
         ("events", [2, 0]),
         ("other", [0]),
     ]
