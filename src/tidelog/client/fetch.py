@@ -51,6 +51,19 @@ class FetchRequestPartition:
     log_start_offset: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class FetchTop:
+    """A Fetch request's top-level fields (the helper's input)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    replica_id: int
+    isolation_level: int
+    session_id: int = 0
+    session_epoch: int = -1
+
+
 def fetch_request(
     version: int,
     partitions: Mapping[TopicPartition, FetchRequestPartition],
@@ -68,22 +81,22 @@ def fetch_request(
     fetch session unless ``session_id`` / ``session_epoch`` say otherwise (KIP-227, with the
     partitions the session forgets). Version ``HAND_WRITTEN_FETCH_VERSION`` comes back
     encoded (an ``EncodedRequest``), the others as kio entities."""
+    top = FetchTop(
+        max_wait_ms, min_bytes, max_bytes, replica_id, isolation_level, session_id, session_epoch
+    )
     if version == HAND_WRITTEN_FETCH_VERSION:
-        return EncodedRequest(
-            ApiKey.FETCH,
-            version,
-            _fetch_v12_body(
-                partitions,
-                max_wait_ms=max_wait_ms,
-                min_bytes=min_bytes,
-                max_bytes=max_bytes,
-                replica_id=replica_id,
-                isolation_level=isolation_level,
-                session_id=session_id,
-                session_epoch=session_epoch,
-                forgotten=forgotten,
-            ),
-        )
+        body = _fetch_v12_body(partitions, top, forgotten)
+        return EncodedRequest(ApiKey.FETCH, version, body)
+    return fetch_request_entity(version, partitions, top, forgotten)
+
+
+def fetch_request_entity(
+    version: int,
+    partitions: Mapping[TopicPartition, FetchRequestPartition],
+    top: FetchTop,
+    forgotten: Iterable[TopicPartition] = (),
+) -> Any:
+    """``fetch_request`` as kio entities, at any version (topics in first-seen order)."""
     m = schema_module(ApiKey.FETCH, version)
     by_topic: dict[str, list[Any]] = {}
     for tp, spec in partitions.items():
@@ -103,13 +116,13 @@ def fetch_request(
         forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
     return make(
         m.FetchRequest,
-        replica_id=replica_id,
-        max_wait=ms(max_wait_ms),
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=isolation_level,
-        session_id=session_id,
-        session_epoch=session_epoch,
+        replica_id=top.replica_id,
+        max_wait=ms(top.max_wait_ms),
+        min_bytes=top.min_bytes,
+        max_bytes=top.max_bytes,
+        isolation_level=top.isolation_level,
+        session_id=top.session_id,
+        session_epoch=top.session_epoch,
         topics=tuple(
             m.FetchTopic(topic=topic, partitions=tuple(parts)) for topic, parts in by_topic.items()
         ),
@@ -138,14 +151,7 @@ def _compact_string(value: str) -> bytes:
 
 def _fetch_v12_body(
     partitions: Mapping[TopicPartition, FetchRequestPartition],
-    *,
-    max_wait_ms: int,
-    min_bytes: int,
-    max_bytes: int,
-    replica_id: int,
-    isolation_level: int,
-    session_id: int,
-    session_epoch: int,
+    top: FetchTop,
     forgotten: Iterable[TopicPartition],
 ) -> bytes:
     """Fetch v12's body, byte for byte what kio writes for the same request
@@ -166,13 +172,13 @@ def _fetch_v12_body(
         )
     parts = [
         _FETCH_TOP.pack(
-            replica_id,
-            max_wait_ms,
-            min_bytes,
-            max_bytes,
-            isolation_level,
-            session_id,
-            session_epoch,
+            top.replica_id,
+            top.max_wait_ms,
+            top.min_bytes,
+            top.max_bytes,
+            top.isolation_level,
+            top.session_id,
+            top.session_epoch,
         ),
         encode_uvarint(len(by_topic) + 1),
     ]
