@@ -18,12 +18,13 @@ Invariants:
   * index entries point at batch starts below ``size`` (see ``tidelog.storage.index``);
   * aborted-transaction entries have their marker below ``next_offset`` (a truncation drops
     the others with the batches);
-  * ``_recent`` holds ``(last offset, position)`` of consecutive batches ending with the
-    last one published (at most ``2 * _RECENT_BATCHES``; a truncation keeps those below
-    the cut). A read at the log end (a follower, a consumer at the HW) finds its batch
-    there with one header read, instead of walking from the index entry up to
-    ``index.interval.bytes`` before it. Appends extend the list in place and trims
-    rebind it, so a reader on another thread sees a consistent prefix.
+  * ``_recent`` holds the last offsets and positions of consecutive batches ending with
+    the last one published, while the segment is active (at most ``2 * _RECENT_BATCHES``;
+    a truncation keeps those below the cut). A read at the log end (a follower, a consumer
+    at the HW) finds its batch there with one header read, instead of walking from the
+    index entry up to ``index.interval.bytes`` before it. Appends extend its arrays in
+    place (offset first) and trims and cuts replace it whole, so a reader on another
+    thread sees a consistent prefix.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +59,9 @@ SWAP_SUFFIX: Final = ".swap"
 #: Bytes read at a time when walking batch headers.
 _SCAN_CHUNK: Final = 64 * 1024
 _FIRST_HEADER_CHUNK: Final = 8 * 1024
-#: How many of the latest published batches a segment keeps the place of (``_recent``).
-_RECENT_BATCHES: Final = 64
+#: How many of the latest published batches a segment keeps the place of (``_recent``):
+#: a follower or a consumer at the HW reads within the last few.
+_RECENT_BATCHES: Final = 32
 #: A verify_from_offset above every offset: framing checks only.
 _NO_VERIFY: Final = 2**63
 #: Buffers per pwritev call (Linux IOV_MAX is 1024).
@@ -145,7 +148,7 @@ class LogSegment:
         self.rolling_base_ms: int | None = now_ms if self.size else None
         self._bytes_since_index_entry = 0
         self._dirty = False
-        self._recent: list[tuple[int, int]] = []
+        self._recent = RecentBatches()
 
     # ------------------------------------------------------------------ loading / recovery
 
@@ -229,7 +232,7 @@ class LogSegment:
         if result.error is None:
             self.size = result.valid_size
             self.next_offset = result.next_offset
-        self._recent = [entry for entry in self._recent if entry[1] < self.size]
+        self._recent = self._recent.below(self.size)
         return result
 
     def _scan_start(
@@ -315,7 +318,7 @@ class LogSegment:
         removed = os.fstat(self.fd).st_size - position
         os.ftruncate(self.fd, position)
         self.size = position
-        self._recent = [entry for entry in self._recent if entry[1] < position]
+        self._recent = self._recent.below(position)
         self.cache.truncated(position)
         self.next_offset = next_offset
         self.offset_index.truncate_to_position(position)
@@ -385,10 +388,10 @@ class LogSegment:
         recent = self._recent
         for batch_size, last_offset, max_timestamp in batches:
             self._account(last_offset, max_timestamp, batch_size, position, True)
-            recent.append((last_offset, position))
+            recent.add(last_offset, position)
             position += batch_size
-        if len(recent) > 2 * _RECENT_BATCHES:
-            self._recent = recent[-_RECENT_BATCHES:]
+        if len(recent.positions) > 2 * _RECENT_BATCHES:
+            self._recent = recent.latest(_RECENT_BATCHES)
         self.size = position
         self.next_offset = batches[-1][1] + 1
         self._dirty = True
@@ -401,6 +404,7 @@ class LogSegment:
         self.time_index.write_pending()
         # Its fd, if an abort opened one, is not needed any more (flush fsyncs by path).
         self.txn_index.close()
+        self._recent = RecentBatches()  # reads at the log end go to the new segment
 
     # ------------------------------------------------------------------ reads
 
@@ -441,12 +445,11 @@ class LogSegment:
     def _find_recent(self, offset: int, start_position: int) -> tuple[int, BatchHeader] | None:
         """``find_batch`` from ``_recent``, when the batch wanted and the one before it are
         both there (so no earlier batch qualifies); None sends the caller to the index."""
-        size = self.size  # read before the list: entries past it are not published yet
-        recent = self._recent
-        i = bisect.bisect_left(recent, (offset,))
-        if i == 0 or i >= len(recent):
+        size = self.size  # read before the places: those past it are not published yet
+        found = self._recent.find(offset)
+        if found is None:
             return None
-        last_offset, position = recent[i]
+        last_offset, position = found
         if not start_position <= position < size:
             return None
         header = parse_header_only(os.pread(self.fd, BATCH_HEADER_SIZE, position), 0)
@@ -578,6 +581,37 @@ def _batch_error(
     if header.last_offset >= verify_from_offset and compute_crc(buf, at, header) != header.crc:
         return f"batch at byte {pos} fails its CRC-32C check"
     return None
+
+
+class RecentBatches:
+    """Last offsets and positions of consecutive batches, oldest first (``_recent``)."""
+
+    __slots__ = ("offsets", "positions")
+
+    def __init__(self, offsets: array[int] | None = None, positions: array[int] | None = None):
+        self.offsets = array("q") if offsets is None else offsets
+        self.positions = array("q") if positions is None else positions
+
+    def add(self, last_offset: int, position: int) -> None:
+        self.offsets.append(last_offset)
+        self.positions.append(position)
+
+    def latest(self, count: int) -> RecentBatches:
+        return RecentBatches(self.offsets[-count:], self.positions[-count:])
+
+    def below(self, position: int) -> RecentBatches:
+        """The places of the batches that start below ``position`` (a cut)."""
+        keep = bisect.bisect_left(self.positions, position)
+        return RecentBatches(self.offsets[:keep], self.positions[:keep])
+
+    def find(self, offset: int) -> tuple[int, int] | None:
+        """``(last offset, position)`` of the first batch whose last offset is >= ``offset``,
+        if the batch before it is here too; else None."""
+        count = min(len(self.offsets), len(self.positions))
+        i = bisect.bisect_left(self.offsets, offset, 0, count)
+        if i == 0 or i >= count:
+            return None
+        return self.offsets[i], self.positions[i]
 
 
 def parse_header_only(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:

@@ -118,7 +118,7 @@ def test_recent_batches_answer_as_the_index_does(tmp_path: Path) -> None:
             assert found is not None
             assert (found[0], found[1].base_offset) == (position, base)
     remembered = [base for position, base, _ in placed if segment._find_recent(base, 0) is not None]
-    assert 60 <= len(remembered) <= 128
+    assert 30 <= len(remembered) <= 64
     assert remembered == [base for _, base, _ in placed[-len(remembered) :]]
     # A start position past the batch wanted: the first batch from there, as the walk does.
     position, base, _ = placed[-2]
@@ -167,4 +167,19 @@ def test_recent_batches_skip_a_compacted_gap(tmp_path: Path) -> None:
         assert found is not None
         assert (found[0], found[1].base_offset) == (positions[index], offsets[index])
     assert segment._find_recent(112, 0) is not None
+    segment.close()
+
+
+def test_a_rolled_segment_forgets_its_recent_batches(tmp_path: Path) -> None:
+    # Reads at the log end go to the next segment: a segment no longer active keeps no
+    # places (memory per hosted partition), and its lookups walk from the index again.
+    segment = make_segment(tmp_path)
+    placed = fill(segment, 10)
+    assert segment._find_recent(placed[-1][1], 0) is not None
+    segment.on_become_inactive()
+    assert segment._find_recent(placed[-1][1], 0) is None
+    for position, base, _ in placed:
+        found = segment.find_batch(base)
+        assert found is not None
+        assert found[0] == position
     segment.close()
