@@ -16,7 +16,7 @@ from tidelog.errors import ErrorCode
 from tidelog.model import TopicPartition
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import EncodedRequest
-from tidelog.protocol.varint import encode_uvarint
+from tidelog.protocol.field_writers import array_length, string
 
 #: Fetch / ListOffsets isolation levels (KIP-98): read_committed reads up to the last stable
 #: offset and gets the aborted transactions of what it fetched.
@@ -111,9 +111,7 @@ def fetch_request_entity(
                 partition_max_bytes=spec.partition_max_bytes,
             )
         )
-    forgotten_by_topic: dict[str, list[int]] = {}
-    for tp in forgotten:
-        forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
+    forgotten_by_topic = _forgotten_by_topic(forgotten)
     return make(
         m.FetchRequest,
         replica_id=top.replica_id,
@@ -134,6 +132,14 @@ def fetch_request_entity(
     )
 
 
+def _forgotten_by_topic(forgotten: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """The partitions a session forgets, by topic in first-seen order."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in forgotten:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return by_topic
+
+
 #: The Fetch version ``fetch_request`` writes by hand: the one our followers speak
 #: (``Client``'s preferred versions), flexible, topics by name.
 HAND_WRITTEN_FETCH_VERSION: Final = 12
@@ -142,11 +148,6 @@ _FETCH_TOP = struct.Struct(">iiiibii")  # replica, max wait, min/max bytes, isol
 _FETCH_PARTITION = struct.Struct(">iiqiqib")  # ... partition max bytes, empty tags
 _I32 = struct.Struct(">i")
 _EMPTY_RACK_AND_TAGS: Final = b"\x01\x00"  # rack_id "" (compact), no tagged fields
-
-
-def _compact_string(value: str) -> bytes:
-    data = value.encode()
-    return encode_uvarint(len(data) + 1) + data
 
 
 def _fetch_v12_body(
@@ -180,16 +181,14 @@ def _fetch_v12_body(
             top.session_id,
             top.session_epoch,
         ),
-        encode_uvarint(len(by_topic) + 1),
+        array_length(len(by_topic), True),
     ]
     for topic, entries in by_topic.items():
-        parts += (_compact_string(topic), encode_uvarint(len(entries) + 1), *entries, b"\x00")
-    forgotten_by_topic: dict[str, list[int]] = {}
-    for tp in forgotten:
-        forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
-    parts.append(encode_uvarint(len(forgotten_by_topic) + 1))
-    for topic, numbers in forgotten_by_topic.items():
-        parts += (_compact_string(topic), encode_uvarint(len(numbers) + 1))
+        parts += (string(topic, True), array_length(len(entries), True), *entries, b"\x00")
+    gone = _forgotten_by_topic(forgotten)
+    parts.append(array_length(len(gone), True))
+    for topic, numbers in gone.items():
+        parts += (string(topic, True), array_length(len(numbers), True))
         parts += (_I32.pack(n) for n in numbers)
         parts.append(b"\x00")
     parts.append(_EMPTY_RACK_AND_TAGS)

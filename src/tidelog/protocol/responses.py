@@ -30,20 +30,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
-from tidelog.protocol.varint import encode_uvarint
+from tidelog.protocol.field_writers import array_length, nullable_string, string, tagged, uvarint
 
 PRODUCE_FIRST_FLEXIBLE: Final = 9
 FETCH_FIRST_FLEXIBLE: Final = 12
 #: Records at least this large are returned as their own chunk instead of being copied.
 INLINE_RECORDS_MAX: Final = 32 * 1024
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _SIZE_CORRELATION = struct.Struct(">ii")
 _EMPTY_TAGS: Final = b"\x00"
 _ZERO_UUID: Final = bytes(16)
-_NULL_LEGACY_STRING: Final = b"\xff\xff"
 _NULL_LEGACY_ARRAY: Final = b"\xff\xff\xff\xff"
 _NULL_COMPACT: Final = b"\x00"
 
@@ -126,44 +124,13 @@ class FetchTopicResponse:
     partitions: Sequence[FetchPartitionResponse] = ()
 
 
-#: Unsigned varints of 0 .. 16383 (lengths and counts): the common case, without a loop.
-_SHORT_UVARINTS: Final = [encode_uvarint(v) for v in range(1 << 14)]
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 1 << 14:
-        return _SHORT_UVARINTS[value]
-    return encode_uvarint(value)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    data = value.encode()
-    if flexible:
-        return _uvarint(len(data) + 1) + data
-    return _I16.pack(len(data)) + data
-
-
-def _nullable_string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return _NULL_COMPACT if flexible else _NULL_LEGACY_STRING
-    return _string(value, flexible)
-
-
-def _array_length(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _I32.pack(count)
-
-
-def _tagged(tag: int, data: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(data)) + data
-
-
 def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
-    parts = [_uvarint(len(endpoints) + 1)]
+    parts = [uvarint(len(endpoints) + 1)]
     for node in endpoints:
         parts.append(_I32.pack(node.node_id))
-        parts.append(_string(node.host, True))
+        parts.append(string(node.host, True))
         parts.append(_I32.pack(node.port))
-        parts.append(_nullable_string(node.rack, True))
+        parts.append(nullable_string(node.rack, True))
         parts.append(_EMPTY_TAGS)
     return b"".join(parts)
 
@@ -182,13 +149,13 @@ def encode_produce_response(
     flexible = version >= PRODUCE_FIRST_FLEXIBLE
     parts: list[bytes] = [b"", _EMPTY_TAGS] if flexible else [b""]
     append = parts.append
-    append(_array_length(len(topics), flexible))
+    append(array_length(len(topics), flexible))
     for topic in topics:
         if version >= 13:
             append(topic.topic_id.bytes if topic.topic_id is not None else _ZERO_UUID)
         else:
-            append(_string(topic.name, flexible))
-        append(_array_length(len(topic.partitions), flexible))
+            append(string(topic.name, flexible))
+        append(array_length(len(topic.partitions), flexible))
         for p in topic.partitions:
             _append_produce_partition(p, version, flexible, append)
         if flexible:
@@ -197,7 +164,7 @@ def encode_produce_response(
     if flexible:
         if version >= 10 and node_endpoints:
             append(b"\x01")
-            append(_tagged(0, _node_endpoints(node_endpoints)))
+            append(tagged(0, _node_endpoints(node_endpoints)))
         else:
             append(_EMPTY_TAGS)
     body = b"".join(parts)
@@ -214,17 +181,17 @@ def _append_produce_partition(
     )
     append(fields if version >= 5 else fields[:-8])
     if version >= 8:
-        append(_array_length(len(p.record_errors), flexible))
+        append(array_length(len(p.record_errors), flexible))
         for batch_index, message in p.record_errors:
             append(_I32.pack(batch_index))
-            append(_nullable_string(message, flexible))
+            append(nullable_string(message, flexible))
             if flexible:
                 append(_EMPTY_TAGS)
-        append(_nullable_string(p.error_message, flexible))
+        append(nullable_string(p.error_message, flexible))
     if flexible:
         if version >= 10 and p.current_leader != (-1, -1):
             append(b"\x01")
-            append(_tagged(0, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
+            append(tagged(0, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
         else:
             append(_EMPTY_TAGS)
 
@@ -255,14 +222,14 @@ def encode_fetch_response(
     append = parts.append
     top = _FETCH_TOP.pack(throttle_time_ms, error_code, session_id)
     append(top if version >= 7 else top[:4])
-    append(_array_length(len(topics), flexible))
+    append(array_length(len(topics), flexible))
     total = 0  # bytes in finished chunks (regions included)
     for topic in topics:
         if version >= 13:
             append(topic.topic_id.bytes if topic.topic_id is not None else _ZERO_UUID)
         else:
-            append(_string(topic.topic, flexible))
-        append(_array_length(len(topic.partitions), flexible))
+            append(string(topic.topic, flexible))
+        append(array_length(len(topic.partitions), flexible))
         for p in topic.partitions:
             _append_fetch_partition_head(p, version, flexible, append)
             total += _append_fetch_records(p.records, flexible, parts, chunks)
@@ -273,7 +240,7 @@ def encode_fetch_response(
     if flexible:
         if version >= 16 and node_endpoints:
             append(b"\x01")
-            append(_tagged(0, _node_endpoints(node_endpoints)))
+            append(tagged(0, _node_endpoints(node_endpoints)))
         else:
             append(_EMPTY_TAGS)
     return _fetch_frame(correlation_id, chunks, b"".join(parts), total)
@@ -292,7 +259,7 @@ def _append_fetch_partition_head(
     if aborted is None:
         append(_NULL_COMPACT if flexible else _NULL_LEGACY_ARRAY)
     else:
-        append(_array_length(len(aborted), flexible))
+        append(array_length(len(aborted), flexible))
         for producer_id, first_offset in aborted:
             append(_ABORTED.pack(producer_id, first_offset))
             if flexible:
@@ -315,7 +282,7 @@ def _append_fetch_records(
     """
     if isinstance(records, bytes | bytearray | memoryview):
         size = len(records)
-        parts.append(_uvarint(size + 1) if flexible else _I32.pack(size))
+        parts.append(uvarint(size + 1) if flexible else _I32.pack(size))
         if size < INLINE_RECORDS_MAX:
             parts.append(bytes(records) if not isinstance(records, bytes) else records)
             return 0
@@ -324,7 +291,7 @@ def _append_fetch_records(
         chunks.append(bytes(records))
     else:
         size = records.length
-        parts.append(_uvarint(size + 1) if flexible else _I32.pack(size))
+        parts.append(uvarint(size + 1) if flexible else _I32.pack(size))
         chunk = b"".join(parts)
         chunks.append(chunk)
         chunks.append(records)
@@ -336,13 +303,13 @@ def _append_fetch_partition_tags(p: FetchPartitionResponse, parts: list[bytes]) 
     """A flexible Fetch partition's tagged fields, in tag order, only those not default."""
     tags: list[bytes] = []
     if p.diverging_epoch != (-1, -1):
-        tags.append(_tagged(0, _EPOCH_END_OFFSET.pack(*p.diverging_epoch, 0)))
+        tags.append(tagged(0, _EPOCH_END_OFFSET.pack(*p.diverging_epoch, 0)))
     if p.current_leader != (-1, -1):
-        tags.append(_tagged(1, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
+        tags.append(tagged(1, _LEADER_ID_AND_EPOCH.pack(*p.current_leader, 0)))
     if p.snapshot_id != (-1, -1):
-        tags.append(_tagged(2, _SNAPSHOT_ID.pack(*p.snapshot_id, 0)))
+        tags.append(tagged(2, _SNAPSHOT_ID.pack(*p.snapshot_id, 0)))
     if tags:
-        parts.append(_uvarint(len(tags)))
+        parts.append(uvarint(len(tags)))
         parts.extend(tags)
     else:
         parts.append(_EMPTY_TAGS)
