@@ -363,11 +363,11 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
     """The whole request frame (size prefix, header v1/v2 per the schema, body)."""
     codec = _request_codec(header.api_key, header.api_version)
     encoded = isinstance(body, EncodedRequest)
-    if codec is None or not (
-        (body.api_key, body.api_version) == (header.api_key, header.api_version)
-        if encoded
-        else type(body) is codec.schema
-    ):
+    if encoded:
+        fits = (body.api_key, body.api_version) == (header.api_key, header.api_version)
+    else:
+        fits = codec is not None and type(body) is codec.schema
+    if codec is None or not fits:
         raise ValueError(
             f"{type(body).__name__} is not a {header.api_name} v{header.api_version} request"
         )

@@ -232,7 +232,6 @@ class LogSegment:
         if result.error is None:
             self.size = result.valid_size
             self.next_offset = result.next_offset
-        self._recent = self._recent.below(self.size)
         return result
 
     def _scan_start(
