@@ -15,8 +15,17 @@ the kernel's reclaim the work of finding old log pages when the cache is full.
 
 Both calls are hints: a failure or an unsupported platform leaves the data where it is,
 and no read ever depends on what is cached. Only clean pages are dropped, so the order is:
-start writeback of a stretch when it is appended (``start_writeback``, which does not wait
-for the disk), and drop it (``drop``) a step or more later, when it is clean.
+start writeback of a stretch when it is appended (``start_writeback``), and drop it
+(``drop``) a step or more later, when it is clean.
+
+Neither runs on the caller's thread. ``sync_file_range`` "does not wait" for the disk, but it
+runs the file system's block allocation for the range, and ext4 may first read its block
+bitmaps from the disk: 4-32 ms per call on a broker's event loop under a produce flood, and
+``POSIX_FADV_DONTNEED`` waits for locked pages the same way (``perf trace`` of three
+brokers, docs/performance.md "What stalled the event loop"). Both are handed to one hint
+thread per process (``_HintThread``), in order, each with a ``dup`` of the descriptor: the
+segment may close its own meanwhile, and a reused descriptor number must not receive
+another file's hint. At most ``MAX_PENDING`` hints wait; a hint beyond that is skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import queue
+import threading
 from collections.abc import Callable
 from typing import Final
 
@@ -36,6 +47,9 @@ DEFAULT_KEEP: Final = 64 * 1024 * 1024
 _PAGE: Final = 4096
 #: sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
 _SYNC_FILE_RANGE_WRITE: Final = 2
+#: Hints waiting for the hint thread beyond which a new one is skipped (each holds a
+#: descriptor, and its file's blocks if the file is deleted meanwhile).
+MAX_PENDING: Final = 64
 
 
 def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
@@ -58,17 +72,83 @@ _sync_file_range = _load_sync_file_range()
 SUPPORTED: Final = _sync_file_range is not None and hasattr(os, "posix_fadvise")
 
 
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing ``length`` bytes at ``offset`` to disk (no wait)."""
+def write_back_now(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing ``length`` bytes at ``offset`` to disk; may block on
+    the file system's block allocation (module docstring)."""
     if _sync_file_range is not None and length > 0:
         _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
-def drop(fd: int, offset: int, length: int) -> None:
+def drop_now(fd: int, offset: int, length: int) -> None:
     """Drop the clean cached pages of the range (dirty ones stay: nothing is lost)."""
     if length > 0:
         with contextlib.suppress(OSError):
             os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+Hint = Callable[[int, int, int], None]
+
+
+class _HintThread:
+    """Runs hints in order on one daemon thread, started on the first hint."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[Hint, int, int, int]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, hint: Hint, fd: int, offset: int, length: int) -> bool:
+        """Queue ``hint(dup of fd, offset, length)``; False if skipped (``MAX_PENDING``
+        waiting, or the descriptor is already closed)."""
+        if length <= 0 or self._queue.qsize() >= MAX_PENDING:
+            return False
+        try:
+            own = os.dup(fd)
+        except OSError:
+            return False
+        if self._thread is None or not self._thread.is_alive():
+            with self._start_lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(
+                        target=self._run, name="tidelog-page-cache", daemon=True
+                    )
+                    self._thread.start()
+        self._queue.put((hint, own, offset, length))
+        return True
+
+    def settle(self) -> None:
+        """Wait until every hint queued so far has run."""
+        self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            hint, fd, offset, length = self._queue.get()
+            try:
+                hint(fd, offset, length)
+            except OSError:
+                pass  # a hint: the data stays where it is
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                self._queue.task_done()
+
+
+_HINTS: Final = _HintThread()
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writeback of the range on the hint thread (``write_back_now``)."""
+    _HINTS.submit(write_back_now, fd, offset, length)
+
+
+def drop(fd: int, offset: int, length: int) -> None:
+    """Drop the range's clean cached pages on the hint thread (``drop_now``)."""
+    _HINTS.submit(drop_now, fd, offset, length)
+
+
+def settle() -> None:
+    """Wait until every hint given so far has run (tests; nothing else needs to)."""
+    _HINTS.settle()
 
 
 class CacheWindow:

@@ -3,11 +3,13 @@
 The arithmetic is checked with the two kernel calls recorded; one test checks with the real
 kernel that the old part of a log really leaves the page cache and the tail stays, by
 reading single pages with ``RWF_NOWAIT`` (which fails with EAGAIN for a page not cached).
+The hint thread is checked with hints that record where and on what file they ran.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,7 +133,7 @@ def test_the_kernel_drops_the_old_part_and_keeps_the_tail(tmp_path: Path) -> Non
     fd = os.open(probe, os.O_RDWR | os.O_CREAT)
     os.write(fd, b"x" * 4096)
     os.fsync(fd)
-    page_cache.drop(fd, 0, 4096)
+    page_cache.drop_now(fd, 0, 4096)
     kept = _cached(fd, 0)
     os.close(fd)
     if kept:
@@ -142,6 +144,7 @@ def test_the_kernel_drops_the_old_part_and_keeps_the_tail(tmp_path: Path) -> Non
     for _ in range(4 * 9):
         log.append_as_leader(batch, leader_epoch=0, now_ms=0)
         log.flush()  # written back for sure: the next step can drop it
+        page_cache.settle()  # the step's hints have run
     segment_fd = log._local.segments[-1].fd
     size = log._local.segments[-1].size
     assert not _cached(segment_fd, 0)
@@ -149,3 +152,70 @@ def test_the_kernel_drops_the_old_part_and_keeps_the_tail(tmp_path: Path) -> Non
     assert _cached(segment_fd, size - 4096)
     assert _cached(segment_fd, size - STEP)
     assert len(read_all(log)) == size  # reads come from the disk as before
+
+
+class _Recorder:
+    """A hint that waits for ``go`` and records the thread it ran on and its file's inode."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.ran: list[tuple[str, int, int, int]] = []
+
+    def __call__(self, fd: int, offset: int, length: int) -> None:
+        self.go.wait(10)
+        self.ran.append((threading.current_thread().name, os.fstat(fd).st_ino, offset, length))
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_hints_run_in_order_off_the_callers_thread_on_the_file_they_were_given(
+    tmp_path: Path,
+) -> None:
+    hints = page_cache._HintThread()
+    hint = _Recorder()
+    first, other = tmp_path / "first", tmp_path / "other"
+    fd = os.open(first, os.O_RDWR | os.O_CREAT)
+    inode = os.fstat(fd).st_ino
+    before = _open_fds()
+    assert hints.submit(hint, fd, 0, 4096)
+    assert hints.submit(hint, fd, 4096, 8192)
+    assert not hints.submit(hint, fd, 0, 0)  # nothing to hint about
+    # The segment closes its descriptor and the number is reused before the hints run.
+    os.close(fd)
+    reused = os.open(other, os.O_RDWR | os.O_CREAT)
+    try:
+        assert reused == fd
+        hint.go.set()
+        hints.settle()
+        assert hint.ran == [
+            ("tidelog-page-cache", inode, 0, 4096),
+            ("tidelog-page-cache", inode, 4096, 8192),
+        ]
+        assert os.fstat(reused).st_ino != inode
+    finally:
+        os.close(reused)
+    assert _open_fds() == before - 1  # the hints' own descriptors are closed again
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_hints_beyond_the_bound_are_skipped_and_hold_no_descriptor(tmp_path: Path) -> None:
+    hints = page_cache._HintThread()
+    hint = _Recorder()
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        before = _open_fds()
+        assert hints.submit(hint, fd, 0, 1)  # taken by the thread, which waits in it
+        while hints._queue.qsize():
+            threading.Event().wait(0.001)
+        queued = [hints.submit(hint, fd, i, 1) for i in range(1, page_cache.MAX_PENDING + 6)]
+        assert queued == [True] * page_cache.MAX_PENDING + [False] * 5
+        assert _open_fds() == before + 1 + page_cache.MAX_PENDING
+        hint.go.set()
+        hints.settle()
+        assert [offset for _, _, offset, _ in hint.ran] == list(range(page_cache.MAX_PENDING + 1))
+        assert _open_fds() == before
+    finally:
+        os.close(fd)
