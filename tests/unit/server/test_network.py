@@ -198,7 +198,7 @@ def test_file_regions_are_sent_exactly() -> None:
 def test_small_regions_leave_with_the_bytes_around_them_in_one_write() -> None:
     """Rule 5: regions up to SENDFILE_MIN_BYTES are copied into one write; a larger one is
     sent by sendfile between the writes of what comes before and after it."""
-    from tidelog.server.network.connection import SENDFILE_MIN_BYTES
+    from tidelog.server.network.region_reads import SENDFILE_MIN_BYTES
 
     class CountingTransport(FakeTransport):
         def __init__(self, sock: socket.socket | None = None) -> None:

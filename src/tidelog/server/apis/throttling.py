@@ -39,7 +39,8 @@ from typing import Any, Final
 from tidelog.protocol.apis import ApiKey
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.responses import with_fetch_throttle
-from tidelog.server.network.connection import Connection, RecordsRegion, Response
+from tidelog.server.network.connection import Connection, Response
+from tidelog.server.network.region_reads import RecordsRegion
 from tidelog.server.network.request_context import reset_throttle_ms, set_throttle_ms
 from tidelog.server.quotas.manager import ClientQuotas
 from tidelog.zk.users import sanitize

@@ -20,6 +20,10 @@ Theory of operation:
    A region of at most ``SENDFILE_MIN_BYTES`` is copied with ``pread`` and written with the
    bytes around it, so a small answer leaves in one write.
    This works the same on uvloop and the default loop (uvloop lacks ``loop.sendfile``).
+5b. A response the dispatcher returns at once goes through ``region_reads.prepare``: its
+   small regions are read there if the page cache holds them, and regions it does not hold
+   are read in a worker thread before the response takes its turn (``region_reads``), so a
+   consumer catching up on old data does not hold the loop while the disk reads.
    Never on TLS: the kernel would send plaintext past the TLS layer, so a TLS connection
    always copies (Kafka loses zero-copy on SSL the same way).
 6. Security (issue 20). A connection belongs to one listener (``listener_name``,
@@ -59,30 +63,14 @@ from typing import Protocol
 from tidelog.protocol.errors import FrameTooLargeError
 from tidelog.protocol.framing import FrameDecoder
 from tidelog.security.principal import ANONYMOUS, KafkaPrincipal
+from tidelog.server.network import region_reads
+from tidelog.server.network.region_reads import SENDFILE_MIN_BYTES, RecordsRegion
 from tidelog.server.network.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
 #: Responses pending per connection before we stop reading from it (rule 4).
 MAX_IN_FLIGHT = 100
-#: Records regions up to this size are copied into the answer's one write rather than sent
-#: with sendfile (rule 5): a follower or consumer fetch at a few thousand records/s reads
-#: a few KiB per partition, and a write plus a sendfile plus a write per partition cost a
-#: system call and a loopback TCP segment each, for the sender and the receiver.
-SENDFILE_MIN_BYTES = 64 * 1024
-
-
-class RecordsRegion(Protocol):
-    """A contiguous byte range of an open file (storage's ``FetchSlice``)."""
-
-    @property
-    def fileno(self) -> int: ...
-    @property
-    def position(self) -> int: ...
-    @property
-    def length(self) -> int: ...
-
-
 ResponsePart = bytes | memoryview | RecordsRegion
 
 
@@ -382,11 +370,31 @@ class Connection(asyncio.Protocol):
                 log.exception("closing connection from %s: request handler failed", self.peer)
                 self.close()
                 return
+            result = self._prepared(result)
             if isinstance(result, asyncio.Future):
                 result.add_done_callback(self._on_future_done)
             self._pending.append(result)
         self._flush()
         self._update_reading()
+
+    def _prepared(self, response: DispatchResult) -> DispatchResult:
+        """Rule 5b: a response with regions comes back with its cached small regions read,
+        or as a task that reads its cold regions in a worker thread first (the request's
+        timing moves with it); anything else as it is."""
+        if not isinstance(response, Response) or not region_reads.has_regions(response.parts):
+            return response
+        parts, cold = region_reads.prepare(response.parts)
+        result: DispatchResult = (
+            asyncio.ensure_future(self._read_cold(parts, cold)) if cold else Response(parts)
+        )
+        timing = self.timings.pop(id(response), None) if self.timings else None
+        if timing is not None:
+            self.timings[id(result)] = timing
+        return result
+
+    @staticmethod
+    async def _read_cold(parts: list[ResponsePart | object], cold: list[int]) -> Response | None:
+        return Response(await asyncio.to_thread(region_reads.read_cold, parts, cold))
 
     def eof_received(self) -> bool | None:
         # The client half-closed: answer what is pending, then close (returning True keeps

@@ -1,0 +1,144 @@
+"""Records regions the page cache does not hold are read off the event loop (connection
+rule 5b).
+
+A consumer catching up reads data the page cache no longer holds (a broker keeps only the
+newest ``tidelog.log.page.cache.keep.bytes`` of each log cached, ``storage.page_cache``).
+Read on the event loop, each ``pread`` or ``sendfile`` of it waits for the disk, and every
+other produce and fetch the broker serves waits behind it: 2-89 ms per call in ``perf trace``
+of three brokers under the bench's catch-up rows (docs/performance.md, "What stalled the
+event loop"). Kafka's network threads have the same problem with ``sendfile`` (KAFKA-7504).
+
+Rules:
+
+1. ``prepare`` runs on the loop when a response is ready. A region of at most
+   ``SENDFILE_MIN_BYTES`` (which the write would copy anyway) is read now with
+   ``RWF_NOWAIT``, which reads only from the page cache: read whole, it becomes bytes. A
+   larger region (sent with ``sendfile``) is probed with one-byte ``RWF_NOWAIT`` reads of its
+   first and last byte. The regions read short or probed absent are *cold*.
+2. ``read_cold`` runs in a worker thread: a small cold region is read to bytes; a large one
+   is read through a scratch buffer, which leaves its pages cached for the loop's
+   ``sendfile``. The response is written in its turn once that is done (the connection's
+   order rule holds: the responses behind it on its connection wait, nothing else does).
+3. A read that fails (a file closed under it) leaves the region as it was: the write then
+   reads it as it always did. Without ``RWF_NOWAIT`` (not Linux) nothing is cold.
+
+The probe of a large region looks at two pages only: the page cache keeps and drops a log's
+pages in contiguous stretches (``storage.page_cache``; readahead fills stretches too), so a
+region whose two ends are cached is taken as cached. A miss in between costs a read on the
+loop, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import typing
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+#: Records regions up to this size are copied into the answer's one write rather than sent
+#: with sendfile (connection rule 5): a follower or consumer fetch at a few thousand
+#: records/s reads a few KiB per partition, and a write plus a sendfile plus a write per
+#: partition cost a system call and a loopback TCP segment each, for the sender and the
+#: receiver.
+SENDFILE_MIN_BYTES: Final = 64 * 1024
+#: The worker's reads of a large cold region go through a buffer of this size.
+_SCRATCH_BYTES: Final = 1024 * 1024
+_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
+
+
+class RecordsRegion(Protocol):
+    """A contiguous byte range of an open file (storage's ``FetchSlice``)."""
+
+    @property
+    def fileno(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+
+
+Part = bytes | memoryview | RecordsRegion
+_scratch = threading.local()
+
+
+def has_regions(parts: Sequence[object]) -> bool:
+    return any(not isinstance(part, (bytes, memoryview)) for part in parts)
+
+
+def prepare(parts: Sequence[Part | object]) -> tuple[list[Part | object], list[int]]:
+    """Rule 1: (the parts with the small cached regions read, the indexes of cold ones)."""
+    out = list(parts)
+    cold: list[int] = []
+    if _NOWAIT is None:
+        return out, cold
+    for i, part in enumerate(out):
+        if isinstance(part, (bytes, memoryview)):
+            continue
+        region = typing.cast(RecordsRegion, part)
+        if region.length <= 0:
+            continue
+        if region.length <= SENDFILE_MIN_BYTES:
+            data = _read_cached(region.fileno, region.position, region.length)
+            if data is None:
+                cold.append(i)
+            else:
+                out[i] = data
+        elif not (
+            _cached(region.fileno, region.position)
+            and _cached(region.fileno, region.position + region.length - 1)
+        ):
+            cold.append(i)
+    return out, cold
+
+
+def read_cold(parts: list[Part | object], cold: Sequence[int]) -> list[Part | object]:
+    """Rule 2 (a worker thread): the cold regions read to bytes (small) or into the page
+    cache (large); ``parts`` is changed in place and returned."""
+    for i in cold:
+        region = typing.cast(RecordsRegion, parts[i])
+        try:
+            if region.length <= SENDFILE_MIN_BYTES:
+                data = os.pread(region.fileno, region.length, region.position)
+                if len(data) == region.length:
+                    parts[i] = data
+            else:
+                _warm(region)
+        except OSError:
+            continue  # rule 3
+    return parts
+
+
+def _read_cached(fd: int, position: int, length: int) -> memoryview | None:
+    """The bytes if the page cache holds them all, else None (nothing waits for the disk)."""
+    assert _NOWAIT is not None
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, [buf], position, _NOWAIT)
+    except (BlockingIOError, OSError):
+        return None
+    return memoryview(buf) if got == length else None
+
+
+def _cached(fd: int, position: int) -> bool:
+    assert _NOWAIT is not None
+    try:
+        return os.preadv(fd, [bytearray(1)], position, _NOWAIT) == 1
+    except OSError:
+        return False
+
+
+def _warm(region: RecordsRegion) -> None:
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is None:
+        buf = _scratch.buf = bytearray(_SCRATCH_BYTES)
+    position, end = region.position, region.position + region.length
+    while position < end:
+        view = memoryview(buf)[: min(len(buf), end - position)]
+        got = os.preadv(region.fileno, [view], position)
+        if got <= 0:
+            return
+        position += got
+
+
+__all__ = ["SENDFILE_MIN_BYTES", "RecordsRegion", "has_regions", "prepare", "read_cold"]
