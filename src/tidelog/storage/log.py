@@ -129,10 +129,12 @@ from tidelog.storage.log_reads import (
     latest_timestamp,
     offset_for_timestamp,
     read_slice,
+    uncached_range,
 )
 from tidelog.storage.log_retention import below_log_start, excess_by_size, expired_by_time
 from tidelog.storage.log_truncation import Truncations
 from tidelog.storage.log_validator import max_decompressed_bytes
+from tidelog.storage.page_cache import Uncached
 from tidelog.storage.producer_state import AppendOrigin, ProducerStateManager
 from tidelog.storage.segment import LogSegment
 
@@ -469,6 +471,15 @@ class Log:
                 max_offset=max_offset,
                 min_one_batch=min_one_batch,
             )
+
+    def uncached_range(self, fetch_offset: int, max_bytes: int) -> Uncached | None:
+        """``log_reads.uncached_range`` of this log (no disk read: for the event loop)."""
+        with self._lock:
+            segments, config = self._local.segments, self._config
+            return uncached_range(
+                segments, self._local.bases, fetch_offset, max_bytes,
+                keep=config.page_cache_keep_bytes, index_interval=config.index_interval_bytes,
+            )  # fmt: skip
 
     def read_records(self, fetch_offset: int, max_bytes: int, **kwargs: object) -> bytes:
         """``read`` copied into bytes (b"" when empty); for tests and non-sendfile callers."""

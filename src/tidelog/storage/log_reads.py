@@ -1,6 +1,7 @@
 """Reading a log's segments (``tidelog.storage.log`` rules 4 and 9c): the range a fetch may
-start in, the ``FetchSlice`` of a fetch, the records found by timestamp (ListOffsets) and
-the aborted transactions of a fetch. Functions of the segment list and its base offsets;
+start in, the ``FetchSlice`` of a fetch, the bytes a fetch far behind the log end may find on
+the disk only (``uncached_range``), the records found by timestamp (ListOffsets) and the
+aborted transactions of a fetch. Functions of the segment list and its base offsets;
 the ``Log`` calls them under its lock.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
 from tidelog.storage.errors import OffsetOutOfRangeError
+from tidelog.storage.page_cache import Uncached
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import LogSegment
 from tidelog.storage.txn_index import AbortedTxn
@@ -77,6 +79,38 @@ def read_slice(
             return FetchSlice(seg.fd, position, length, first_offset)
         i += 1
     return None
+
+
+def uncached_range(
+    segments: list[LogSegment],
+    bases: list[int],
+    fetch_offset: int,
+    max_bytes: int,
+    *,
+    keep: int,
+    index_interval: int,
+) -> Uncached | None:
+    """What a read at ``fetch_offset`` of up to ``max_bytes`` will touch (the batch headers
+    from the index entry before it, then the records), if it may be on the disk only: the
+    log keeps its last ``keep`` bytes in the page cache (``page_cache``), so a read in an
+    older segment, or more than ``keep`` bytes behind the active segment's end, may not find
+    it there. None for a read nearer the end, or with ``keep`` < 0 (the kernel's choice,
+    unknown here). Memory only: no disk read. The range holds a ``dup`` of the file's
+    descriptor (its reader closes it)."""
+    i = bisect.bisect_right(bases, fetch_offset) - 1
+    if keep < 0 or not 0 <= i < len(segments):
+        return None
+    seg = segments[i]
+    _, position = seg.offset_index.lookup(fetch_offset)
+    if i == len(segments) - 1 and seg.size - position <= keep:
+        return None
+    length = min(seg.size - position, max_bytes + index_interval)
+    if length <= 0 or seg.fd < 0:
+        return None
+    try:
+        return Uncached(os.dup(seg.fd), position, length)
+    except OSError:
+        return None
 
 
 def latest_timestamp(segments: list[LogSegment], start: int) -> tuple[int, int] | None:

@@ -26,6 +26,11 @@ brokers, docs/performance.md "What stalled the event loop"). Both are handed to 
 thread per process (``_HintThread``), in order, each with a ``dup`` of the descriptor: the
 segment may close its own meanwhile, and a reused descriptor number must not receive
 another file's hint. At most ``MAX_PENDING`` hints wait; a hint beyond that is skipped.
+
+What a reader does about the rest: a read far behind a log's end may find its bytes on the
+disk only. ``Log.uncached_range`` names the bytes such a read will touch (an ``Uncached``,
+holding its own descriptor) and ``load_all``, run in a worker thread, reads them through a
+scratch buffer, so the read itself, on the event loop, finds them in memory.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ import ctypes.util
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 #: Appended bytes between two hints: each step starts writeback of the newest STEP bytes
@@ -149,6 +155,48 @@ def drop(fd: int, offset: int, length: int) -> None:
 def settle() -> None:
     """Wait until every hint given so far has run (tests; nothing else needs to)."""
     _HINTS.settle()
+
+
+#: ``load`` reads through a buffer of this size (one per thread).
+_LOAD_CHUNK: Final = 1024 * 1024
+_scratch = threading.local()
+
+
+def load(fd: int, offset: int, length: int) -> None:
+    """Bring the range into the page cache by reading it (waits for the disk: not on an
+    event loop). Stops early at the end of the file."""
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is None:
+        buf = _scratch.buf = bytearray(_LOAD_CHUNK)
+    end = offset + length
+    while offset < end:
+        got = os.preadv(fd, [memoryview(buf)[: min(len(buf), end - offset)]], offset)
+        if got <= 0:
+            return
+        offset += got
+
+
+@dataclass(frozen=True, slots=True)
+class Uncached:
+    """Bytes of a segment file a read will touch that may be on the disk only. ``fd`` is a
+    ``dup`` owned by this object: ``load_all`` closes it."""
+
+    fd: int
+    offset: int
+    length: int
+
+
+def load_all(ranges: Sequence[Uncached]) -> None:
+    """``load`` each range, then close its descriptor; a failed read only skips the range
+    (the read that follows reads from the disk as it would have)."""
+    for r in ranges:
+        try:
+            load(r.fd, r.offset, r.length)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(r.fd)
 
 
 class CacheWindow:

@@ -12,6 +12,7 @@ follower's Fetch and OffsetForLeaderEpoch.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -62,6 +63,7 @@ from tidelog.server.replica.reads import (
     ProduceResult,
 )
 from tidelog.server.replica.selector import ClientMetadata
+from tidelog.storage import page_cache
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
 
@@ -290,10 +292,12 @@ class DataApis:
             for i in (*plan.unknown, *plan.refused)
         )
         min_bytes = int(body.min_bytes)
-        self.replica_manager.fetch(
+        max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
+        start = functools.partial(
+            self.replica_manager.fetch,
             plan.requests,
             replica_id=plan.replica_id,
-            max_bytes=int(getattr(body, "max_bytes", 0x7FFFFFFF)),
+            max_bytes=max_bytes,
             min_bytes=0 if urgent else min_bytes,
             max_wait_ms=int(body.max_wait.total_seconds() * 1000),
             respond=respond,
@@ -305,9 +309,36 @@ class DataApis:
             else None,
             woken=self._wake_source(context, plan),
         )
+        self._fetch_when_loaded(start, plan.requests, max_bytes, future)
         if future.done():
             return future.result()
         return future
+
+    def _fetch_when_loaded(
+        self,
+        start: Callable[[], None],
+        requests: Sequence[PartitionRead],
+        max_bytes: int,
+        answer: asyncio.Future[Any],
+    ) -> None:
+        """Start the fetch now, or once a worker thread has brought into the page cache
+        what it would otherwise read from the disk on the event loop (a consumer or follower
+        far behind a log's end, ``ReplicaManager.uncached_reads``). A fetch that then fails
+        fails ``answer`` (the connection closes, as for any failed delayed answer)."""
+        ranges = self.replica_manager.uncached_reads(requests, max_bytes)
+        if not ranges:
+            start()
+            return
+
+        def begin(_loaded: asyncio.Future[None]) -> None:
+            try:
+                start()
+            except Exception as exc:
+                if not answer.done():
+                    answer.set_exception(exc)
+
+        loaded = asyncio.ensure_future(asyncio.to_thread(page_cache.load_all, ranges))
+        loaded.add_done_callback(begin)
 
     @staticmethod
     def _wake_source(context: FetchContext, plan: FetchPlan) -> WakeSource | None:

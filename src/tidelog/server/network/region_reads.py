@@ -31,10 +31,11 @@ loop, as before.
 from __future__ import annotations
 
 import os
-import threading
 import typing
 from collections.abc import Sequence
 from typing import Final, Protocol
+
+from tidelog.storage import page_cache
 
 #: Records regions up to this size are copied into the answer's one write rather than sent
 #: with sendfile (connection rule 5): a follower or consumer fetch at a few thousand
@@ -42,8 +43,6 @@ from typing import Final, Protocol
 #: partition cost a system call and a loopback TCP segment each, for the sender and the
 #: receiver.
 SENDFILE_MIN_BYTES: Final = 64 * 1024
-#: The worker's reads of a large cold region go through a buffer of this size.
-_SCRATCH_BYTES: Final = 1024 * 1024
 _NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
 
 
@@ -59,7 +58,6 @@ class RecordsRegion(Protocol):
 
 
 Part = bytes | memoryview | RecordsRegion
-_scratch = threading.local()
 
 
 def has_regions(parts: Sequence[object]) -> bool:
@@ -103,7 +101,7 @@ def read_cold(parts: list[Part | object], cold: Sequence[int]) -> list[Part | ob
                 if len(data) == region.length:
                     parts[i] = data
             else:
-                _warm(region)
+                page_cache.load(region.fileno, region.position, region.length)
         except OSError:
             continue  # rule 3
     return parts
@@ -126,19 +124,6 @@ def _cached(fd: int, position: int) -> bool:
         return os.preadv(fd, [bytearray(1)], position, _NOWAIT) == 1
     except OSError:
         return False
-
-
-def _warm(region: RecordsRegion) -> None:
-    buf: bytearray | None = getattr(_scratch, "buf", None)
-    if buf is None:
-        buf = _scratch.buf = bytearray(_SCRATCH_BYTES)
-    position, end = region.position, region.position + region.length
-    while position < end:
-        view = memoryview(buf)[: min(len(buf), end - position)]
-        got = os.preadv(region.fileno, [view], position)
-        if got <= 0:
-            return
-        position += got
 
 
 __all__ = ["SENDFILE_MIN_BYTES", "RecordsRegion", "has_regions", "prepare", "read_cold"]

@@ -86,6 +86,7 @@ from tidelog.server.replica.topic_stats import BrokerTopicStats, TopicStats
 from tidelog.storage.errors import InvalidTimestampError
 from tidelog.storage.log import AppendInfo, FetchSlice, Log
 from tidelog.storage.log_manager import LogManager
+from tidelog.storage.page_cache import Uncached
 from tidelog.storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
@@ -570,6 +571,22 @@ class ReplicaManager:
         if quota is not None:
             quota.record(throttled_bytes)
         return results
+
+    def uncached_reads(self, requests: Sequence[PartitionRead], max_bytes: int) -> list[Uncached]:
+        """What a fetch of ``requests`` will read that may be on the disk only
+        (``Log.uncached_range``), ``max_bytes`` in all: for a worker thread to load before
+        the fetch reads on the event loop. Memory only."""
+        ranges: list[Uncached] = []
+        budget = max_bytes
+        for request in requests:
+            hosted = self.partitions.get(request.tp)
+            if budget <= 0 or hosted is None:
+                continue
+            found = hosted.log.uncached_range(request.fetch_offset, min(request.max_bytes, budget))
+            if found is not None:
+                ranges.append(found)
+                budget -= found.length
+        return ranges
 
     def _redirect(
         self, hosted: HostedPartition, fetch_offset: int, client: ClientMetadata, lso: int
