@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from tidelog.model import TopicPartition
+from tidelog.storage import page_cache
 from tidelog.storage.errors import OffsetOutOfRangeError
 from tidelog.storage.page_cache import Uncached
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
@@ -94,9 +95,10 @@ def uncached_range(
     from the index entry before it, then the records), if it may be on the disk only: the
     log keeps its last ``keep`` bytes in the page cache (``page_cache``), so a read in an
     older segment, or more than ``keep`` bytes behind the active segment's end, may not find
-    it there. None for a read nearer the end, or with ``keep`` < 0 (the kernel's choice,
-    unknown here). Memory only: no disk read. The range holds a ``dup`` of the file's
-    descriptor (its reader closes it)."""
+    it there. None for a read nearer the end, with ``keep`` < 0 (the kernel's choice,
+    unknown here), or when the page cache holds both ends of the range (a reader catching
+    up finds what readahead brought in). No read waits for the disk. The range holds a
+    ``dup`` of the file's descriptor (its reader closes it)."""
     i = bisect.bisect_right(bases, fetch_offset) - 1
     if keep < 0 or not 0 <= i < len(segments):
         return None
@@ -106,6 +108,8 @@ def uncached_range(
         return None
     length = min(seg.size - position, max_bytes + index_interval)
     if length <= 0 or seg.fd < 0:
+        return None
+    if page_cache.cached(seg.fd, position) and page_cache.cached(seg.fd, position + length - 1):
         return None
     try:
         return Uncached(os.dup(seg.fd), position, length)

@@ -157,6 +157,21 @@ def settle() -> None:
     _HINTS.settle()
 
 
+_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
+
+
+def cached(fd: int, offset: int) -> bool:
+    """Whether the page cache holds the byte at ``offset`` (a one-byte ``RWF_NOWAIT`` read,
+    which never waits for the disk; a miss starts reading that page in the background).
+    True where ``RWF_NOWAIT`` is missing (not Linux): nothing is known, nothing is moved."""
+    if _NOWAIT is None:
+        return True
+    try:
+        return os.preadv(fd, [bytearray(1)], offset, _NOWAIT) == 1
+    except OSError:
+        return False
+
+
 #: ``load`` reads through a buffer of this size (one per thread).
 _LOAD_CHUNK: Final = 1024 * 1024
 _scratch = threading.local()

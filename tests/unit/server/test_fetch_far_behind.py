@@ -1,7 +1,10 @@
 """A fetch far behind a log's end has what it will read brought into the page cache by a
 worker thread first (``Log.uncached_range``, ``ReplicaManager.uncached_reads``,
 ``DataApis._fetch_when_loaded``): the read on the event loop then finds it in memory. A
-fetch near the end is read at once, as before."""
+fetch near the end, or one whose bytes the page cache holds, is read at once, as before.
+
+The logs' pages are taken out of the page cache (fsync, ``POSIX_FADV_DONTNEED``); on a file
+system that keeps them anyway (tmpfs) these tests are skipped."""
 
 from __future__ import annotations
 
@@ -33,8 +36,20 @@ from tidelog.storage.log import Log, LogConfig
 from tidelog.storage.log_manager import LogManager
 from tidelog.storage.page_cache import STEP, Uncached
 
+from ..residency import resident
+
 VALUE = b"x" * 60_000
 TP = TopicPartition("t", 0)
+
+
+def evict(log: Log) -> None:
+    """Every page of the log's segment files out of the page cache."""
+    page_cache.settle()
+    for segment in log._local.segments:
+        os.fsync(segment.fd)
+        os.posix_fadvise(segment.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    if any(resident(log._local.segments[0].fd)):
+        pytest.skip("this file system keeps the pages in memory (tmpfs?)")
 
 
 @pytest.fixture
@@ -52,6 +67,7 @@ def apis(tmp_path: Path) -> Iterator[KafkaApis]:
         batch = build_batch([Record(value=VALUE)] * 17, base_timestamp_ms=1)
         appended = apis.replica_manager.append_records({TP: batch}, 1)
         assert all(result.error == ErrorCode.NONE for result, _ in appended.values())
+    evict(apis.replica_manager.partitions[TP].log)
     yield apis
     logs.close()
 
@@ -131,6 +147,17 @@ def test_a_fetch_near_the_end_is_read_at_once(
     assert loads == []
 
 
+def test_a_fetch_far_behind_whose_bytes_are_cached_is_read_at_once(
+    apis: KafkaApis, loads: list[tuple[str, list[tuple[int, int]]]]
+) -> None:
+    the_log = apis.replica_manager.partitions[TP].log
+    the_log.read_records(0, 2 << 20)  # brings the first fetch's bytes back, and more
+    assert the_log.uncached_range(0, 1 << 20) is None
+    expected = the_log.read_records(0, 1 << 20)
+    assert records_of(fetch(apis, 0)) == expected
+    assert loads == []
+
+
 def test_the_fetch_budget_bounds_what_is_loaded(apis: KafkaApis) -> None:
     requests = [PartitionRead(TP, 0, 1 << 20), PartitionRead(TP, 17, 1 << 20)]
     ranges = apis.replica_manager.uncached_reads(requests, 1 << 20)
@@ -149,6 +176,7 @@ def _log(tmp_path: Path, keep: int) -> Log:
     batch = build_batch([Record(value=VALUE)] * 17, base_timestamp_ms=1)
     while log.size_bytes < 8 * STEP:  # two segments: the first full, 2 steps in the second
         log.append_as_leader(batch, leader_epoch=0, now_ms=0)
+    evict(log)
     return log
 
 

@@ -9,8 +9,6 @@ with ``mincore`` (a read would bring them back); on a file system that keeps the
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import mmap
 import os
 import threading
@@ -23,7 +21,9 @@ from tidelog.protocol.framing import frame
 from tidelog.server.network import region_reads
 from tidelog.server.network.connection import Connection, DispatchResult, Response
 from tidelog.server.network.region_reads import SENDFILE_MIN_BYTES
+from tidelog.storage import page_cache
 
+from ..residency import resident as _resident
 from .test_network import FakeTransport, Region
 
 pytestmark = pytest.mark.skipif(
@@ -43,17 +43,6 @@ def segment(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
         yield fd, payload
     finally:
         os.close(fd)
-
-
-def _resident(fd: int) -> list[bool]:
-    """Which pages of the file the page cache holds, without reading any."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    pages = (SIZE + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    with mmap.mmap(fd, SIZE, access=mmap.ACCESS_COPY) as mapped:
-        address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
-        vec = (ctypes.c_ubyte * pages)()
-        assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(SIZE), vec) == 0
-        return [bool(v & 1) for v in vec]
 
 
 def _evict(fd: int) -> None:
@@ -89,8 +78,8 @@ def test_regions_not_cached_are_cold_and_read_in_the_worker(
     assert region_reads.read_cold(parts, cold) is parts
     assert parts[1] == payload[70_000:70_300]
     assert parts[2] is large  # still sent with sendfile, now from the page cache
-    assert region_reads._cached(fd, 1000)
-    assert region_reads._cached(fd, 1000 + 2 * SENDFILE_MIN_BYTES - 1)
+    assert page_cache.cached(fd, 1000)
+    assert page_cache.cached(fd, 1000 + 2 * SENDFILE_MIN_BYTES - 1)
     assert region_reads.prepare([large]) == ([large], [])
 
 

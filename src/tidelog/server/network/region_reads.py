@@ -83,8 +83,8 @@ def prepare(parts: Sequence[Part | object]) -> tuple[list[Part | object], list[i
             else:
                 out[i] = data
         elif not (
-            _cached(region.fileno, region.position)
-            and _cached(region.fileno, region.position + region.length - 1)
+            page_cache.cached(region.fileno, region.position)
+            and page_cache.cached(region.fileno, region.position + region.length - 1)
         ):
             cold.append(i)
     return out, cold
@@ -116,14 +116,6 @@ def _read_cached(fd: int, position: int, length: int) -> memoryview | None:
     except (BlockingIOError, OSError):
         return None
     return memoryview(buf) if got == length else None
-
-
-def _cached(fd: int, position: int) -> bool:
-    assert _NOWAIT is not None
-    try:
-        return os.preadv(fd, [bytearray(1)], position, _NOWAIT) == 1
-    except OSError:
-        return False
 
 
 __all__ = ["SENDFILE_MIN_BYTES", "RecordsRegion", "has_regions", "prepare", "read_cold"]
