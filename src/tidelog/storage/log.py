@@ -473,7 +473,7 @@ class Log:
             )
 
     def uncached_range(self, fetch_offset: int, max_bytes: int) -> Uncached | None:
-        """``log_reads.uncached_range`` of this log (no disk read: for the event loop)."""
+        """``log_reads.uncached_range`` of this log (never waits for the disk)."""
         with self._lock:
             segments, config = self._local.segments, self._config
             return uncached_range(

@@ -18,14 +18,15 @@ and no read ever depends on what is cached. Only clean pages are dropped, so the
 start writeback of a stretch when it is appended (``start_writeback``), and drop it
 (``drop``) a step or more later, when it is clean.
 
-Neither runs on the caller's thread. ``sync_file_range`` "does not wait" for the disk, but it
-runs the file system's block allocation for the range, and ext4 may first read its block
-bitmaps from the disk: 4-32 ms per call on a broker's event loop under a produce flood, and
-``POSIX_FADV_DONTNEED`` waits for locked pages the same way (``perf trace`` of three
-brokers, docs/performance.md "What stalled the event loop"). Both are handed to one hint
-thread per process (``_HintThread``), in order, each with a ``dup`` of the descriptor: the
-segment may close its own meanwhile, and a reused descriptor number must not receive
-another file's hint. At most ``MAX_PENDING`` hints wait; a hint beyond that is skipped.
+Neither runs on the caller's thread. ``sync_file_range`` "does not wait" for the disk, but
+it runs the file system's block allocation for the range, and ext4 may first read its block
+bitmaps from the disk: up to 32 ms per call (4.7 ms at the median of those over 2 ms) on a
+broker's event loop under a produce flood, and ``POSIX_FADV_DONTNEED`` up to 40 ms
+(``perf trace`` of three brokers, docs/performance.md "What stalled the event loop on the
+disk"). Both are handed to one hint thread per process (``_HintThread``), in order, each
+with a ``dup`` of the descriptor: the segment may close its own meanwhile, and a reused
+descriptor number must not receive another file's hint. At most ``MAX_PENDING`` hints
+wait; a hint beyond that is skipped.
 
 What a reader does about the rest: a read far behind a log's end may find its bytes on the
 disk only. ``Log.uncached_range`` names the bytes such a read will touch (an ``Uncached``,

@@ -20,12 +20,12 @@ Theory of operation:
    A region of at most ``SENDFILE_MIN_BYTES`` is copied with ``pread`` and written with the
    bytes around it, so a small answer leaves in one write.
    This works the same on uvloop and the default loop (uvloop lacks ``loop.sendfile``).
+   Never on TLS: the kernel would send plaintext past the TLS layer, so a TLS connection
+   always copies (Kafka loses zero-copy on SSL the same way).
 5b. A response the dispatcher returns at once goes through ``region_reads.prepare``: its
    small regions are read there if the page cache holds them, and regions it does not hold
    are read in a worker thread before the response takes its turn (``region_reads``), so a
    consumer catching up on old data does not hold the loop while the disk reads.
-   Never on TLS: the kernel would send plaintext past the TLS layer, so a TLS connection
-   always copies (Kafka loses zero-copy on SSL the same way).
 6. Security (issue 20). A connection belongs to one listener (``listener_name``,
    ``security_protocol``). On SSL/SASL_SSL listeners the connection runs TLS itself over
    ``ssl.MemoryBIO`` (``_Tls``): ciphertext in from the transport, plaintext to the frame

@@ -4,9 +4,10 @@ rule 5b).
 A consumer catching up reads data the page cache no longer holds (a broker keeps only the
 newest ``tidelog.log.page.cache.keep.bytes`` of each log cached, ``storage.page_cache``).
 Read on the event loop, each ``pread`` or ``sendfile`` of it waits for the disk, and every
-other produce and fetch the broker serves waits behind it: 2-89 ms per call in ``perf trace``
-of three brokers under the bench's catch-up rows (docs/performance.md, "What stalled the
-event loop"). Kafka's network threads have the same problem with ``sendfile`` (KAFKA-7504).
+other produce and fetch the broker serves waits behind it: 2-89 ms per call in ``perf
+trace`` of three brokers under the bench's catch-up rows (docs/performance.md, "What
+stalled the event loop on the disk"). Kafka's network threads have the same problem with
+``sendfile`` (KAFKA-7504).
 
 Rules:
 
@@ -113,7 +114,7 @@ def _read_cached(fd: int, position: int, length: int) -> memoryview | None:
     buf = bytearray(length)
     try:
         got = os.preadv(fd, [buf], position, _NOWAIT)
-    except (BlockingIOError, OSError):
+    except OSError:  # BlockingIOError: not all of it is cached
         return None
     return memoryview(buf) if got == length else None
 
