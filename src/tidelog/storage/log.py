@@ -475,11 +475,7 @@ class Log:
     def uncached_range(self, fetch_offset: int, max_bytes: int) -> Uncached | None:
         """``log_reads.uncached_range`` of this log (never waits for the disk)."""
         with self._lock:
-            segments, config = self._local.segments, self._config
-            return uncached_range(
-                segments, self._local.bases, fetch_offset, max_bytes,
-                keep=config.page_cache_keep_bytes, index_interval=config.index_interval_bytes,
-            )  # fmt: skip
+            return uncached_range(self._local, fetch_offset, max_bytes, self._config)
 
     def read_records(self, fetch_offset: int, max_bytes: int, **kwargs: object) -> bytes:
         """``read`` copied into bytes (b"" when empty); for tests and non-sendfile callers."""

@@ -1,8 +1,8 @@
 """Reading a log's segments (``tidelog.storage.log`` rules 4 and 9c): the range a fetch may
 start in, the ``FetchSlice`` of a fetch, the bytes a fetch far behind the log end may find on
 the disk only (``uncached_range``), the records found by timestamp (ListOffsets) and the
-aborted transactions of a fetch. Functions of the segment list and its base offsets;
-the ``Log`` calls them under its lock.
+aborted transactions of a fetch. Functions of the segment list and its base offsets (or
+of the ``LocalLog`` holding both); the ``Log`` calls them under its lock.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from tidelog.model import TopicPartition
 from tidelog.storage import page_cache
 from tidelog.storage.errors import OffsetOutOfRangeError
+from tidelog.storage.local_log import LocalLog
+from tidelog.storage.log_config import LogConfig
 from tidelog.storage.page_cache import Uncached
 from tidelog.storage.record_scan import first_record_at_or_after, record_offsets_and_timestamps
 from tidelog.storage.segment import LogSegment
@@ -83,13 +85,7 @@ def read_slice(
 
 
 def uncached_range(
-    segments: list[LogSegment],
-    bases: list[int],
-    fetch_offset: int,
-    max_bytes: int,
-    *,
-    keep: int,
-    index_interval: int,
+    local: LocalLog, fetch_offset: int, max_bytes: int, config: LogConfig
 ) -> Uncached | None:
     """What a read at ``fetch_offset`` of up to ``max_bytes`` will touch (the batch headers
     from the index entry before it, then the records), if it may be on the disk only: the
@@ -99,14 +95,15 @@ def uncached_range(
     unknown here), or when the page cache holds both ends of the range (a reader catching
     up finds what readahead brought in). No read waits for the disk. The range holds a
     ``dup`` of the file's descriptor (its reader closes it)."""
-    i = bisect.bisect_right(bases, fetch_offset) - 1
+    segments, keep = local.segments, config.page_cache_keep_bytes
+    i = bisect.bisect_right(local.bases, fetch_offset) - 1
     if keep < 0 or not 0 <= i < len(segments):
         return None
     seg = segments[i]
     _, position = seg.offset_index.lookup(fetch_offset)
     if i == len(segments) - 1 and seg.size - position <= keep:
         return None
-    length = min(seg.size - position, max_bytes + index_interval)
+    length = min(seg.size - position, max_bytes + config.index_interval_bytes)
     if length <= 0 or seg.fd < 0:
         return None
     if page_cache.cached(seg.fd, position) and page_cache.cached(seg.fd, position + length - 1):

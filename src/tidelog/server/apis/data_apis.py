@@ -37,6 +37,7 @@ from tidelog.server.apis.fetch_parts import (
     fetch_replica_id,
     holds_zstd,
     partition_answer,
+    start_when_loaded,
 )
 from tidelog.server.apis.helper import RequestHelper
 from tidelog.server.apis.leader_hints import fetch_hints, produce_hints
@@ -63,7 +64,6 @@ from tidelog.server.replica.reads import (
     ProduceResult,
 )
 from tidelog.server.replica.selector import ClientMetadata
-from tidelog.storage import page_cache
 
 HandlerResult = Any  # kio response entity | Response | None | asyncio.Future[...]
 
@@ -309,36 +309,12 @@ class DataApis:
             else None,
             woken=self._wake_source(context, plan),
         )
-        self._fetch_when_loaded(start, plan.requests, max_bytes, future)
+        start_when_loaded(
+            start, self.replica_manager.uncached_reads(plan.requests, max_bytes), future
+        )
         if future.done():
             return future.result()
         return future
-
-    def _fetch_when_loaded(
-        self,
-        start: Callable[[], None],
-        requests: Sequence[PartitionRead],
-        max_bytes: int,
-        answer: asyncio.Future[Any],
-    ) -> None:
-        """Start the fetch now, or once a worker thread has brought into the page cache
-        what it would otherwise read from the disk on the event loop (a consumer or follower
-        far behind a log's end, ``ReplicaManager.uncached_reads``). A fetch that then fails
-        fails ``answer`` (the connection closes, as for any failed delayed answer)."""
-        ranges = self.replica_manager.uncached_reads(requests, max_bytes)
-        if not ranges:
-            start()
-            return
-
-        def begin(_loaded: asyncio.Future[None]) -> None:
-            try:
-                start()
-            except Exception as exc:
-                if not answer.done():
-                    answer.set_exception(exc)
-
-        loaded = asyncio.ensure_future(asyncio.to_thread(page_cache.load_all, ranges))
-        loaded.add_done_callback(begin)
 
     @staticmethod
     def _wake_source(context: FetchContext, plan: FetchPlan) -> WakeSource | None:

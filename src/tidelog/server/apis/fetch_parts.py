@@ -1,15 +1,20 @@
 """The parts of a Fetch that ``DataApis.handle_fetch`` puts together: the fetching replica's
-id, the plan of what a Fetch reads (``DataApis._fetch_plan``), and one read partition's answer."""
+id, the plan of what a Fetch reads (``DataApis._fetch_plan``), when a fetch far behind a
+log's end starts (``start_when_loaded``), and one read partition's answer."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tidelog.protocol.records import Compression, uses_codec
 from tidelog.protocol.responses import FetchPartitionResponse
 from tidelog.server.replica.reads import FetchResult, PartitionRead
+from tidelog.storage import page_cache
 from tidelog.storage.log import FetchSlice
+from tidelog.storage.page_cache import Uncached
 
 
 def holds_zstd(records: FetchSlice | None) -> bool:
@@ -73,4 +78,26 @@ def partition_answer(
     )
 
 
-__all__ = ["FetchPlan", "fetch_replica_id", "holds_zstd", "partition_answer"]
+__all__ = ["FetchPlan", "fetch_replica_id", "holds_zstd", "partition_answer", "start_when_loaded"]
+
+
+def start_when_loaded(
+    start: Callable[[], None], ranges: Sequence[Uncached], answer: asyncio.Future[Any]
+) -> None:
+    """Start a fetch now, or once a worker thread has brought into the page cache what it
+    would otherwise read from the disk on the event loop (``ranges``: a consumer or follower
+    far behind a log's end, ``ReplicaManager.uncached_reads``). A fetch that then fails
+    fails ``answer`` (the connection closes, as for any failed delayed answer)."""
+    if not ranges:
+        start()
+        return
+
+    def begin(_loaded: asyncio.Future[None]) -> None:
+        try:
+            start()
+        except Exception as exc:
+            if not answer.done():
+                answer.set_exception(exc)
+
+    loaded = asyncio.ensure_future(asyncio.to_thread(page_cache.load_all, ranges))
+    loaded.add_done_callback(begin)
