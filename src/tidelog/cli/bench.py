@@ -10,6 +10,9 @@ kafka-producer-perf-test does (``tidelog.bench.external``): only the sections in
 Options that make no sense for the chosen mode are usage errors (exit 2); a cluster that
 does not answer, or refuses a topic, is one error line (exit 1), with Kafka's error name
 when the cluster gave one (INVALID_REPLICATION_FACTOR, TOPIC_AUTHORIZATION_FAILED, ...).
+
+A SIGTERM ends the bench as Ctrl-C does, through the ``finally`` blocks that stop the
+clusters it started (``sigterm_exits``); a second one during that cleanup is ignored.
 """
 
 # The benchmark package loads only when the command runs.
@@ -18,8 +21,13 @@ when the cluster gave one (INVALID_REPLICATION_FACTOR, TOPIC_AUTHORIZATION_FAILE
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from tidelog.cli.main import COMMANDS
@@ -121,6 +129,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """Within: a SIGTERM raises SystemExit(143) in the main thread (once), so the bench's
+    ``finally`` blocks stop the brokers and ZooKeeper it started, which Python's default
+    (die at once) left running. The previous handler is restored on the way out."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the cleanup is not cut short
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     from tidelog.bench.launch import Launcher
     from tidelog.bench.runner import Options
@@ -156,8 +184,11 @@ def run(args: argparse.Namespace) -> int:
         ]
         if given:
             raise _usage(f"{', '.join(given)}: only with --bootstrap-server")
-        return run_bench(options)
-    return _run_external(_target(args, options), options)
+        with sigterm_exits():
+            return run_bench(options)
+    target = _target(args, options)
+    with sigterm_exits():
+        return _run_external(target, options)
 
 
 def _sections(only: str | None, *, external: bool) -> tuple[str, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from array import array
 from pathlib import Path
 from typing import Any
@@ -375,3 +377,30 @@ def test_a_bad_command_config_is_one_line_naming_the_file_and_key(
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith(f"tidelog bench: error: --command-config {no_login}: sasl.username: ")
     assert not out.exists()
+
+
+def test_a_sigterm_ends_the_bench_through_its_cleanup(tmp_path: Path) -> None:
+    """A real process: SIGTERM inside ``sigterm_exits`` runs the ``finally`` blocks (where
+    the bench stops its clusters) and exits 143; a second SIGTERM during the cleanup does
+    not cut it short; the previous handler is back afterwards."""
+    script = tmp_path / "bench_like.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from tidelog.cli.bench import sigterm_exits\n"
+        "try:\n"
+        "    with sigterm_exits():\n"
+        "        try:\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "            time.sleep(30)\n"
+        "        finally:\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)  # a second one, ignored\n"
+        "            time.sleep(0.2)\n"
+        "            print('clusters stopped', flush=True)\n"
+        "finally:\n"
+        "    print('restored', signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert done.returncode == 143
+    assert done.stdout.splitlines() == ["clusters stopped", "restored True"]
