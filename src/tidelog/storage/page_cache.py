@@ -159,18 +159,28 @@ def settle() -> None:
 
 
 _NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
+#: Whether this platform can read from the page cache alone (``read_cached``, ``cached``).
+CAN_READ_CACHED: Final = _NOWAIT is not None
+
+
+def read_cached(fd: int, offset: int, length: int) -> memoryview | None:
+    """The ``length`` bytes at ``offset`` if the page cache holds them all, else None: an
+    ``RWF_NOWAIT`` read, which never waits for the disk (a miss starts reading the page in
+    the background). None where ``RWF_NOWAIT`` is missing (not Linux)."""
+    if _NOWAIT is None:
+        return None
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, [buf], offset, _NOWAIT)
+    except OSError:  # BlockingIOError: not all of it is cached
+        return None
+    return memoryview(buf) if got == length else None
 
 
 def cached(fd: int, offset: int) -> bool:
-    """Whether the page cache holds the byte at ``offset`` (a one-byte ``RWF_NOWAIT`` read,
-    which never waits for the disk; a miss starts reading that page in the background).
-    True where ``RWF_NOWAIT`` is missing (not Linux): nothing is known, nothing is moved."""
-    if _NOWAIT is None:
-        return True
-    try:
-        return os.preadv(fd, [bytearray(1)], offset, _NOWAIT) == 1
-    except OSError:
-        return False
+    """Whether the page cache holds the byte at ``offset`` (``read_cached`` of one byte).
+    True where that cannot be asked (not Linux): nothing is known, nothing is moved."""
+    return not CAN_READ_CACHED or read_cached(fd, offset, 1) is not None
 
 
 #: ``load`` reads through a buffer of this size (one per thread).

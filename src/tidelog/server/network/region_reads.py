@@ -44,7 +44,6 @@ from tidelog.storage import page_cache
 #: partition cost a system call and a loopback TCP segment each, for the sender and the
 #: receiver.
 SENDFILE_MIN_BYTES: Final = 64 * 1024
-_NOWAIT: Final[int | None] = getattr(os, "RWF_NOWAIT", None)
 
 
 class RecordsRegion(Protocol):
@@ -69,7 +68,7 @@ def prepare(parts: Sequence[Part | object]) -> tuple[list[Part | object], list[i
     """Rule 1: (the parts with the small cached regions read, the indexes of cold ones)."""
     out = list(parts)
     cold: list[int] = []
-    if _NOWAIT is None:
+    if not page_cache.CAN_READ_CACHED:
         return out, cold
     for i, part in enumerate(out):
         if isinstance(part, (bytes, memoryview)):
@@ -78,7 +77,7 @@ def prepare(parts: Sequence[Part | object]) -> tuple[list[Part | object], list[i
         if region.length <= 0:
             continue
         if region.length <= SENDFILE_MIN_BYTES:
-            data = _read_cached(region.fileno, region.position, region.length)
+            data = page_cache.read_cached(region.fileno, region.position, region.length)
             if data is None:
                 cold.append(i)
             else:
@@ -106,17 +105,6 @@ def read_cold(parts: list[Part | object], cold: Sequence[int]) -> list[Part | ob
         except OSError:
             continue  # rule 3
     return parts
-
-
-def _read_cached(fd: int, position: int, length: int) -> memoryview | None:
-    """The bytes if the page cache holds them all, else None (nothing waits for the disk)."""
-    assert _NOWAIT is not None
-    buf = bytearray(length)
-    try:
-        got = os.preadv(fd, [buf], position, _NOWAIT)
-    except OSError:  # BlockingIOError: not all of it is cached
-        return None
-    return memoryview(buf) if got == length else None
 
 
 __all__ = ["SENDFILE_MIN_BYTES", "RecordsRegion", "has_regions", "prepare", "read_cold"]
