@@ -10,6 +10,7 @@ state or of leader epochs: ``Log`` keeps those and calls this under its lock.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import random
 import shutil
@@ -19,6 +20,7 @@ from typing import Final
 
 from tidelog.storage.log_config import LogConfig
 from tidelog.storage.segment import LogSegment
+from tidelog.storage.serial_worker import SerialWorker
 from tidelog.storage.txn_index import AbortedTxn
 
 #: Offsets inside a segment are stored relative to its base as int32.
@@ -269,14 +271,27 @@ class LocalLog:
         self._pending_deletes = []
 
 
+#: Removes renamed-away partition directories off the caller's thread: a topic deletion
+#: runs on a broker's event loop, and ``rmtree`` of a large log waits on the disk.
+_REMOVER: Final = SerialWorker("tidelog-log-remover")
+
+
 def remove_log_directory(directory: Path) -> None:
-    """Delete a partition directory: renamed away first so a crash midway never leaves
-    a half-deleted log that would be loaded (Kafka renames to ``*-delete``)."""
+    """Delete a partition directory: renamed away at once, so a crash midway never leaves
+    a half-deleted log that would be loaded (Kafka renames to ``*-delete``), and the name
+    is free for a new log when this returns; the files are removed on a worker thread
+    (``settle_removals``). A ``*-delete`` directory the process did not get to is removed
+    at the next start (``LogManager``)."""
     if not directory.exists():
         return
     doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
     os.rename(directory, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    _REMOVER.submit(functools.partial(shutil.rmtree, doomed, ignore_errors=True))
 
 
-__all__ = ["LocalLog", "remove_log_directory"]
+def settle_removals() -> None:
+    """Wait until every directory ``remove_log_directory`` renamed away so far is gone."""
+    _REMOVER.settle()
+
+
+__all__ = ["LocalLog", "remove_log_directory", "settle_removals"]

@@ -39,12 +39,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from tidelog.storage.serial_worker import SerialWorker
 
 #: Appended bytes between two hints: each step starts writeback of the newest STEP bytes
 #: and drops the stretch now more than ``keep`` behind.
@@ -97,47 +99,42 @@ Hint = Callable[[int, int, int], None]
 
 
 class _HintThread:
-    """Runs hints in order on one daemon thread, started on the first hint."""
+    """Runs hints in order on one ``SerialWorker``, each on its own ``dup`` of the
+    descriptor, at most ``MAX_PENDING`` waiting."""
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[Hint, int, int, int]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._worker = SerialWorker("tidelog-page-cache")
 
     def submit(self, hint: Hint, fd: int, offset: int, length: int) -> bool:
         """Queue ``hint(dup of fd, offset, length)``; False if skipped (``MAX_PENDING``
         waiting, or the descriptor is already closed)."""
-        if length <= 0 or self._queue.qsize() >= MAX_PENDING:
+        if length <= 0 or self._worker.pending() >= MAX_PENDING:
             return False
         try:
             own = os.dup(fd)
         except OSError:
             return False
-        if self._thread is None or not self._thread.is_alive():
-            with self._start_lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(
-                        target=self._run, name="tidelog-page-cache", daemon=True
-                    )
-                    self._thread.start()
-        self._queue.put((hint, own, offset, length))
+        self._worker.submit(functools.partial(_run_hint, hint, own, offset, length))
         return True
+
+    def pending(self) -> int:
+        """Hints queued and not finished yet."""
+        return self._worker.pending()
 
     def settle(self) -> None:
         """Wait until every hint queued so far has run."""
-        self._queue.join()
+        self._worker.settle()
 
-    def _run(self) -> None:
-        while True:
-            hint, fd, offset, length = self._queue.get()
-            try:
-                hint(fd, offset, length)
-            except OSError:
-                pass  # a hint: the data stays where it is
-            finally:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                self._queue.task_done()
+
+def _run_hint(hint: Hint, fd: int, offset: int, length: int) -> None:
+    """One hint on the hint thread; ``fd`` is the hint's own and is closed here."""
+    try:
+        hint(fd, offset, length)
+    except OSError:
+        pass  # a hint: the data stays where it is
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 _HINTS: Final = _HintThread()

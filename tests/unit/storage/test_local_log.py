@@ -3,10 +3,12 @@ delete delay, the deletable prefix and what a flush syncs."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from tidelog.protocol.records import parse_header
-from tidelog.storage.local_log import LocalLog, remove_log_directory
+from tidelog.storage import local_log
+from tidelog.storage.local_log import LocalLog, remove_log_directory, settle_removals
 from tidelog.storage.log_config import LogConfig
 from tidelog.storage.segment import LogSegment
 
@@ -74,5 +76,25 @@ def test_a_removed_partition_directory_is_renamed_away_first(tmp_path: Path) -> 
     directory.mkdir()
     (directory / "00000000000000000000.log").write_bytes(b"x")
     remove_log_directory(directory)
+    settle_removals()
     assert list(tmp_path.iterdir()) == []
     remove_log_directory(directory)  # gone already: nothing to do
+
+
+def test_a_removed_directorys_files_are_deleted_off_the_callers_thread(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(b"x")
+    gate = threading.Event()
+    local_log._REMOVER.submit(lambda: gate.wait(10))  # the remover is busy
+    try:
+        remove_log_directory(directory)
+        # The name is free at once; the files wait, renamed *-delete, for the remover.
+        assert not directory.exists()
+        [doomed] = tmp_path.iterdir()
+        assert doomed.name.endswith("-delete")
+        assert (doomed / "00000000000000000000.log").read_bytes() == b"x"
+    finally:
+        gate.set()
+    settle_removals()
+    assert list(tmp_path.iterdir()) == []

@@ -22,6 +22,7 @@ from tidelog.storage.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from tidelog.storage.local_log import settle_removals
 from tidelog.storage.log import Log, LogConfig
 
 from .batches import BASE_TS, build_batch, read_all
@@ -407,6 +408,7 @@ def test_log_delete_removes_the_directory(tmp_path: Path) -> None:
     fill(log, 2)
     log.delete()
     assert not (tmp_path / "t-0").exists()
+    settle_removals()
     assert list(tmp_path.iterdir()) == []
 
 

@@ -208,7 +208,7 @@ def test_hints_beyond_the_bound_are_skipped_and_hold_no_descriptor(tmp_path: Pat
     try:
         before = _open_fds()
         assert hints.submit(hint, fd, 0, 1)  # taken by the thread, which waits in it
-        while hints._queue.qsize():
+        while hints.pending():
             threading.Event().wait(0.001)
         queued = [hints.submit(hint, fd, i, 1) for i in range(1, page_cache.MAX_PENDING + 6)]
         assert queued == [True] * page_cache.MAX_PENDING + [False] * 5
