@@ -273,6 +273,22 @@ def test_frame_assembler_splits_any_chunking_like_the_decoder() -> None:
         assembler.feed(struct.pack(">i", 1001) + b"x" * 10)
 
 
+def test_frame_assembler_keeps_no_view_of_a_buffer_that_can_change() -> None:
+    from tidelog.server.network.connection import FrameAssembler
+
+    payload = bytes(range(256)) * 40
+    stream = frame(payload) + frame(b"next")
+    assembler = FrameAssembler(1 << 20)
+    got: list[bytes] = []
+    for start in range(0, len(stream), 1000):
+        # A reused receive buffer: overwritten after every feed.
+        buffer = bytearray(stream[start : start + 1000])
+        got += assembler.feed(memoryview(buffer))
+        buffer[:] = b"\xff" * len(buffer)
+    assert got == [payload, b"next"]
+    assert all(type(f) is bytes for f in got)
+
+
 def test_idle_only_without_pending_answers() -> None:
     async def scenario() -> None:
         dispatcher = Dispatcher()
