@@ -130,20 +130,17 @@ class FrameAssembler:
     ``FrameDecoder.feed`` appends every read to one ``bytearray``; for a 1 MB Produce
     arriving in 64-256 KiB reads that costs milliseconds per frame (re-growing the buffer),
     which capped large-record produce throughput. Here a frame whose (valid) size prefix
-    says it is incomplete is collected as a list of reads, and its bytes are joined once,
-    straight from them, when it is complete: the size prefix is left out of the first read
-    and the next frame's bytes out of the last, so a frame's bytes are copied exactly once.
-    Reads are kept by reference only while immutable (``bytes``, or a read-only view of
-    them), else copied. Size validation and every other frame stay the decoder's (an
-    invalid size is fed to it at once, so it raises ``FrameTooLargeError`` as before).
+    says it is incomplete is collected as a list of reads and handed to the decoder whole,
+    once, when complete: one join plus the decoder's own single-frame fast path. Size
+    validation and frame splitting stay the decoder's (an invalid size is fed to it at once,
+    so it raises ``FrameTooLargeError`` as before).
     """
 
     __slots__ = ("_chunks", "_decoder", "_have", "_need")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._decoder = FrameDecoder(max_frame_bytes)
-        #: The incomplete frame's bytes so far (without its size prefix).
-        self._chunks: list[bytes | memoryview] = []
+        self._chunks: list[bytes] = []
         self._have = 0
         self._need = 0
 
@@ -157,31 +154,23 @@ class FrameAssembler:
 
     def feed(self, data: bytes | memoryview) -> list[bytes]:
         if self._chunks:
-            take = self._need - self._have
-            if len(data) < take:
-                self._chunks.append(_kept(data))
-                self._have += len(data)
+            self._chunks.append(bytes(data))
+            self._have += len(data)
+            if self._have < self._need:
                 return []
-            view = memoryview(data)
-            frame = b"".join([*self._chunks, view[:take]])
+            joined = memoryview(b"".join(self._chunks))
             self._chunks = []
-            rest = view[take:]
-            return [frame, *self.feed(rest)] if len(rest) else [frame]
-        if self._decoder.buffered_bytes == 0 and len(data) >= _SIZE.size:
+            frames = self._decoder.feed(joined[: self._need])
+            rest = joined[self._need :]
+            return frames + self.feed(rest) if len(rest) else frames
+        if self._decoder.buffered_bytes == 0 and len(data) >= 4:
             (size,) = _SIZE.unpack_from(data, 0)
-            if 0 <= size <= self._decoder.max_frame_bytes and len(data) < size + _SIZE.size:
-                self._chunks = [memoryview(_kept(data))[_SIZE.size :]]
-                self._have = len(data) - _SIZE.size
-                self._need = size
+            if 0 <= size <= self._decoder.max_frame_bytes and len(data) < size + 4:
+                self._chunks = [bytes(data)]
+                self._have = len(data)
+                self._need = size + 4
                 return []
         return self._decoder.feed(data)
-
-
-def _kept(data: bytes | memoryview) -> bytes | memoryview:
-    """``data`` itself if nothing can change it later, else a copy."""
-    if isinstance(data, bytes) or (isinstance(data, memoryview) and data.readonly):
-        return data
-    return bytes(data)
 
 
 class Connection(asyncio.Protocol):
