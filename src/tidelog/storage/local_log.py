@@ -14,6 +14,7 @@ import functools
 import os
 import random
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -284,7 +285,9 @@ def remove_log_directory(directory: Path) -> None:
     at the next start (``LogManager``)."""
     if not directory.exists():
         return
-    doomed = directory.with_name(f"{directory.name}.{os.getpid()}-{id(directory)}-delete")
+    # A fresh name each time: an earlier removal of the same partition may still be
+    # waiting for the remover under its own.
+    doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}-delete")
     os.rename(directory, doomed)
     _REMOVER.submit(functools.partial(shutil.rmtree, doomed, ignore_errors=True))
 

@@ -118,7 +118,7 @@ class _HintThread:
         return True
 
     def pending(self) -> int:
-        """Hints queued and not finished yet."""
+        """Hints waiting for the hint thread."""
         return self._worker.pending()
 
     def settle(self) -> None:

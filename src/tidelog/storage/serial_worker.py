@@ -29,7 +29,7 @@ class SerialWorker:
         self._start_lock = threading.Lock()
 
     def pending(self) -> int:
-        """Calls handed over and not finished yet (approximate while the thread runs)."""
+        """Calls waiting for the thread (the one it runs is no longer counted)."""
         return self._queue.qsize()
 
     def submit(self, call: Callable[[], object]) -> None:

@@ -94,6 +94,10 @@ def test_a_removed_directorys_files_are_deleted_off_the_callers_thread(tmp_path:
         [doomed] = tmp_path.iterdir()
         assert doomed.name.endswith("-delete")
         assert (doomed / "00000000000000000000.log").read_bytes() == b"x"
+        # The partition is created and deleted again before the remover got to the first.
+        directory.mkdir()
+        remove_log_directory(directory)
+        assert len([p for p in tmp_path.iterdir() if p.name.endswith("-delete")]) == 2
     finally:
         gate.set()
     settle_removals()
