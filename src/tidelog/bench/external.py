@@ -24,6 +24,14 @@ Rules:
 5. Every producer, consumer and admin client gets the ``--command-config`` settings
    (``tidelog.bench.client_conf``); the workers get them in their own processes through
    ``client_settings.run_with_settings``, so the code measured is the tidelog rows' code.
+6. Before each row, and before deleting topics, the cluster must answer a Metadata request
+   within ``PROBE_TIMEOUT_S`` again (rule 1's probe). A cluster that stopped answering
+   fails the row at once with rule 1's error (the section says it and the run goes on to
+   the next), and its topics are left in place and named, rather than each row and each
+   deletion waiting out its clients' own timeouts (minutes). A row already running when
+   the cluster goes away ends by its own bounds (a producer waits at most 180 s for its
+   queue, a catch-up consumer 300 s). A produce row whose records were not all
+   acknowledged says how many were not, and librdkafka's first error.
 """
 
 # Optional dependencies (the bench extra) load lazily; workers take positional arguments
@@ -220,6 +228,17 @@ def describe_cluster(
     return ClusterInfo(bootstrap, md.cluster_id, len(md.brokers), md.controller_id)
 
 
+def unacknowledged(values: Mapping[str, Any]) -> str:
+    """Rule 6: a produce row's records that were sent and not acknowledged."""
+    sent, errors = values["sent"], values["errors"]
+    missing = sent - values["records"]
+    first = values.get("first_errors") or []
+    said = [f"{errors} delivery errors" + (f" (first: {first[0]})" if first else "")]
+    if missing > errors:
+        said.append(f"{missing - errors} still queued when the producer stopped waiting")
+    return f"{missing} of {sent} records sent were not acknowledged: " + "; ".join(said)
+
+
 def _reason(exc: Exception) -> str:
     """The KafkaError's own text (``str()`` of the exception repeats its fields)."""
     err: Any = exc.args[0] if exc.args else None
@@ -329,6 +348,11 @@ class ExternalCluster:
         mine = [n for n in names if n in self.created]
         if not mine:
             return
+        try:
+            self._require_reachable()
+        except ExternalClusterError as exc:
+            say(f"could not delete topics {', '.join(mine)}: {exc}")
+            return
         futures = self.admin.delete_topics(
             mine, operation_timeout=TOPIC_TIMEOUT_S, request_timeout=TOPIC_TIMEOUT_S
         )
@@ -365,9 +389,14 @@ class ExternalCluster:
                     self.delete([topic.name], say)
         return rows
 
+    def _require_reachable(self) -> None:
+        """Rule 6: ExternalClusterError unless the cluster answers Metadata now."""
+        describe_cluster(self.admin, self.target.bootstrap)
+
     def _produce(
         self, topic: BenchTopic, acks: str, size: int, seconds: float, producers: int, say: Say
     ) -> list[Row]:
+        self._require_reachable()
         settings = dict(self.target.settings)
         bootstrap = self.target.bootstrap
         parts = list(range(self.target.partitions))
@@ -391,11 +420,14 @@ class ExternalCluster:
         workload = f"RF={topic.replication_factor} acks={acks} {size_label(size)}"
         rows = [Row("produce", SYSTEM, workload, values, note=self._note())]
         say(f"{SYSTEM} {workload}: {perf_test_line(values)}")
+        if values["sent"] > values["records"]:
+            say(f"{SYSTEM} {workload}: {unacknowledged(values)}")
         if acks == "all" and values["records"] > 0:
             rows.append(self._catch_up(topic, size, values["records"], say))
         return rows
 
     def _catch_up(self, topic: BenchTopic, size: int, expected: int, say: Say) -> Row:
+        self._require_reachable()
         parts = list(range(self.target.partitions))
         (res,) = run_parallel(
             run_with_settings,
@@ -443,6 +475,7 @@ class ExternalCluster:
         return rows
 
     def _e2e(self, topic: BenchTopic, rate: int, seconds: float, say: Say) -> Row:
+        self._require_reachable()
         parts = range(self.target.partitions)
         values = measure_e2e(
             self.target.settings,

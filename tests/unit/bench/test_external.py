@@ -4,6 +4,7 @@ client settings of ``--command-config``, and the report's account of the cluster
 
 from __future__ import annotations
 
+import re
 from array import array
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -81,6 +82,8 @@ class FakeAdmin:
         self.topics: dict[str, tuple[int, int]] = dict.fromkeys(existing, (1, 1))
         self.refuse = refuse
         self.deleted: list[str] = []
+        #: False: Metadata gets no answer (the cluster went away).
+        self.answering = True
 
     def create_topics(self, new: list[Any], **_: Any) -> dict[str, Future[Any]]:
         out: dict[str, Future[Any]] = {}
@@ -100,7 +103,13 @@ class FakeAdmin:
             self.topics.pop(name, None)
         return {name: _done() for name in names}
 
+    def poll(self, timeout: float) -> int:
+        return 0
+
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        if not self.answering:
+            raise KafkaException(KafkaError(-185, "Failed while waiting for response"))
+
         def partitions(count: int, rf: int) -> dict[int, Any]:
             isr = list(range(rf))
             return {p: SimpleNamespace(id=p, leader=0, isrs=isr, error=None) for p in range(count)}
@@ -109,7 +118,7 @@ class FakeAdmin:
             name: SimpleNamespace(error=None, partitions=partitions(*shape))
             for name, shape in self.topics.items()
         }
-        return SimpleNamespace(topics=topics)
+        return SimpleNamespace(topics=topics, brokers={0: None}, cluster_id="cid", controller_id=0)
 
 
 def _cluster(admin: FakeAdmin, prefix: str = "tidelog-bench-") -> external.ExternalCluster:
@@ -137,6 +146,46 @@ def test_a_run_deletes_what_it_created_and_nothing_else() -> None:
     assert set(admin.topics) == {"tidelog-bench-keep", "orders"}
     cluster.close(said.append)  # nothing left: no DeleteTopics at all
     assert len(admin.deleted) == len(mine)
+
+
+def test_a_cluster_gone_mid_run_fails_its_rows_at_once_and_leaves_its_topics_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    admin = FakeAdmin(set())
+    said: list[str] = []
+    cluster = _cluster(admin)
+    cluster.create_topics(said.append)
+    admin.answering = False
+
+    def no_worker(*_: Any) -> Any:
+        raise AssertionError("a load generator started against a cluster that is gone")
+
+    monkeypatch.setattr(external, "run_parallel", no_worker)
+    monkeypatch.setattr(external, "measure_e2e", no_worker)
+    gone = "cannot reach the cluster at b:9092 within 10 s: Failed while waiting for response"
+    with pytest.raises(external.ExternalClusterError, match="^" + re.escape(gone) + "$"):
+        cluster.produce_rows([100], 1.0, 1, said.append)
+    with pytest.raises(external.ExternalClusterError, match="^" + re.escape(gone) + "$"):
+        cluster.e2e_rows([1000], 1.0, said.append)
+    assert admin.deleted == []
+    # Each row's topic is named when its deletion is given up.
+    assert said[1:] == [
+        f"could not delete topics tidelog-bench-run1-produce-acks-all-100: {gone}",
+        f"could not delete topics tidelog-bench-run1-e2e-1000: {gone}",
+    ]
+    assert set(cluster.created) == set(admin.topics)
+
+
+def test_a_produce_row_says_what_was_not_acknowledged() -> None:
+    values = {"sent": 1000, "records": 700, "errors": 200, "first_errors": ["Local: Timed out"]}
+    assert external.unacknowledged(values) == (
+        "300 of 1000 records sent were not acknowledged: 200 delivery errors (first: Local: "
+        "Timed out); 100 still queued when the producer stopped waiting"
+    )
+    values = {"sent": 10, "records": 4, "errors": 6, "first_errors": []}
+    assert external.unacknowledged(values) == (
+        "6 of 10 records sent were not acknowledged: 6 delivery errors"
+    )
 
 
 def test_a_refused_topic_is_kafkas_error_and_the_created_ones_are_deleted() -> None:
