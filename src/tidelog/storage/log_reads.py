@@ -106,7 +106,7 @@ def uncached_range(
     length = min(seg.size - position, max_bytes + config.index_interval_bytes)
     if length <= 0 or seg.fd < 0:
         return None
-    if page_cache.cached(seg.fd, position) and page_cache.cached(seg.fd, position + length - 1):
+    if page_cache.ends_cached(seg.fd, position, length):
         return None
     try:
         return Uncached(os.dup(seg.fd), position, length)

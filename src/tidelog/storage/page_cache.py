@@ -180,6 +180,12 @@ def cached(fd: int, offset: int) -> bool:
     return not CAN_READ_CACHED or read_cached(fd, offset, 1) is not None
 
 
+def ends_cached(fd: int, offset: int, length: int) -> bool:
+    """Whether the page cache holds the first and the last byte of the range (``cached``):
+    the probe of a range too large to read for the answer."""
+    return cached(fd, offset) and cached(fd, offset + length - 1)
+
+
 #: ``load`` reads through a buffer of this size (one per thread).
 _LOAD_CHUNK: Final = 1024 * 1024
 _scratch = threading.local()

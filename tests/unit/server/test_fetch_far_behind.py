@@ -1,6 +1,6 @@
 """A fetch far behind a log's end has what it will read brought into the page cache by a
 worker thread first (``Log.uncached_range``, ``ReplicaManager.uncached_reads``,
-``DataApis._fetch_when_loaded``): the read on the event loop then finds it in memory. A
+``fetch_parts.start_when_loaded``): the read on the event loop then finds it in memory. A
 fetch near the end, or one whose bytes the page cache holds, is read at once, as before.
 
 The logs' pages are taken out of the page cache (fsync, ``POSIX_FADV_DONTNEED``); on a file

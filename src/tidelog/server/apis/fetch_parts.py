@@ -78,9 +78,6 @@ def partition_answer(
     )
 
 
-__all__ = ["FetchPlan", "fetch_replica_id", "holds_zstd", "partition_answer", "start_when_loaded"]
-
-
 def start_when_loaded(
     start: Callable[[], None], ranges: Sequence[Uncached], answer: asyncio.Future[Any]
 ) -> None:
@@ -101,3 +98,6 @@ def start_when_loaded(
 
     loaded = asyncio.ensure_future(asyncio.to_thread(page_cache.load_all, ranges))
     loaded.add_done_callback(begin)
+
+
+__all__ = ["FetchPlan", "fetch_replica_id", "holds_zstd", "partition_answer", "start_when_loaded"]

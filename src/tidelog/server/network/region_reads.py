@@ -82,10 +82,7 @@ def prepare(parts: Sequence[Part | object]) -> tuple[list[Part | object], list[i
                 cold.append(i)
             else:
                 out[i] = data
-        elif not (
-            page_cache.cached(region.fileno, region.position)
-            and page_cache.cached(region.fileno, region.position + region.length - 1)
-        ):
+        elif not page_cache.ends_cached(region.fileno, region.position, region.length):
             cold.append(i)
     return out, cold
 
